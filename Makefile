@@ -1,0 +1,55 @@
+# Every habit of the project has a name here. `make run` and `make test` create the
+# virtual environment on first use, so a fresh machine needs nothing else.
+PYTHON ?= $(shell command -v python3.13 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+SAM_VENV := .venv-sam
+PIP_QUIET := --quiet --disable-pip-version-check
+
+.PHONY: run test unit integration e2e bench validate build deploy admin clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install $(PIP_QUIET) --upgrade pip
+	$(BIN)/pip install $(PIP_QUIET) -e '.[dev]'
+	touch $@
+
+$(SAM_VENV)/bin/sam:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install $(PIP_QUIET) aws-sam-cli
+
+venv: $(BIN)/.installed
+
+## The whole gateway on http://127.0.0.1:$${PORT:-3000}, with the AWS emulator and simulated upstreams.
+run: $(BIN)/.installed
+	$(BIN)/python -m gateway_local
+
+## The whole test suite (unit, integration against the emulator, end-to-end over HTTP).
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest
+
+unit: $(BIN)/.installed
+	$(BIN)/python -m pytest tests/unit
+
+integration: $(BIN)/.installed
+	$(BIN)/python -m pytest tests/integration
+
+e2e: $(BIN)/.installed
+	$(BIN)/python -m pytest tests/e2e
+
+## Benchmarks print figures; they are not tests.
+bench: $(BIN)/.installed
+	$(BIN)/python bench/cold_start.py
+
+## sam validate --lint, with SAM CLI in its own virtual environment.
+validate: $(SAM_VENV)/bin/sam
+	$(SAM_VENV)/bin/sam validate --lint
+
+build: $(SAM_VENV)/bin/sam
+	PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam build
+
+deploy: build
+	$(SAM_VENV)/bin/sam deploy
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache

@@ -1,0 +1,1 @@
+"""The gateway's shared layer: everything two functions need."""

@@ -1,0 +1,170 @@
+"""Domain errors and the one place that renders them in each dialect's envelope.
+
+Code raises a `GatewayError` subclass naming what went wrong; `render` turns it into the status
+and body of the dialect the route speaks (architecture.md, "one envelope per dialect").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class Dialect(str, Enum):
+    CHAT = "chat"  # /v1/chat/completions, /v1/responses, /v1/embeddings, /v1/images, /v1/video(s), /v1/dashboard
+    MESSAGES = "messages"  # /v1/messages
+    CONTENT = "content"  # /v1beta/...
+    ALPHA = "alpha"  # /alpha/...
+    GAMMA = "gamma"  # /gamma/...
+    PLANTS = "plants"  # /plants
+    ACCOUNT = "account"  # /api/user/self
+    IMGTASK = "imgtask"  # /imgtask/...
+
+
+def dialect_for_path(path: str) -> Dialect:
+    """The error dialect of a route, decided by its path prefix only."""
+    if path.startswith("/v1/messages"):
+        return Dialect.MESSAGES
+    if path.startswith("/v1beta/"):
+        return Dialect.CONTENT
+    if path.startswith("/alpha/"):
+        return Dialect.ALPHA
+    if path.startswith("/gamma/"):
+        return Dialect.GAMMA
+    if path.startswith("/plants"):
+        return Dialect.PLANTS
+    if path.startswith("/api/"):
+        return Dialect.ACCOUNT
+    if path.startswith("/imgtask/"):
+        return Dialect.IMGTASK
+    return Dialect.CHAT
+
+
+class GatewayError(Exception):
+    """Base of every error the gateway answers on purpose."""
+
+    status: int = 500
+    kind: str = "internal"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None,
+                 status: int | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+        self.headers = headers or {}
+
+
+class InvalidRequest(GatewayError):
+    status, kind, code = 400, "invalid_request", "invalid_request"
+
+
+class AuthenticationFailed(GatewayError):
+    status, kind, code = 401, "authentication", "invalid_api_key"
+
+
+class PermissionDenied(GatewayError):
+    status, kind, code = 403, "permission", "permission_denied"
+
+
+class InsufficientQuota(GatewayError):
+    # 403 rather than 429: SDKs retry a 429, and an empty wallet does not refill by waiting.
+    status, kind, code = 403, "insufficient_quota", "insufficient_quota"
+
+
+class NotFound(GatewayError):
+    status, kind, code = 404, "not_found", "not_found"
+
+
+class Conflict(GatewayError):
+    status, kind, code = 409, "conflict", "conflict"
+
+
+class PayloadTooLarge(GatewayError):
+    status, kind, code = 413, "too_large", "request_too_large"
+
+
+class RateLimited(GatewayError):
+    status, kind, code = 429, "rate_limit", "rate_limit_exceeded"
+
+
+class UpstreamFailed(GatewayError):
+    status, kind, code = 502, "upstream", "upstream_error"
+
+
+class UpstreamTimeout(GatewayError):
+    status, kind, code = 504, "timeout", "upstream_timeout"
+
+
+class Unavailable(GatewayError):
+    status, kind, code = 503, "unavailable", "no_available_channel"
+
+
+# Each dialect's own words for an error kind.
+_CHAT_TYPES = {
+    "invalid_request": "invalid_request_error", "authentication": "authentication_error",
+    "permission": "permission_error", "insufficient_quota": "insufficient_quota",
+    "not_found": "invalid_request_error", "conflict": "invalid_request_error",
+    "too_large": "invalid_request_error", "rate_limit": "rate_limit_error",
+    "upstream": "upstream_error", "timeout": "upstream_error", "unavailable": "server_error",
+    "internal": "server_error",
+}
+_MESSAGES_TYPES = {
+    "invalid_request": "invalid_request_error", "authentication": "authentication_error",
+    "permission": "permission_error", "insufficient_quota": "permission_error",
+    "not_found": "not_found_error", "conflict": "invalid_request_error",
+    "too_large": "request_too_large", "rate_limit": "rate_limit_error", "upstream": "api_error",
+    "timeout": "api_error", "unavailable": "overloaded_error", "internal": "api_error",
+}
+_CONTENT_STATUSES = {
+    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+    409: "ALREADY_EXISTS", 413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL",
+    502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
+}
+# The alpha upstream's own code ranges: 1000-1004 auth, 1100-1102 account/quota, 1200s request.
+_ALPHA_CODES = {
+    "invalid_request": 1201, "authentication": 1000, "permission": 1103,
+    "insufficient_quota": 1102, "not_found": 1203, "conflict": 1201, "too_large": 1201,
+    "rate_limit": 1302, "upstream": 5000, "timeout": 5000, "unavailable": 5001, "internal": 5000,
+}
+_IMGTASK_CODES = {"invalid_request": 4, "not_found": 3}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+def render(error: GatewayError, dialect: Dialect, request_id: str = "") -> Rendered:
+    """Status and body of `error` in the envelope of `dialect`."""
+    status, kind, message = error.status, error.kind, error.message
+    if dialect is Dialect.MESSAGES:
+        body: dict[str, Any] = {"type": "error",
+                                "error": {"type": _MESSAGES_TYPES.get(kind, "api_error"), "message": message}}
+    elif dialect is Dialect.CONTENT:
+        body = {"error": {"code": status, "message": message,
+                          "status": _CONTENT_STATUSES.get(status, "UNKNOWN")}}
+    elif dialect is Dialect.ALPHA:
+        body = {"code": _ALPHA_CODES.get(kind, 5000), "message": message, "request_id": request_id}
+    elif dialect is Dialect.GAMMA:
+        suffix = f" (request id: {request_id})" if request_id else ""
+        gamma_type = "api_error" if kind in ("authentication", "internal", "upstream", "timeout") else (
+            "invalid_request_error" if kind in ("invalid_request", "too_large", "conflict") else kind)
+        body = {"error": {"message": message + suffix, "type": gamma_type}}
+    elif dialect is Dialect.PLANTS:
+        body = {"error": status, "message": message}
+    elif dialect is Dialect.ACCOUNT:
+        body = {"data": None, "message": message, "success": False}
+    elif dialect is Dialect.IMGTASK:
+        body = {"code": _IMGTASK_CODES.get(kind, 9), "description": message, "result": None}
+    else:
+        body = {"error": {"message": message, "type": _CHAT_TYPES.get(kind, "server_error"),
+                          "param": error.param, "code": error.code}}
+    return Rendered(status=status, body=body, headers=dict(error.headers))

@@ -1,0 +1,1 @@
+"""Conversions between the chat, messages, content-generation and responses dialects."""

@@ -1,0 +1,1 @@
+"""Request models: every rule of the spec, one module per family."""

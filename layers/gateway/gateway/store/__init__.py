@@ -1,0 +1,1 @@
+"""Persistence: one repository per table, boto3 behind a small interface."""

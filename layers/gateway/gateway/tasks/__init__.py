@@ -1,0 +1,1 @@
+"""The asynchronous task engine and each family's status mapping."""

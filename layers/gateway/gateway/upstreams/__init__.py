@@ -1,0 +1,1 @@
+"""One client per upstream wire protocol, each of the same shape."""

@@ -1,0 +1,1 @@
+"""Dev-only: the local runner, the AWS emulator wiring and the simulated upstreams."""
