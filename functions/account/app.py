@@ -1,0 +1,32 @@
+"""Account and credit queries: GET /v1/dashboard/billing/{usage,subscription}, GET /api/user/self."""
+
+from aws_lambda_powertools.logging import correlation_paths
+
+from gateway import account
+from gateway.http import authenticate, create_app, json_response
+from gateway.observability import logger
+
+app = create_app()
+
+
+@app.get("/v1/dashboard/billing/usage")
+def billing_usage():
+    principal = authenticate(app)
+    query = app.current_event.query_string_parameters or {}
+    return json_response(account.billing_usage(principal, query.get("start_date"), query.get("end_date")))
+
+
+@app.get("/v1/dashboard/billing/subscription")
+def billing_subscription():
+    return json_response(account.subscription(authenticate(app)))
+
+
+@app.get("/api/user/self")
+def user_self():
+    headers = app.current_event.headers
+    return json_response(account.user_self(headers.get("authorization"), headers.get("x-api-user")))
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+def lambda_handler(event, context):
+    return app.resolve(event, context)

@@ -1,0 +1,92 @@
+"""Account and credit queries: billing usage, subscription (quota) and the user record.
+
+Units (interface spec, Limits): 500000 quota units per USD; `total_usage` is in cents
+(USD x 100); an unlimited key reports 100000000 as its limits.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+from gateway.auth import Principal
+from gateway.errors import AuthenticationFailed, InvalidRequest
+from gateway.prices import UNITS_PER_USD, units_to_whole_usd
+from gateway.store.accounts import AccountsRepository
+
+UNLIMITED_USD = 100_000_000
+_UNITS_PER_CENT = UNITS_PER_USD // 100
+
+# The account record of GET /api/user/self, in the spec's order, with its fixed values.
+_ACCOUNT_FIELDS = (
+    "id", "username", "password", "display_name", "role", "status", "email", "github_id", "wechat_id",
+    "oidc_id", "google_id", "verification_code", "access_token", "quota", "used_quota", "request_count",
+    "group", "can_use_self_group", "aff_code", "inviter_id", "aff_count", "aff_quota", "aff_history_quota",
+    "created_at", "last_login_at", "last_login_ip", "deleted_at", "group_ratio", "topup_ratio",
+)
+_FIXED = {"password": "", "verification_code": "", "access_token": None, "deleted_at": None}
+
+
+def parse_date(name: str, value: str | None) -> datetime | None:
+    """A millisecond timestamp (the spec's form) or, for convenience, a YYYY-MM-DD date."""
+    if value is None or value == "":
+        return None
+    text = value.strip()
+    if text.isdigit():
+        try:
+            return datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise InvalidRequest(f"{name}: timestamp {text} is out of range", param=name) from None
+    try:
+        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise InvalidRequest(f"{name}: must be a timestamp in milliseconds (or YYYY-MM-DD), got '{value}'",
+                             param=name) from None
+
+
+def billing_usage(principal: Principal, start_date: str | None, end_date: str | None,
+                  accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """What this key has spent between the dates (both optional, inclusive), in cents."""
+    start, end = parse_date("start_date", start_date), parse_date("end_date", end_date)
+    if start and end and start > end:
+        raise InvalidRequest("start_date: must not be after end_date", param="start_date")
+    entries = (accounts or AccountsRepository()).ledger(principal.user_id, start=start, end=end,
+                                                        key_id=principal.key_id)
+    units = sum(int(entry.get("units", 0)) for entry in entries)
+    cents = Decimal(units) / _UNITS_PER_CENT
+    return {"object": "list", "total_usage": int(cents) if cents == cents.to_integral_value() else float(cents)}
+
+
+def subscription(principal: Principal, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """The key's authorized quota in whole USD: what is left plus what it has used."""
+    key = (accounts or AccountsRepository()).get_key(principal.key_hash) or {}
+    if key.get("unlimited"):
+        limit = UNLIMITED_USD
+    else:
+        limit = units_to_whole_usd(int(key.get("remain_quota", 0)) + int(key.get("used_quota", 0)))
+    return {
+        "object": "billing_subscription", "has_payment_method": True, "soft_limit_usd": limit,
+        "hard_limit_usd": limit, "system_hard_limit_usd": limit, "access_until": int(key.get("expires_at") or 0),
+    }
+
+
+def user_self(authorization: str | None, api_user: str | None,
+              accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """The account envelope for the user named by both the access token and `X-Api-User`."""
+    accounts = accounts or AccountsRepository()
+    token = (authorization or "").strip()
+    if token[:7].lower() == "bearer ":
+        token = token[7:].strip()
+    if not token:
+        raise AuthenticationFailed("no system access token was given in Authorization")
+    if not (api_user or "").strip().isdigit():
+        raise AuthenticationFailed("X-Api-User must be the numeric id of the access token's user")
+    user_id = accounts.user_id_for_access_token(token)
+    if user_id is None or user_id != int(api_user):
+        raise AuthenticationFailed("the access token does not belong to the user in X-Api-User")
+    user = accounts.get_user(user_id, consistent=True)
+    if user is None:
+        raise AuthenticationFailed("the access token's user no longer exists")
+    record = {name: _FIXED[name] if name in _FIXED else user.get(name) for name in _ACCOUNT_FIELDS}
+    return {"data": record, "message": "", "success": True}

@@ -1,0 +1,142 @@
+"""Who is calling: the API key from wherever the client's SDK puts it, checked against the store.
+
+A warm function reuses a key lookup for `GATEWAY_KEY_CACHE_SECONDS` (never the quota: billing
+conditions on the live value, and on the key still being active).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from gateway import keys
+from gateway.errors import AuthenticationFailed, NotFound
+from gateway.settings import get_settings
+from gateway.store.accounts import AccountsRepository
+
+_LAST_USED_EVERY = 60  # seconds between last-used stamps of one key from one warm function
+
+
+@dataclass(frozen=True)
+class Principal:
+    user_id: int
+    key_hash: str
+    key_id: str
+    key_name: str
+    unlimited: bool
+    allowed_models: tuple[str, ...] | None
+    expires_at: int
+
+    @property
+    def fingerprint(self) -> str:
+        return "key:" + self.key_id
+
+    def may_use(self, model: str) -> bool:
+        return self.allowed_models is None or model in self.allowed_models
+
+    def require_model(self, model: str) -> None:
+        """A model outside the key's allowlist is answered as if it did not exist."""
+        if not self.may_use(model):
+            raise NotFound(f"model '{model}' does not exist or this key may not use it",
+                           param="model", code="model_not_found")
+
+
+def _lower(headers: Mapping[str, Any] | None) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in (headers or {}).items() if v is not None}
+
+
+def extract_key(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | None = None) -> str | None:
+    """The key from `Authorization: Bearer`, `x-api-key`, `x-goog-api-key` or `?key=`."""
+    lowered = _lower(headers)
+    authorization = lowered.get("authorization", "").strip()
+    if authorization[:7].lower() == "bearer ":
+        token = authorization[7:].strip()
+        if token:
+            return token
+    for header in ("x-api-key", "x-goog-api-key"):
+        if lowered.get(header, "").strip():
+            return lowered[header].strip()
+    if query and str(query.get("key") or "").strip():
+        return str(query["key"]).strip()
+    return None
+
+
+class _KeyCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._stamped: dict[str, float] = {}
+
+    def get(self, key_hash: str, ttl: float) -> tuple[bool, dict[str, Any] | None]:
+        with self._lock:
+            found = self._entries.get(key_hash)
+        if found and time.monotonic() - found[0] < ttl:
+            return True, found[1]
+        return False, None
+
+    def put(self, key_hash: str, record: dict[str, Any] | None) -> None:
+        with self._lock:
+            if len(self._entries) > 10_000:
+                self._entries.clear()
+            self._entries[key_hash] = (time.monotonic(), record)
+
+    def due_for_stamp(self, key_hash: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._stamped.get(key_hash, -_LAST_USED_EVERY) < _LAST_USED_EVERY:
+                return False
+            self._stamped[key_hash] = now
+            return True
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._stamped.clear()
+
+
+_cache = _KeyCache()
+
+
+def clear_cache() -> None:
+    _cache.clear()
+
+
+def _load_key(key_hash: str) -> dict[str, Any] | None:
+    ttl = get_settings().key_cache_seconds
+    if ttl > 0:
+        hit, record = _cache.get(key_hash, ttl)
+        if hit:
+            return record
+    record = AccountsRepository().get_key(key_hash)
+    if ttl > 0:
+        _cache.put(key_hash, record)
+    return record
+
+
+def authenticate(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | None = None) -> Principal:
+    """The caller's principal, or `AuthenticationFailed` for a missing, unknown, expired or revoked key."""
+    secret = extract_key(headers, query)
+    if not secret:
+        raise AuthenticationFailed("no API key was given: send 'Authorization: Bearer <key>'",
+                                   code="missing_api_key")
+    key_hash = keys.hash_secret(secret)
+    record = _load_key(key_hash)
+    if record is None:
+        raise AuthenticationFailed("the API key is not valid")
+    if record.get("status") != "active":
+        raise AuthenticationFailed("the API key has been revoked")
+    now = int(time.time())
+    expires_at = int(record.get("expires_at") or 0)
+    if expires_at and expires_at <= now:
+        raise AuthenticationFailed("the API key has expired", code="expired_api_key")
+    if _cache.due_for_stamp(key_hash):
+        try:
+            AccountsRepository().touch_key(key_hash, now)
+        except Exception:  # a last-used stamp is never worth failing a request for
+            pass
+    allowed = record.get("allowed_models")
+    return Principal(user_id=int(record["user_id"]), key_hash=key_hash, key_id=record["key_id"],
+                     key_name=record.get("name", ""), unlimited=bool(record.get("unlimited")),
+                     allowed_models=tuple(allowed) if allowed else None, expires_at=expires_at)

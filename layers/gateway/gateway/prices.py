@@ -1,0 +1,143 @@
+"""Prices of models in USD, and their conversion to quota units.
+
+The shipped table below holds a price for every model the gateway knows; the `prices:` section
+of the channels document overrides or extends it per model. A model with no price is refused,
+never served for free. All arithmetic is in `Decimal`; a request's cost is rounded up to a whole
+unit once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from typing import Any, Mapping
+
+from gateway.errors import InvalidRequest
+
+UNITS_PER_USD = 500_000
+MILLION = Decimal(1_000_000)
+
+
+@dataclass(frozen=True)
+class Price:
+    input_per_million: Decimal | None = None
+    output_per_million: Decimal | None = None
+    cached_input_per_million: Decimal | None = None
+    per_image: Decimal | None = None
+    per_second: Decimal | None = None
+    per_call: Decimal | None = None
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any]) -> "Price":
+        unknown = set(spec) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown price field(s): {', '.join(sorted(unknown))}")
+        values = {}
+        for name, value in spec.items():
+            amount = Decimal(str(value))
+            if amount < 0:
+                raise ValueError(f"{name} must not be negative")
+            values[name] = amount
+        return cls(**values)
+
+
+def _p(**spec: Any) -> Price:
+    return Price.of(spec)
+
+
+# Text models of the built-in simulators and the neutral demo names of architecture.md.
+_TEXT = {name: _p(input_per_million=i, output_per_million=o, cached_input_per_million=c) for name, i, o, c in [
+    ("m-small", "0.50", "1.50", "0.05"),
+    ("m-large", "3.00", "15.00", "0.30"),
+    ("m-embed", "0.02", "0", "0"),
+]}
+
+# Image models (per image produced; edits multiply by n).
+_IMAGES = {
+    "iota-image-1": _p(per_image="0.04"),
+    "iota-image-1-mini": _p(per_image="0.011"),
+    "theta-3": _p(per_image="0.04"),
+    "eta-image-edit": _p(per_image="0.03"),
+}
+
+# Video models, per second of video produced.
+_VIDEO = {
+    **{m: _p(per_second="0.50") for m in ("delta-2.0-generate-001", "delta-2.0-generate-preview",
+                                          "delta-2.0-generate-exp")},
+    **{m: _p(per_second="0.40") for m in ("delta-3.0-generate-001", "delta-3.0-generate-preview",
+                                          "delta-3.1-generate-preview", "delta-3.1-generate-001")},
+    **{m: _p(per_second="0.15") for m in ("delta-3.0-fast-generate-001", "delta-3.0-fast-generate-preview",
+                                          "delta-3.1-fast-generate-preview", "delta-3.1-fast-generate-001")},
+    "zeta-video-1-0-lite-i2v-250428": _p(per_second="0.05"),
+    "zeta-video-1-0-lite-t2v-250428": _p(per_second="0.05"),
+    "zeta-video-1-0-pro-250528": _p(per_second="0.10"),
+    "epsilon-2": _p(per_second="0.10"),
+    "epsilon-2-pro": _p(per_second="0.30"),
+}
+
+SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO}
+
+
+class PriceTable:
+    def __init__(self, overrides: Mapping[str, Mapping[str, Any]] | None = None):
+        self._prices = dict(SHIPPED)
+        for model, spec in (overrides or {}).items():
+            try:
+                self._prices[model] = Price.of(spec)
+            except (ValueError, ArithmeticError) as exc:
+                raise ValueError(f"prices.{model}: {exc}") from None
+
+    def __contains__(self, model: str) -> bool:
+        return model in self._prices
+
+    def get(self, model: str) -> Price:
+        price = self._prices.get(model)
+        if price is None:
+            raise InvalidRequest(f"model '{model}' has no price configured, so it cannot be served",
+                                 param="model", code="model_not_priced")
+        return price
+
+
+def usd_to_units(usd: Decimal) -> int:
+    """Whole quota units for an amount in USD, rounded up (a fraction of a unit is a unit)."""
+    return int((usd * UNITS_PER_USD).to_integral_value(rounding=ROUND_CEILING))
+
+
+def units_to_usd(units: int) -> Decimal:
+    return Decimal(units) / UNITS_PER_USD
+
+
+def units_to_whole_usd(units: int) -> int:
+    return int(units_to_usd(units).to_integral_value(rounding=ROUND_FLOOR))
+
+
+def token_cost(price: Price, *, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> int:
+    """Units for a text request; cached input tokens at the cached rate (or the input rate)."""
+    if price.input_per_million is None and price.output_per_million is None:
+        raise InvalidRequest("this model is not priced per token", param="model")
+    fresh = max(input_tokens - cached_input_tokens, 0)
+    cached_rate = price.cached_input_per_million
+    if cached_rate is None:
+        cached_rate = price.input_per_million or Decimal(0)
+    usd = (Decimal(fresh) * (price.input_per_million or 0)
+           + Decimal(cached_input_tokens) * cached_rate
+           + Decimal(output_tokens) * (price.output_per_million or 0)) / MILLION
+    return usd_to_units(usd)
+
+
+def unit_cost(price: Price, *, images: int = 0, seconds: Decimal | int = 0, calls: int = 0) -> int:
+    """Units for a request priced per image, per second of output, or per call."""
+    usd = Decimal(0)
+    if images:
+        if price.per_image is None:
+            raise InvalidRequest("this model is not priced per image", param="model")
+        usd += price.per_image * images
+    if seconds:
+        if price.per_second is None:
+            raise InvalidRequest("this model is not priced per second", param="model")
+        usd += price.per_second * Decimal(seconds)
+    if calls:
+        if price.per_call is None:
+            raise InvalidRequest("this model is not priced per call", param="model")
+        usd += price.per_call * calls
+    return usd_to_units(usd)

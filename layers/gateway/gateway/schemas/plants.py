@@ -1,0 +1,21 @@
+"""The sample plant store (spec: Plant, NewPlant)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class Plant(BaseModel):
+    name: StrictStr
+    tag: StrictStr | None = None
+
+
+class NewPlant(Plant):
+    model_config = ConfigDict(extra="ignore")
+
+    id: Annotated[StrictInt, Field(ge=INT64_MIN, le=INT64_MAX, description="int64 identification number")]
+    name: Annotated[StrictStr, Field(min_length=1)]

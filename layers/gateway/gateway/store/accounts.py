@@ -1,0 +1,237 @@
+"""The accounts table (single-table design).
+
+| item | pk | sk |
+|---|---|---|
+| user profile | `USER#<id>` | `PROFILE` |
+| API key | `KEY#<sha256 of key>` | `KEY` (gsi1: `USER#<id>#KEYS` / `<created>#<key id>`) |
+| key id pointer | `KEYID#<key id>` | `KEYID` |
+| system access token | `ACCESS#<sha256 of token>` | `ACCESS` |
+| reservation | `RES#<reservation id>` | `RES` (billing) |
+| ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (billing) |
+| user id counter | `COUNTER` | `USER` |
+
+Secrets (keys, access tokens) are stored only as SHA-256 hashes.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from gateway import keys
+from gateway.settings import get_settings
+from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
+
+PROFILE = "PROFILE"
+
+
+def user_pk(user_id: int) -> str:
+    return f"USER#{user_id}"
+
+
+def key_pk(key_hash: str) -> str:
+    return f"KEY#{key_hash}"
+
+
+def reservation_pk(reservation_id: str) -> str:
+    return f"RES#{reservation_id}"
+
+
+def usage_sk(at: datetime, request_id: str) -> str:
+    return f"USAGE#{at.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z#{request_id}"
+
+
+def iso_of(epoch_seconds: float) -> datetime:
+    return datetime.fromtimestamp(epoch_seconds, tz=timezone.utc)
+
+
+class UserNotFound(LookupError):
+    pass
+
+
+class KeyNotFound(LookupError):
+    pass
+
+
+class AccountsRepository:
+    """Users, keys and access tokens. Quota movements of billed requests live in `billing`."""
+
+    def __init__(self, table: str | None = None):
+        self._table = table
+
+    @property
+    def table(self) -> str:
+        return self._table or get_settings().accounts_table
+
+    @property
+    def _db(self):
+        return client("dynamodb")
+
+    def _get(self, pk: str, sk: str, consistent: bool = False) -> dict[str, Any] | None:
+        answer = self._db.get_item(TableName=self.table, Key=to_item({"pk": pk, "sk": sk}),
+                                   ConsistentRead=consistent)
+        return from_item(answer.get("Item"))
+
+    # Users ---------------------------------------------------------------------------------
+
+    def create_user(self, *, username: str, display_name: str = "", email: str = "", role: int = 1,
+                    group: str = "default", quota: int = 0, user_id: int | None = None,
+                    access_token: str | None = None) -> dict[str, Any]:
+        """A new user; `user_id` None takes the next free id. Fails if the id is taken."""
+        now = int(time.time())
+        while True:
+            uid = user_id if user_id is not None else self._next_user_id()
+            profile = {
+                "pk": user_pk(uid), "sk": PROFILE, "id": uid, "username": username,
+                "display_name": display_name or username, "role": role, "status": 1, "email": email,
+                "github_id": "", "wechat_id": "", "oidc_id": "", "google_id": "",
+                "quota": int(quota), "used_quota": 0, "request_count": 0, "group": group,
+                "can_use_self_group": False, "aff_code": keys.new_secret(4), "inviter_id": 0,
+                "aff_count": 0, "aff_quota": 0, "aff_history_quota": 0, "created_at": now,
+                "last_login_at": 0, "last_login_ip": "", "group_ratio": 1, "topup_ratio": 1,
+            }
+            try:
+                self._db.put_item(TableName=self.table, Item=to_item(profile),
+                                  ConditionExpression="attribute_not_exists(pk)")
+                break
+            except Exception as exc:
+                if not is_condition_failure(exc):
+                    raise
+                if user_id is not None:
+                    raise ValueError(f"user {user_id} already exists") from None
+        if access_token:
+            self.set_access_token(uid, access_token)
+        return profile
+
+    def _next_user_id(self) -> int:
+        answer = self._db.update_item(
+            TableName=self.table, Key=to_item({"pk": "COUNTER", "sk": "USER"}),
+            UpdateExpression="ADD #v :one", ExpressionAttributeNames={"#v": "value"},
+            ExpressionAttributeValues=to_values({":one": 1}), ReturnValues="UPDATED_NEW")
+        return int(answer["Attributes"]["value"]["N"])
+
+    def get_user(self, user_id: int, consistent: bool = False) -> dict[str, Any] | None:
+        return self._get(user_pk(user_id), PROFILE, consistent)
+
+    def add_user_quota(self, user_id: int, units: int) -> int:
+        """Adds `units` on top of the remaining quota (a changed quota accumulates); returns it."""
+        try:
+            answer = self._db.update_item(
+                TableName=self.table, Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                UpdateExpression="ADD quota :u", ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues=to_values({":u": int(units)}), ReturnValues="UPDATED_NEW")
+        except Exception as exc:
+            if is_condition_failure(exc):
+                raise UserNotFound(user_id) from None
+            raise
+        return int(answer["Attributes"]["quota"]["N"])
+
+    def set_access_token(self, user_id: int, token: str) -> None:
+        """The system access token of `/api/user/self`; replaces any earlier one."""
+        user = self.get_user(user_id, consistent=True)
+        if user is None:
+            raise UserNotFound(user_id)
+        token_hash = keys.hash_secret(token)
+        writes: list[dict[str, Any]] = [
+            {"Put": {"TableName": self.table, "Item": to_item(
+                {"pk": f"ACCESS#{token_hash}", "sk": "ACCESS", "user_id": user_id})}},
+            {"Update": {"TableName": self.table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                        "UpdateExpression": "SET access_token_hash = :h",
+                        "ExpressionAttributeValues": to_values({":h": token_hash})}},
+        ]
+        old = user.get("access_token_hash")
+        if old and old != token_hash:
+            writes.append({"Delete": {"TableName": self.table,
+                                      "Key": to_item({"pk": f"ACCESS#{old}", "sk": "ACCESS"})}})
+        self._db.transact_write_items(TransactItems=writes)
+
+    def user_id_for_access_token(self, token: str) -> int | None:
+        found = self._get(f"ACCESS#{keys.hash_secret(token)}", "ACCESS")
+        return int(found["user_id"]) if found else None
+
+    # Keys ----------------------------------------------------------------------------------
+
+    def create_key(self, user_id: int, *, name: str, key: str | None = None, quota: int | None = None,
+                   expires_at: int = 0, allowed_models: list[str] | None = None) -> tuple[str, dict[str, Any]]:
+        """Issues a key; returns the key (shown once) and its record. `quota` None is unlimited."""
+        if self.get_user(user_id) is None:
+            raise UserNotFound(user_id)
+        secret = key or keys.new_key()
+        if not keys.looks_like_key(secret):
+            raise ValueError("an API key is 'sk-' followed by at least 32 characters")
+        key_hash = keys.hash_secret(secret)
+        key_id = keys.key_id_of(key_hash)
+        now = int(time.time())
+        record = {
+            "pk": key_pk(key_hash), "sk": "KEY", "key_id": key_id, "user_id": user_id, "name": name,
+            "status": "active", "expires_at": int(expires_at), "unlimited": quota is None,
+            "remain_quota": int(quota or 0), "used_quota": 0,
+            "allowed_models": list(allowed_models) if allowed_models else None,
+            "created_at": now, "last_used_at": 0,
+            "gsi1pk": f"{user_pk(user_id)}#KEYS", "gsi1sk": f"{now:012d}#{key_id}",
+        }
+        self._db.transact_write_items(TransactItems=[
+            {"Put": {"TableName": self.table, "Item": to_item(record),
+                     "ConditionExpression": "attribute_not_exists(pk)"}},
+            {"Put": {"TableName": self.table, "Item": to_item(
+                {"pk": f"KEYID#{key_id}", "sk": "KEYID", "key_hash": key_hash, "user_id": user_id})}},
+        ])
+        return secret, record
+
+    def get_key(self, key_hash: str) -> dict[str, Any] | None:
+        return self._get(key_pk(key_hash), "KEY")
+
+    def key_hash_for_id(self, key_id: str) -> str:
+        pointer = self._get(f"KEYID#{key_id}", "KEYID")
+        if pointer is None:
+            raise KeyNotFound(key_id)
+        return pointer["key_hash"]
+
+    def list_keys(self, user_id: int) -> list[dict[str, Any]]:
+        answer = self._db.query(
+            TableName=self.table, IndexName="gsi1", KeyConditionExpression="gsi1pk = :p",
+            ExpressionAttributeValues=to_values({":p": f"{user_pk(user_id)}#KEYS"}))
+        return [from_item(item) for item in answer.get("Items", [])]
+
+    def revoke_key(self, key_id: str) -> None:
+        self._db.update_item(
+            TableName=self.table, Key=to_item({"pk": key_pk(self.key_hash_for_id(key_id)), "sk": "KEY"}),
+            UpdateExpression="SET #s = :revoked", ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=to_values({":revoked": "revoked"}))
+
+    def add_key_quota(self, key_id: str, units: int) -> int:
+        """Adds `units` on top of a limited key's remaining quota; returns the new remainder."""
+        answer = self._db.update_item(
+            TableName=self.table, Key=to_item({"pk": key_pk(self.key_hash_for_id(key_id)), "sk": "KEY"}),
+            UpdateExpression="ADD remain_quota :u SET unlimited = :f",
+            ExpressionAttributeValues=to_values({":u": int(units), ":f": False}), ReturnValues="UPDATED_NEW")
+        return int(answer["Attributes"]["remain_quota"]["N"])
+
+    def touch_key(self, key_hash: str, now: int) -> None:
+        self._db.update_item(
+            TableName=self.table, Key=to_item({"pk": key_pk(key_hash), "sk": "KEY"}),
+            UpdateExpression="SET last_used_at = :now", ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues=to_values({":now": now}))
+
+    # Ledger --------------------------------------------------------------------------------
+
+    def ledger(self, user_id: int, *, start: datetime | None = None, end: datetime | None = None,
+               key_id: str | None = None) -> list[dict[str, Any]]:
+        """Ledger entries of a user between `start` and `end` (inclusive), one Query."""
+        low = usage_sk(start, "") if start else "USAGE#"
+        high = usage_sk(end, "\uffff") if end else "USAGE#\uffff"
+        params: dict[str, Any] = {
+            "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            "ExpressionAttributeValues": to_values({":pk": user_pk(user_id), ":low": low, ":high": high}),
+        }
+        if key_id:
+            params["FilterExpression"] = "key_id = :k"
+            params["ExpressionAttributeValues"].update(to_values({":k": key_id}))
+        entries: list[dict[str, Any]] = []
+        while True:
+            answer = self._db.query(**params)
+            entries.extend(from_item(item) for item in answer.get("Items", []))
+            if "LastEvaluatedKey" not in answer:
+                return entries
+            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]

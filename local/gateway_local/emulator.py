@@ -1,0 +1,133 @@
+"""The in-process AWS emulator: moto's server, with the template's tables and queues.
+
+Requests are served one at a time. DynamoDB applies each request (a transaction included)
+atomically; moto applies it in Python, with no lock of its own, so letting two requests
+interleave inside moto would show races that real DynamoDB does not have.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from werkzeug.serving import make_server
+
+
+class _CfnLoader(yaml.SafeLoader):
+    pass
+
+
+def _tag(loader: yaml.Loader, suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    return {suffix: value}
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+def load_template(path: Path | str) -> dict[str, Any]:
+    return yaml.load(Path(path).read_text(), Loader=_CfnLoader)
+
+
+class _Serialized:
+    def __init__(self, app: Any):
+        self._app, self._lock = app, threading.Lock()
+
+    def __call__(self, environ: Any, start_response: Any) -> Any:
+        with self._lock:
+            return list(self._app(environ, start_response))
+
+
+@dataclass
+class Emulator:
+    template: dict[str, Any]
+    endpoint_url: str
+    _server: Any
+    _thread: threading.Thread
+    tables: dict[str, str] = field(default_factory=dict)  # logical id -> table name
+    queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
+
+    def create_resources(self) -> None:
+        import boto3
+
+        dynamodb = boto3.client("dynamodb", endpoint_url=self.endpoint_url)
+        sqs = boto3.client("sqs", endpoint_url=self.endpoint_url)
+        resources = self.template.get("Resources", {})
+        for logical_id, resource in resources.items():
+            if resource.get("Type") != "AWS::DynamoDB::Table":
+                continue
+            props = resource["Properties"]
+            params: dict[str, Any] = {
+                "TableName": logical_id, "BillingMode": "PAY_PER_REQUEST",
+                "AttributeDefinitions": props["AttributeDefinitions"], "KeySchema": props["KeySchema"],
+            }
+            if props.get("GlobalSecondaryIndexes"):
+                params["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+            dynamodb.create_table(**params)
+            self.tables[logical_id] = logical_id
+        for logical_id, resource in resources.items():
+            if resource.get("Type") == "AWS::SQS::Queue":
+                self.queues[logical_id] = sqs.create_queue(QueueName=logical_id)["QueueUrl"]
+
+    def environment(self) -> dict[str, str]:
+        """The template's global function environment, with !Ref of tables and queues resolved."""
+        variables = (self.template.get("Globals", {}).get("Function", {})
+                     .get("Environment", {}).get("Variables", {}))
+        resolved: dict[str, str] = {}
+        for name, value in variables.items():
+            if isinstance(value, dict) and "Ref" in value:
+                ref = value["Ref"]
+                if ref in self.tables:
+                    resolved[name] = self.tables[ref]
+                elif ref in self.queues:
+                    resolved[name] = self.queues[ref]
+            elif isinstance(value, str):
+                resolved[name] = value
+        return resolved
+
+    def reset(self) -> None:
+        """Wipes every table and queue and makes them again, empty."""
+        import urllib.request
+
+        urllib.request.urlopen(urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")).read()
+        self.tables.clear()
+        self.queues.clear()
+        self.create_resources()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=5)
+
+
+def start_emulator(template_path: Path | str, port: int = 0) -> Emulator:
+    """Starts moto on 127.0.0.1, points boto3 at it, and makes the template's resources."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+
+    from gateway.settings import reload_settings
+    from gateway.store.aws import reset_clients
+
+    app = _Serialized(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, name="aws-emulator", daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    emulator = Emulator(template=load_template(template_path), endpoint_url=endpoint, _server=server,
+                        _thread=thread)
+    emulator.create_resources()
+    os.environ.update(emulator.environment())
+    reset_clients()
+    reload_settings()
+    return emulator

@@ -1,0 +1,103 @@
+"""Shared fixtures: one moto server for the session, tables and queues made from template.yaml."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENTS = ROOT / "events"
+
+# Nothing in the suite may reach real AWS, whatever the machine's environment says.
+os.environ.update({
+    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
+    "POWERTOOLS_LOG_LEVEL": "WARNING", "GATEWAY_KEY_CACHE_SECONDS": "0",
+})
+os.environ.pop("AWS_PROFILE", None)
+
+
+@pytest.fixture(scope="session")
+def aws():
+    """The AWS emulator for the session, with the template's tables and queues."""
+    from gateway_local.emulator import start_emulator
+
+    emulator = start_emulator(ROOT / "template.yaml")
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def store(aws):
+    """A clean emulator state for one test."""
+    from gateway import auth
+
+    aws.reset()
+    auth.clear_cache()
+    yield aws
+
+
+@pytest.fixture
+def accounts(store):
+    from gateway.store.accounts import AccountsRepository
+
+    return AccountsRepository()
+
+
+@pytest.fixture
+def demo(accounts):
+    """User 1 with 1000 USD of quota, a system access token and an unlimited key."""
+    from gateway.admin import ensure_demo_account
+
+    key, token = "sk-" + "d" * 48, "demo-access-token"
+    ensure_demo_account(user_id=1, key=key, quota=500_000_000, access_token=token, accounts=accounts)
+    return {"user_id": 1, "key": key, "access_token": token}
+
+
+def api_event(method: str, path: str, *, resource: str | None = None, body: str | None = None,
+              headers: dict[str, str] | None = None, query: dict[str, str] | None = None,
+              path_parameters: dict[str, str] | None = None, base64: bool = False) -> dict:
+    """An API Gateway REST proxy event, built from the sample event of events/."""
+    event = json.loads((EVENTS / "api_request.json").read_text())
+    headers = {"Content-Type": "application/json", **(headers or {})}
+    event.update({
+        "resource": resource or path, "path": path, "httpMethod": method, "body": body,
+        "isBase64Encoded": base64, "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": query or None,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
+        "pathParameters": path_parameters,
+    })
+    event["requestContext"].update({"resourcePath": resource or path, "httpMethod": method, "path": path,
+                                    "requestId": str(uuid.uuid4())})
+    return event
+
+
+class LambdaContext:
+    function_name = "test-function"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:test-function"
+    aws_request_id = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+
+    @staticmethod
+    def get_remaining_time_in_millis() -> int:
+        return 29_000
+
+
+@pytest.fixture
+def lambda_context():
+    return LambdaContext()
+
+
+def load_function(name: str):
+    """A function's app.py under its own module name, as the local runner loads it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"fn_test_{name}", ROOT / "functions" / name / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,96 @@
+"""Account endpoints: exact fields and units, moving by exactly the ledger's amounts."""
+
+import json
+import time
+
+import pytest
+
+from gateway import billing
+from gateway.auth import authenticate
+from tests.conftest import api_event, load_function
+
+
+@pytest.fixture(scope="module")
+def account_fn(aws):
+    return load_function("account")
+
+
+def get(fn, ctx, path, headers=None, query=None):
+    answer = fn.lambda_handler(api_event("GET", path, headers=headers, query=query), ctx)
+    return answer["statusCode"], json.loads(answer["body"])
+
+
+def charge(principal, units, request_id):
+    reservation = billing.reserve(principal, units * 2, model="m-small", route="test", reservation_id=request_id)
+    billing.settle(reservation, units)
+
+
+def test_usage_is_the_ledger_sum_in_cents_within_the_dates(account_fn, demo, lambda_context):
+    auth = {"Authorization": f"Bearer {demo['key']}"}
+    principal = authenticate(auth)
+    assert get(account_fn, lambda_context, "/v1/dashboard/billing/usage", auth) == (
+        200, {"object": "list", "total_usage": 0})
+    charge(principal, 12_345, "a")  # 0.02469 USD = 2.469 cents
+    charge(principal, 500_000, "b")  # 1 USD = 100 cents
+    status, body = get(account_fn, lambda_context, "/v1/dashboard/billing/usage", auth)
+    assert status == 200 and body == {"object": "list", "total_usage": 102.469}
+    now_ms = int(time.time() * 1000)
+    _, later = get(account_fn, lambda_context, "/v1/dashboard/billing/usage", auth,
+                   {"start_date": str(now_ms + 60_000), "end_date": str(now_ms + 120_000)})
+    assert later["total_usage"] == 0
+    _, window = get(account_fn, lambda_context, "/v1/dashboard/billing/usage", auth,
+                    {"start_date": str(now_ms - 60_000), "end_date": str(now_ms + 60_000)})
+    assert window["total_usage"] == 102.469
+
+
+@pytest.mark.parametrize("query,field", [
+    ({"start_date": "yesterday"}, "start_date"), ({"end_date": "12-11-2026"}, "end_date"),
+    ({"start_date": "2000", "end_date": "1000"}, "start_date"),
+])
+def test_bad_dates_get_400_naming_the_field(account_fn, demo, lambda_context, query, field):
+    status, body = get(account_fn, lambda_context, "/v1/dashboard/billing/usage",
+                       {"Authorization": f"Bearer {demo['key']}"}, query)
+    assert status == 400 and body["error"]["param"] == field and field in body["error"]["message"]
+
+
+def test_subscription_reports_the_keys_authorized_quota(account_fn, demo, accounts, lambda_context):
+    status, body = get(account_fn, lambda_context, "/v1/dashboard/billing/subscription",
+                       {"Authorization": f"Bearer {demo['key']}"})
+    assert status == 200 and body == {
+        "object": "billing_subscription", "has_payment_method": True, "soft_limit_usd": 100000000,
+        "hard_limit_usd": 100000000, "system_hard_limit_usd": 100000000, "access_until": 0}
+    expires = int(time.time()) + 3600
+    key, record = accounts.create_key(1, name="limited", quota=5_000_000, expires_at=expires)  # 10 USD
+    charge(authenticate({"x-api-key": key}), 1_000_000, "c")
+    accounts.add_key_quota(record["key_id"], 2_500_000)  # accumulates: 12 USD authorized in all
+    _, body = get(account_fn, lambda_context, "/v1/dashboard/billing/subscription", {"Authorization": f"Bearer {key}"})
+    assert (body["hard_limit_usd"], body["soft_limit_usd"], body["access_until"]) == (15, 15, expires)
+
+
+def test_user_self_returns_the_account_record(account_fn, demo, lambda_context):
+    principal = authenticate({"Authorization": f"Bearer {demo['key']}"})
+    charge(principal, 1_000, "d")
+    status, body = get(account_fn, lambda_context, "/api/user/self",
+                       {"Authorization": demo["access_token"], "X-Api-User": "1"})
+    assert status == 200 and body["success"] is True and body["message"] == ""
+    record = body["data"]
+    assert record["id"] == 1 and record["username"] == "demo"
+    assert (record["password"], record["verification_code"]) == ("", "")
+    assert record["access_token"] is None and record["deleted_at"] is None
+    assert (record["quota"], record["used_quota"], record["request_count"]) == (500_000_000 - 1_000, 1_000, 1)
+    assert set(record) >= {"github_id", "wechat_id", "oidc_id", "google_id", "aff_code", "group_ratio", "topup_ratio"}
+
+
+@pytest.mark.parametrize("headers", [
+    {"Authorization": "demo-access-token"}, {"Authorization": "demo-access-token", "X-Api-User": "2"},
+    {"Authorization": "wrong", "X-Api-User": "1"}, {"X-Api-User": "1"},
+    {"Authorization": "Bearer " + "sk-" + "d" * 48, "X-Api-User": "1"},
+])
+def test_user_self_needs_the_token_and_user_to_match(account_fn, demo, lambda_context, headers):
+    status, body = get(account_fn, lambda_context, "/api/user/self", headers)
+    assert status == 401 and body["success"] is False and body["data"] is None
+
+
+def test_account_routes_need_a_key(account_fn, store, lambda_context):
+    status, body = get(account_fn, lambda_context, "/v1/dashboard/billing/usage")
+    assert status == 401 and body["error"]["type"] == "authentication_error"
