@@ -11,16 +11,14 @@ import json
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from pydantic import BaseModel
 
 from gateway import auth
 from gateway.errors import Dialect, GatewayError, NotFound, dialect_for_path, render
 from gateway.observability import logger
-from gateway.validation import M, parse_body
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    if isinstance(body, BaseModel):
+    if hasattr(body, "model_dump_json"):  # a pydantic model
         payload = body.model_dump_json(exclude_none=True)
     else:
         payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
@@ -72,7 +70,9 @@ def authenticate(app: APIGatewayRestResolver) -> auth.Principal:
     return principal
 
 
-def body_model(app: APIGatewayRestResolver, model: type[M]) -> M:
-    """The JSON body as `model`, or a 400 naming the field and the rule."""
+def body_model(app: APIGatewayRestResolver, model):
+    """The JSON body as `model` (a pydantic model class), or a 400 naming the field and the rule."""
+    from gateway.validation import parse_body  # pydantic only where a body is parsed
+
     return parse_body(model, app.current_event.decoded_body if app.current_event.is_base64_encoded
                       else app.current_event.body)

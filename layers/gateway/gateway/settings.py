@@ -1,50 +1,73 @@
-"""The environment, parsed once into a typed object, so a wrong setting fails loudly by name."""
+"""The environment, parsed once into a typed object, so a wrong setting fails loudly by name.
+
+A plain dataclass rather than a pydantic model: every function reads its settings at start, and
+some (account, plants) would otherwise import pydantic for nothing but this.
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, fields
 from functools import lru_cache
 
-from pydantic import BaseModel, Field, ValidationError
 
-
-class Settings(BaseModel):
-    accounts_table: str = Field("gateway-accounts", alias="ACCOUNTS_TABLE")
-    tasks_table: str = Field("gateway-tasks", alias="TASKS_TABLE")
-    plants_table: str = Field("gateway-plants", alias="PLANTS_TABLE")
-    idempotency_table: str = Field("gateway-idempotency", alias="IDEMPOTENCY_TABLE")
-    task_poll_queue_url: str = Field("", alias="TASK_POLL_QUEUE_URL")
-    callback_queue_url: str = Field("", alias="CALLBACK_QUEUE_URL")
-
+@dataclass(frozen=True)
+class Settings:
+    accounts_table: str = "gateway-accounts"
+    tasks_table: str = "gateway-tasks"
+    plants_table: str = "gateway-plants"
+    idempotency_table: str = "gateway-idempotency"
+    task_poll_queue_url: str = ""
+    callback_queue_url: str = ""
     # Where the channels document comes from: a local file, an SSM parameter or a secret.
-    channels_file: str = Field("", alias="GATEWAY_CHANNELS_FILE")
-    channels_parameter: str = Field("", alias="GATEWAY_CHANNELS_PARAMETER")
-    channels_secret: str = Field("", alias="GATEWAY_CHANNELS_SECRET")
+    channels_file: str = ""
+    channels_parameter: str = ""
+    channels_secret: str = ""
     # Set by the local runner: base URL of the built-in simulated upstreams, used when no
     # channels document is configured.
-    simulator_url: str = Field("", alias="GATEWAY_SIMULATOR_URL")
+    simulator_url: str = ""
     # Public base URL of this gateway, for links it hands out (image URLs, task results).
-    public_url: str = Field("", alias="GATEWAY_PUBLIC_URL")
+    public_url: str = ""
+    key_cache_seconds: float = 5.0
+    ledger_retention_days: int = 0
+    # Secret for signing callback payloads (HMAC-SHA256).
+    callback_signing_secret: str = ""
 
-    key_cache_seconds: float = Field(5.0, ge=0, alias="GATEWAY_KEY_CACHE_SECONDS")
-    ledger_retention_days: int = Field(0, ge=0, alias="GATEWAY_LEDGER_RETENTION_DAYS")
-    # Secret for signing callback payloads (HMAC-SHA256); empty disables the header.
-    callback_signing_secret: str = Field("", alias="GATEWAY_CALLBACK_SECRET")
 
-    model_config = {"populate_by_name": True, "extra": "ignore"}
+# Setting -> environment variable.
+ENVIRONMENT = {
+    "accounts_table": "ACCOUNTS_TABLE", "tasks_table": "TASKS_TABLE", "plants_table": "PLANTS_TABLE",
+    "idempotency_table": "IDEMPOTENCY_TABLE", "task_poll_queue_url": "TASK_POLL_QUEUE_URL",
+    "callback_queue_url": "CALLBACK_QUEUE_URL", "channels_file": "GATEWAY_CHANNELS_FILE",
+    "channels_parameter": "GATEWAY_CHANNELS_PARAMETER", "channels_secret": "GATEWAY_CHANNELS_SECRET",
+    "simulator_url": "GATEWAY_SIMULATOR_URL", "public_url": "GATEWAY_PUBLIC_URL",
+    "key_cache_seconds": "GATEWAY_KEY_CACHE_SECONDS", "ledger_retention_days": "GATEWAY_LEDGER_RETENTION_DAYS",
+    "callback_signing_secret": "GATEWAY_CALLBACK_SECRET",
+}
 
 
 class SettingsError(RuntimeError):
     pass
 
 
+def _parse(name: str, kind: type, text: str) -> object:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise SettingsError(f"{ENVIRONMENT[name]}={text!r} is not a valid {kind.__name__}") from None
+    if isinstance(value, (int, float)) and value < 0:
+        raise SettingsError(f"{ENVIRONMENT[name]} must not be negative")
+    return value
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    try:
-        return Settings.model_validate(dict(os.environ))
-    except ValidationError as exc:  # pragma: no cover - exercised by misconfiguration only
-        names = ", ".join(str(err["loc"][0]) for err in exc.errors())
-        raise SettingsError(f"invalid environment setting(s): {names}: {exc}") from exc
+    values = {}
+    for spec in fields(Settings):
+        text = os.environ.get(ENVIRONMENT[spec.name])
+        if text is not None:
+            values[spec.name] = _parse(spec.name, type(spec.default), text)
+    return Settings(**values)
 
 
 def reload_settings() -> Settings:

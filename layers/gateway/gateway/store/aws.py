@@ -10,16 +10,9 @@ import threading
 from decimal import Decimal
 from typing import Any
 
-import boto3
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.config import Config
-
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
-_CONFIG = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=3, read_timeout=10)
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 
 
 def client(service: str):
@@ -29,9 +22,20 @@ def client(service: str):
         with _lock:
             found = _clients.get(service)
             if found is None:
-                found = boto3.session.Session().client(service, config=_CONFIG)
+                found = _new_client(service)
                 _clients[service] = found
     return found
+
+
+def _new_client(service: str):
+    # botocore (boto3's engine) directly, imported on first use: its imports cost ~150 ms, which
+    # a function that answers without AWS (a 401, a 400) should not pay; boto3's own layer on
+    # top (s3transfer) would add more for nothing.
+    import botocore.session
+    from botocore.config import Config
+
+    config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=3, read_timeout=10)
+    return botocore.session.get_session().create_client(service, config=config)
 
 
 def reset_clients() -> None:
@@ -40,40 +44,69 @@ def reset_clients() -> None:
         _clients.clear()
 
 
-def _to_dynamo(value: Any) -> Any:
+def serialize(value: Any) -> dict[str, Any]:
+    """A Python value as a DynamoDB attribute value (numbers as exact decimal strings)."""
+    if value is None:
+        return {"NULL": True}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, (int, Decimal)):
+        return {"N": str(value)}
     if isinstance(value, float):
-        return Decimal(str(value))
+        return {"N": repr(value)}
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, (bytes, bytearray)):
+        return {"B": bytes(value)}
     if isinstance(value, dict):
-        return {k: _to_dynamo(v) for k, v in value.items()}
+        return {"M": {str(k): serialize(v) for k, v in value.items()}}
     if isinstance(value, (list, tuple)):
-        return [_to_dynamo(v) for v in value]
-    return value
+        return {"L": [serialize(v) for v in value]}
+    raise TypeError(f"cannot store a {type(value).__name__} in DynamoDB")
 
 
-def _from_dynamo(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _from_dynamo(v) for k, v in value.items()}
-    if isinstance(value, (list, set)):
-        return [_from_dynamo(v) for v in value]
-    return value
+def _number(text: str) -> int | float:
+    number = Decimal(text)
+    return int(number) if number == number.to_integral_value() else float(number)
+
+
+def deserialize(attribute: dict[str, Any]) -> Any:
+    (kind, value), = attribute.items()
+    if kind == "S":
+        return value
+    if kind == "N":
+        return _number(value)
+    if kind == "BOOL":
+        return value
+    if kind == "NULL":
+        return None
+    if kind == "M":
+        return {k: deserialize(v) for k, v in value.items()}
+    if kind == "L":
+        return [deserialize(v) for v in value]
+    if kind == "B":
+        return value
+    if kind == "SS":
+        return list(value)
+    if kind == "NS":
+        return [_number(v) for v in value]
+    raise TypeError(f"unexpected DynamoDB type {kind}")
 
 
 def to_item(data: dict[str, Any]) -> dict[str, Any]:
     """A plain dict as a DynamoDB item (None values are left out)."""
-    return {k: _serializer.serialize(_to_dynamo(v)) for k, v in data.items() if v is not None}
+    return {k: serialize(v) for k, v in data.items() if v is not None}
 
 
 def to_values(data: dict[str, Any]) -> dict[str, Any]:
     """Expression attribute values from a plain dict."""
-    return {k: _serializer.serialize(_to_dynamo(v)) for k, v in data.items()}
+    return {k: serialize(v) for k, v in data.items()}
 
 
 def from_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
     if item is None:
         return None
-    return {k: _from_dynamo(_deserializer.deserialize(v)) for k, v in item.items()}
+    return {k: deserialize(v) for k, v in item.items()}
 
 
 def is_condition_failure(exc: Exception) -> bool:

@@ -1,0 +1,43 @@
+"""The admin command line against the emulator."""
+
+import json
+
+import pytest
+
+from gateway import admin
+from gateway.auth import authenticate
+
+
+def test_create_user_issue_key_add_quota_and_revoke(store, capsys):
+    user = admin.run(["create-user", "--username", "carla", "--quota-usd", "2"])
+    assert user["quota"] == 1_000_000 and user["access_token"]
+    issued = admin.run(["issue-key", "--user", str(user["user_id"]), "--name", "ci", "--quota", "300",
+                        "--models", "m-small, m-large"])
+    assert issued["key"].startswith("sk-") and issued["allowed_models"] == ["m-small", "m-large"]
+    principal = authenticate({"Authorization": f"Bearer {issued['key']}"})
+    assert principal.user_id == user["user_id"] and principal.may_use("m-large") and not principal.may_use("x")
+
+    # A changed authorized quota accumulates on top of the previous one
+    assert admin.run(["add-quota", "--user", str(user["user_id"]), "--usd", "1"])["quota"] == 1_500_000
+    assert admin.run(["add-quota", "--key", issued["key_id"], "--units", "200"])["remain_quota"] == 500
+
+    listed = admin.run(["list-keys", "--user", str(user["user_id"])])["keys"]
+    assert [k["key_id"] for k in listed] == [issued["key_id"]] and "key" not in listed[0]
+    admin.run(["revoke-key", issued["key_id"]])
+    assert admin.run(["list-keys", "--user", str(user["user_id"])])["keys"][0]["status"] == "revoked"
+
+    usage = admin.run(["usage", "--user", str(user["user_id"])])
+    assert usage["units"] == 0 and usage["quota_left"] == 1_500_000
+
+
+def test_main_prints_json_and_fails_cleanly_on_unknown_ids(store, capsys):
+    assert admin.main(["revoke-key", "nosuchkey"]) == 1
+    assert "not found" in capsys.readouterr().err
+    assert admin.main(["create-user", "--username", "dee", "--id", "42"]) == 0
+    assert json.loads(capsys.readouterr().out)["user_id"] == 42
+    assert admin.main(["create-user", "--username", "dee2", "--id", "42"]) == 2
+
+
+def test_amounts_must_be_valid(store):
+    with pytest.raises(SystemExit):
+        admin.run(["create-user", "--username", "x", "--quota-usd", "-1"])
