@@ -87,6 +87,9 @@ class PriceTable:
             except (ValueError, ArithmeticError) as exc:
                 raise ValueError(f"prices.{model}: {exc}") from None
 
+    def models(self) -> list[str]:
+        return sorted(self._prices)
+
     def __contains__(self, model: str) -> bool:
         return model in self._prices
 

@@ -1,0 +1,275 @@
+"""Channels: upstream accounts from the channels document, and which to try for a model.
+
+The document (architecture.md, "Operator contracts") comes from `GATEWAY_CHANNELS_FILE` locally,
+or from the SSM parameter `GATEWAY_CHANNELS_PARAMETER` / the secret `GATEWAY_CHANNELS_SECRET`
+deployed. With none of them and `GATEWAY_SIMULATOR_URL` set (the local runner), every model
+routes to the built-in simulator of each protocol. A channel may list `"*"` to serve any model.
+
+Selection: the highest priority first; inside one priority a weighted random order, the
+protocol the client speaks first; a channel that just failed with a retryable error sits out
+for a short while unless nothing else is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Literal, Sequence
+
+from gateway.errors import NotFound
+from gateway.prices import PriceTable
+from gateway.settings import get_settings
+
+PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
+ANY_MODEL = "*"
+_REMOTE_TTL = 60.0  # seconds a document read from SSM or Secrets Manager is reused
+_SIT_OUT = 30.0  # seconds a failing channel is passed over
+
+
+@dataclass(frozen=True)
+class Channel:
+    name: str
+    protocol: str
+    base_url: str
+    api_key: str = field(repr=False)
+    models: frozenset[str]
+    model_map: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    priority: int = 0
+    weight: int = 1
+
+    def serves(self, model: str) -> bool:
+        return model in self.models or ANY_MODEL in self.models
+
+    def upstream_model(self, model: str) -> str:
+        return self.model_map.get(model, model)
+
+
+def _document_model():
+    # pydantic only when a document is read (not on every cold start of every function)
+    from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+    class ChannelSpec(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: str = Field(min_length=1)
+        protocol: Literal[PROTOCOLS]  # type: ignore[valid-type]
+        base_url: str
+        api_key: str | None = None
+        api_key_env: str | None = None
+        models: list[str] = Field(min_length=1)
+        model_map: dict[str, str] = {}
+        priority: int = 0
+        weight: int = Field(1, ge=0)
+
+        @field_validator("base_url")
+        @classmethod
+        def _http(cls, value: str) -> str:
+            if not value.startswith(("http://", "https://")):
+                raise ValueError("must be an http(s) URL")
+            return value.rstrip("/")
+
+        @model_validator(mode="after")
+        def _one_key(self) -> "ChannelSpec":
+            if self.api_key and self.api_key_env:
+                raise ValueError("give api_key or api_key_env, not both")
+            return self
+
+    class Document(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        channels: list[ChannelSpec] = []
+        prices: dict[str, dict[str, Any]] = {}
+
+        @model_validator(mode="after")
+        def _unique(self) -> "Document":
+            names = [c.name for c in self.channels]
+            duplicated = sorted({n for n in names if names.count(n) > 1})
+            if duplicated:
+                raise ValueError(f"channel names must be unique: {', '.join(duplicated)}")
+            return self
+
+    return Document
+
+
+class ChannelsConfigError(ValueError):
+    pass
+
+
+class Catalog:
+    """The channels and prices in force."""
+
+    def __init__(self, channels: Sequence[Channel], prices: PriceTable):
+        self.channels = list(channels)
+        self.prices = prices
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any], source: str = "channels document") -> "Catalog":
+        from pydantic import ValidationError
+
+        from gateway.validation import describe
+
+        try:
+            parsed = _document_model().model_validate(document or {})
+        except ValidationError as exc:
+            raise ChannelsConfigError(f"{source}: {describe(exc)[0]}") from None
+        channels = []
+        for spec in parsed.channels:
+            api_key = spec.api_key or ""
+            if spec.api_key_env:
+                api_key = os.environ.get(spec.api_key_env, "")
+                if not api_key:
+                    raise ChannelsConfigError(f"{source}: channel {spec.name}: {spec.api_key_env} is not set")
+            channels.append(Channel(name=spec.name, protocol=spec.protocol, base_url=spec.base_url, api_key=api_key,
+                                    models=frozenset(spec.models), model_map=dict(spec.model_map),
+                                    priority=spec.priority, weight=spec.weight))
+        try:
+            prices = PriceTable(parsed.prices)
+        except ValueError as exc:
+            raise ChannelsConfigError(f"{source}: {exc}") from None
+        return cls(channels, prices)
+
+    @classmethod
+    def simulated(cls, simulator_url: str) -> "Catalog":
+        base = simulator_url.rstrip("/")
+        return cls([Channel(name=f"simulator-{p}", protocol=p, base_url=f"{base}/{p}", api_key="simulator",
+                            models=frozenset({ANY_MODEL})) for p in PROTOCOLS], PriceTable())
+
+    def candidates(self, model: str, protocols: Iterable[str], prefer: str | None = None) -> list[Channel]:
+        """The channels to try for `model`, in order. `NotFound` names the model when none serves it."""
+        allowed = set(protocols)
+        serving = [c for c in self.channels if c.protocol in allowed and c.serves(model) and c.weight > 0]
+        if not serving:
+            raise NotFound(f"model '{model}' is not served by any channel", param="model", code="model_not_found")
+        healthy = [c for c in serving if _health.ok(c.name)]
+        resting = [c for c in serving if c not in healthy]
+        return _order(healthy, prefer) + _order(resting, prefer)
+
+    def models(self, protocols: Iterable[str] | None = None) -> list[str]:
+        """Every model a channel names explicitly (a wildcard channel adds the priced ones)."""
+        allowed = set(protocols) if protocols is not None else set(PROTOCOLS)
+        names: set[str] = set()
+        for channel in self.channels:
+            if channel.protocol in allowed:
+                names |= {m for m in channel.models if m != ANY_MODEL}
+                if ANY_MODEL in channel.models:
+                    names |= set(self.prices.models())
+        return sorted(names)
+
+
+def _order(channels: list[Channel], prefer: str | None) -> list[Channel]:
+    ordered: list[Channel] = []
+    for priority in sorted({c.priority for c in channels}, reverse=True):
+        group = [c for c in channels if c.priority == priority]
+        shuffled = []
+        while group:  # weighted random order without replacement
+            pick = random.choices(group, weights=[c.weight for c in group])[0]
+            shuffled.append(pick)
+            group.remove(pick)
+        shuffled.sort(key=lambda c: c.protocol != prefer)  # stable: keeps the weighted order otherwise
+        ordered.extend(shuffled)
+    return ordered
+
+
+class _Health:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._resting_until: dict[str, float] = {}
+
+    def ok(self, name: str) -> bool:
+        return self._resting_until.get(name, 0.0) <= time.monotonic()
+
+    def failed(self, name: str) -> None:
+        with self._lock:
+            self._resting_until[name] = time.monotonic() + _SIT_OUT
+
+    def succeeded(self, name: str) -> None:
+        with self._lock:
+            self._resting_until.pop(name, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._resting_until.clear()
+
+
+_health = _Health()
+
+
+def report_failure(channel: Channel) -> None:
+    """A connection error, timeout, 429 or 5xx: pass this channel over for a while."""
+    _health.failed(channel.name)
+
+
+def report_success(channel: Channel) -> None:
+    _health.succeeded(channel.name)
+
+
+def _parse_text(text: str, source: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        document = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ChannelsConfigError(f"{source}: not valid YAML or JSON: {exc}") from None
+    if document is not None and not isinstance(document, dict):
+        raise ChannelsConfigError(f"{source}: the document must be a mapping with 'channels' and 'prices'")
+    return document or {}
+
+
+def _read_document() -> tuple[dict[str, Any], str, bool] | None:
+    """(document, where it came from, whether it may change while we run), or None."""
+    settings = get_settings()
+    if settings.channels_file:
+        path = Path(settings.channels_file)
+        try:
+            return _parse_text(path.read_text(), str(path)), str(path), False
+        except OSError as exc:
+            raise ChannelsConfigError(f"GATEWAY_CHANNELS_FILE: cannot read {path}: {exc}") from None
+    if settings.channels_secret:
+        from gateway.store.aws import client
+
+        text = client("secretsmanager").get_secret_value(SecretId=settings.channels_secret)["SecretString"]
+        return _parse_text(text, f"secret {settings.channels_secret}"), "secret", True
+    if settings.channels_parameter:
+        from gateway.store.aws import client
+
+        try:
+            text = client("ssm").get_parameter(Name=settings.channels_parameter, WithDecryption=True)["Parameter"]["Value"]
+        except Exception as exc:
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") == "ParameterNotFound":
+                return None
+            raise
+        return _parse_text(text, f"parameter {settings.channels_parameter}"), "parameter", True
+    return None
+
+
+_lock = threading.Lock()
+_cached: tuple[float, Catalog] | None = None
+
+
+def get_catalog() -> Catalog:
+    """The catalog in force, read once (a remote document is re-read every minute)."""
+    global _cached
+    with _lock:
+        if _cached and (_cached[0] == float("inf") or time.monotonic() < _cached[0]):
+            return _cached[1]
+        found = _read_document()
+        if found is not None:
+            document, source, remote = found
+            catalog = Catalog.from_document(document, source)
+        elif get_settings().simulator_url:
+            catalog, remote = Catalog.simulated(get_settings().simulator_url), False
+        else:
+            catalog, remote = Catalog([], PriceTable()), True
+        _cached = (time.monotonic() + _REMOTE_TTL if remote else float("inf"), catalog)
+        return catalog
+
+
+def reset_catalog() -> None:
+    """Forget the catalog and channel health (tests, and the local runner after a change)."""
+    global _cached
+    with _lock:
+        _cached = None
+    _health.clear()

@@ -1,0 +1,87 @@
+from collections import Counter
+
+import pytest
+
+from gateway import channels
+from gateway.channels import Catalog, ChannelsConfigError
+from gateway.errors import NotFound
+
+DOC = {
+    "channels": [
+        {"name": "main", "protocol": "chat", "base_url": "http://127.0.0.1:9001/", "api_key": "sk-up",
+         "models": ["m-small", "m-large"], "model_map": {"m-small": "upstream-small"}, "priority": 1, "weight": 3},
+        {"name": "spare", "protocol": "chat", "base_url": "http://127.0.0.1:9002", "api_key": "k", "models": ["m-small"],
+         "priority": 1, "weight": 1},
+        {"name": "fallback", "protocol": "messages", "base_url": "http://127.0.0.1:9003", "api_key": "k",
+         "models": ["m-small"], "priority": 0},
+    ],
+    "prices": {"m-small": {"input_per_million": 1, "output_per_million": 2}},
+}
+
+
+@pytest.fixture(autouse=True)
+def fresh_health():
+    channels.reset_catalog()
+    yield
+    channels.reset_catalog()
+
+
+def test_priority_first_then_weighted_random_inside_a_priority():
+    catalog = Catalog.from_document(DOC)
+    firsts = Counter(catalog.candidates("m-small", ["chat", "messages"])[0].name for _ in range(2000))
+    assert set(firsts) == {"main", "spare"} and 2.2 < firsts["main"] / firsts["spare"] < 4.0
+    assert catalog.candidates("m-small", ["chat", "messages"])[-1].name == "fallback"
+    mapped = {c.name: c.upstream_model("m-small") for c in catalog.candidates("m-small", ["chat"])}
+    assert mapped == {"main": "upstream-small", "spare": "m-small"}
+
+
+def test_a_failed_channel_sits_out_but_is_still_tried_last():
+    catalog = Catalog.from_document(DOC)
+    main = next(c for c in catalog.channels if c.name == "main")
+    channels.report_failure(main)
+    order = [c.name for c in catalog.candidates("m-small", ["chat", "messages"])]
+    assert order[-1] == "main" and order[:2] == ["spare", "fallback"]
+    channels.report_success(main)
+    assert "main" in [c.name for c in catalog.candidates("m-small", ["chat"])[:2]]
+
+
+def test_an_unserved_model_is_not_found_by_name():
+    with pytest.raises(NotFound, match="'m-unknown'"):
+        Catalog.from_document(DOC).candidates("m-unknown", ["chat"])
+
+
+def test_credentials_never_show_in_a_channels_repr():
+    assert "sk-up" not in repr(Catalog.from_document(DOC).channels)
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"protocol": "smoke"}, "protocol"), ({"base_url": "ftp://x"}, r"http\(s\) URL"), ({"models": []}, "models"),
+    ({"weight": -1}, "weight"), ({"colour": "red"}, "not a known field"),
+])
+def test_a_bad_document_fails_loudly_naming_the_field(change, needle):
+    doc = {"channels": [{**DOC["channels"][0], **change}]}
+    with pytest.raises(ChannelsConfigError, match=needle):
+        Catalog.from_document(doc)
+
+
+def test_simulated_catalog_serves_any_model_preferring_the_clients_protocol():
+    catalog = Catalog.simulated("http://127.0.0.1:3001")
+    first = catalog.candidates("m-large", ["chat", "messages", "content"], prefer="messages")[0]
+    assert (first.protocol, first.base_url) == ("messages", "http://127.0.0.1:3001/messages")
+
+
+def test_the_document_is_read_from_the_file_named_in_the_environment(tmp_path, monkeypatch):
+    from gateway.settings import reload_settings
+
+    path = tmp_path / "channels.yaml"
+    path.write_text("channels:\n  - {name: a, protocol: chat, base_url: 'http://127.0.0.1:1', api_key_env: UP_KEY, models: [m-x]}\n"
+                    "prices:\n  m-x: {per_call: 0.2}\n")
+    monkeypatch.setenv("GATEWAY_CHANNELS_FILE", str(path))
+    monkeypatch.setenv("UP_KEY", "from-env")
+    reload_settings()
+    try:
+        catalog = channels.get_catalog()
+        assert catalog.channels[0].api_key == "from-env" and "m-x" in catalog.prices
+    finally:
+        monkeypatch.delenv("GATEWAY_CHANNELS_FILE")
+        reload_settings()
