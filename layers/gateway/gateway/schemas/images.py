@@ -66,12 +66,13 @@ THETA_QUALITIES = ("standard", "hd")
 THETA_STYLES = ("vivid", "natural")
 
 RESPONSE_FORMATS = ("url", "b64_json")
+# The tuples above are the one source of the accepted values: the models below use them as
+# `Literal[...]`, which is how the allowed values end up in each error message.
 
 EDIT_PROMPT_MAX = 800
 EDIT_N_MAX = 4
 SEED_MAX = 2147483647
 MAX_IMAGE_BYTES = 10 * 1024 * 1024  # "under 10MB": 10 MiB and more is refused
-ACCEPTED_IMAGE_TYPES = ("jpeg", "png", "bmp", "tiff", "webp")
 
 
 # --- reusable field rules --------------------------------------------------------------------
@@ -87,10 +88,10 @@ def _prompt(max_chars: int):
     return BeforeValidator(check)
 
 
-def _json_integer(default: int, low: int, high: int, *, allow_integral_number: bool = False,
+def _json_integer(default: int | None, low: int, high: int, *, allow_integral_number: bool = False,
                   why: str = ""):
     """An integer of a JSON body: null means `default`; true/false and "2" are not integers."""
-    def check(value: Any) -> int:
+    def check(value: Any) -> int | None:
         if value is None:
             return default
         if isinstance(value, float) and allow_integral_number and value.is_integer():
@@ -136,12 +137,12 @@ class IotaGenerationRequest(BaseModel):
     model: str
     prompt: Annotated[str, _prompt(IOTA_PROMPT_MAX)]
     n: Annotated[int, _json_integer(1, 1, IOTA_N_MAX)] = 1
-    quality: Annotated[Literal["low", "medium", "high", "auto"], _null_is("auto")] = "auto"
-    size: Annotated[Literal["1024x1024", "1024x1536", "1536x1024", "auto"], _null_is("auto")] = "auto"
-    output_format: Literal["png", "jpeg", "webp"] | None = None
-    background: Literal["transparent", "opaque", "auto"] | None = None
-    output_compression: Annotated[int | None, _json_integer(None, 0, 100)] = None  # type: ignore[arg-type]
-    moderation: Literal["auto", "low"] | None = None
+    quality: Annotated[Literal[IOTA_QUALITIES], _null_is("auto")] = "auto"
+    size: Annotated[Literal[IOTA_SIZES], _null_is("auto")] = "auto"
+    output_format: Literal[IOTA_OUTPUT_FORMATS] | None = None
+    background: Literal[IOTA_BACKGROUNDS] | None = None
+    output_compression: Annotated[int | None, _json_integer(None, 0, 100)] = None
+    moderation: Literal[IOTA_MODERATIONS] | None = None
     response_format: Literal["b64_json"] | None = None
     user: str | None = None
 
@@ -183,10 +184,10 @@ class ThetaGenerationRequest(BaseModel):
     prompt: Annotated[str, _prompt(THETA_PROMPT_MAX)]
     n: Annotated[int, _json_integer(1, 1, THETA_N_MAX, allow_integral_number=True,
                                     why=" for theta models (one image per request)")] = 1
-    response_format: Annotated[Literal["url", "b64_json"], _null_is("url")] = "url"
-    size: Annotated[Literal["1024x1024", "1792x1024", "1024x1792"], _null_is("1024x1024")] = "1024x1024"
-    quality: Annotated[Literal["standard", "hd"], _null_is("standard")] = "standard"
-    style: Annotated[Literal["vivid", "natural"], _null_is("vivid")] = "vivid"
+    response_format: Annotated[Literal[RESPONSE_FORMATS], _null_is("url")] = "url"
+    size: Annotated[Literal[THETA_SIZES], _null_is("1024x1024")] = "1024x1024"
+    quality: Annotated[Literal[THETA_QUALITIES], _null_is("standard")] = "standard"
+    style: Annotated[Literal[THETA_STYLES], _null_is("vivid")] = "vivid"
     user: str | None = None
 
     @field_validator("model")
@@ -257,7 +258,7 @@ class ImageEditRequest(BaseModel):
     prompt: Annotated[str, _prompt(EDIT_PROMPT_MAX)]
     negative_prompt: str | None = None
     n: Annotated[int, _form_integer(1, 1, EDIT_N_MAX)] = 1
-    response_format: Annotated[Literal["url", "b64_json"], _null_is("url")] = "url"
+    response_format: Annotated[Literal[RESPONSE_FORMATS], _null_is("url")] = "url"
     seed: Annotated[int | None, _form_integer(None, 0, SEED_MAX)] = None
 
     @field_validator("model")
