@@ -1,0 +1,112 @@
+"""The chat protocol's image endpoints: generation (JSON) and editing (multipart).
+
+The caller owns the `httpx.AsyncClient` (made once per execution environment and reused), so a
+test can put the simulator behind it with `httpx.ASGITransport`.
+
+Every failure is an `UpstreamError` saying whether another channel may be tried: connection
+errors, timeouts, 429 and 5xx are retryable; any other answer is the upstream's verdict on the
+request itself. The API key is only ever sent in the Authorization header and is scrubbed
+from every message, in case an upstream echoes it back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from gateway.multipart import UploadedFile
+
+_MESSAGE_MAX = 500  # an upstream's error text is relayed, not a whole HTML error page
+
+
+class UpstreamError(Exception):
+    """A failed upstream call: its HTTP status (None when no answer came) and whether to retry."""
+
+    def __init__(self, status: int | None, message: str, retryable: bool, *,
+                 retry_after: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+    def __repr__(self) -> str:
+        return f"UpstreamError(status={self.status!r}, message={self.message!r}, retryable={self.retryable!r})"
+
+
+def _retryable_status(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers["retry-after"])
+    except (KeyError, ValueError):
+        return None  # absent, or an HTTP date: the caller's own backoff applies
+
+
+class ImagesClient:
+    def __init__(self, base_url: str, api_key: str, client: httpx.AsyncClient,
+                 timeout: float | httpx.Timeout | None = None):
+        self._base = base_url.rstrip("/")
+        self._key = api_key
+        self._client = client
+        self._timeout = timeout
+
+    async def generate(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """POST {base}/v1/images/generations with a JSON body; the upstream's JSON answer."""
+        return await self._send("/v1/images/generations", json=payload)
+
+    async def edit(self, fields: dict[str, str], image: UploadedFile) -> dict[str, Any]:
+        """POST {base}/v1/images/edits as multipart: the text fields plus the one `image` file."""
+        files = {"image": (image.filename or "image", image.data, image.content_type or "application/octet-stream")}
+        return await self._send("/v1/images/edits", data=fields, files=files)
+
+    async def _send(self, path: str, **body: Any) -> dict[str, Any]:
+        url = self._base + path
+        extra: dict[str, Any] = {} if self._timeout is None else {"timeout": self._timeout}
+        try:
+            response = await self._client.post(
+                url, headers={"Authorization": f"Bearer {self._key}"}, **body, **extra)
+        except httpx.TimeoutException as exc:
+            raise UpstreamError(None, self._scrub(f"upstream timed out ({type(exc).__name__}) on {path}"),
+                                True) from None
+        except httpx.ConnectError:
+            raise UpstreamError(None, f"could not connect to the upstream for {path}", True) from None
+        except httpx.HTTPError as exc:
+            # The request may have reached the upstream (a generation may be under way and paid
+            # for), so another channel is not tried.
+            raise UpstreamError(None, self._scrub(f"upstream connection failed on {path}: "
+                                                  f"{type(exc).__name__}"), False) from None
+
+        if response.status_code >= 400:
+            raise UpstreamError(response.status_code, self._scrub(self._error_text(response)),
+                                _retryable_status(response.status_code), retry_after=_retry_after(response))
+        try:
+            answer = response.json()
+        except ValueError:
+            raise UpstreamError(response.status_code, f"upstream answered {path} with a body that is not JSON",
+                                False) from None
+        if not isinstance(answer, dict) or not isinstance(answer.get("data"), list):
+            raise UpstreamError(response.status_code, f"upstream answered {path} without a data array", False)
+        return answer
+
+    @staticmethod
+    def _error_text(response: httpx.Response) -> str:
+        """The upstream's own message from its chat error envelope, else the status and a snippet."""
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict):
+            error = body.get("error")
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                return f"upstream {response.status_code}: {error['message'][:_MESSAGE_MAX]}"
+            if isinstance(error, str):
+                return f"upstream {response.status_code}: {error[:_MESSAGE_MAX]}"
+        snippet = response.text[:200].strip()
+        return f"upstream {response.status_code}" + (f": {snippet}" if snippet else "")
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._key, "[redacted]") if self._key else text

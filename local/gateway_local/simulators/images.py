@@ -1,0 +1,223 @@
+"""Simulated image endpoints of the chat protocol (dev-only).
+
+`routes` is meant to be mounted inside the chat-protocol simulator (under `/chat`), so the
+paths here are relative to it: `POST /v1/images/generations`, `POST /v1/images/edits` and
+`GET /files/{name}` for the URLs it hands out. `app` runs them standalone.
+
+Answers carry real PNG images (64x64, written with zlib and struct), whose colour is derived
+from the prompt, so equal requests give equal pictures and tests can tell answers apart.
+URLs are absolute, built from the request's own base URL and mount path, and served here for
+60 minutes (the spec's URL lifetime).
+
+Like the real upstream it wants `Authorization: Bearer <anything non-empty>` and answers errors
+in the chat envelope. A prompt containing `#fault=<status>` makes it fail on purpose:
+`#fault=500` answers 500, `#fault=429` answers 429 with `Retry-After`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import struct
+import threading
+import time
+import uuid
+import zlib
+from collections import OrderedDict
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.errors import InvalidRequest
+from gateway.imagetypes import detect_image_type
+from gateway.multipart import parse_multipart
+
+IMAGE_SIDE = 64
+URL_LIFETIME_SECONDS = 60 * 60
+_FILES_KEPT = 512  # enough for any test run; the oldest are dropped first
+_FAULT = re.compile(r"#fault=([45][0-9]{2})")
+_OUTPUT_TOKENS = {"low": 272, "medium": 1056, "high": 4160, "auto": 1056}
+
+
+# --- PNG -------------------------------------------------------------------------------------
+
+def _chunk(tag: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+
+def png_image(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A truecolour PNG of one colour with a darker diagonal, so it is visibly a picture."""
+    shade = bytes(c // 2 for c in rgb)
+    fill = bytes(rgb)
+    rows = []
+    for y in range(height):
+        row = bytearray(b"\x00")  # filter type 0 (None) for every scanline
+        for x in range(width):
+            row += shade if abs(x - y) < 3 else fill
+        rows.append(bytes(row))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header)
+            + _chunk(b"IDAT", zlib.compress(b"".join(rows))) + _chunk(b"IEND", b""))
+
+
+def picture_for(*seeds: object) -> bytes:
+    digest = hashlib.sha256("\x1f".join(str(s) for s in seeds).encode()).digest()
+    return png_image(IMAGE_SIDE, IMAGE_SIDE, (digest[0], digest[1], digest[2]))
+
+
+# --- served files ----------------------------------------------------------------------------
+
+_files: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+_files_lock = threading.Lock()  # uvicorn in a thread and the tests may touch it concurrently
+
+
+def _store(data: bytes) -> str:
+    name = f"{uuid.uuid4().hex}.png"
+    with _files_lock:
+        _files[name] = (time.monotonic() + URL_LIFETIME_SECONDS, data)
+        while len(_files) > _FILES_KEPT:
+            _files.popitem(last=False)
+    return name
+
+
+def _file_url(request: Request, name: str) -> str:
+    # root_path holds the mount path (e.g. /chat), which request.base_url leaves out.
+    root = request.scope.get("root_path", "").rstrip("/")
+    return str(request.url.replace(path=f"{root}/files/{name}", query=""))
+
+
+# --- answers ---------------------------------------------------------------------------------
+
+def _error(status: int, message: str, *, type_: str = "invalid_request_error", param: str | None = None,
+           code: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": type_, "param": param, "code": code}},
+                        status_code=status, headers=headers)
+
+
+def _unauthorized(request: Request) -> JSONResponse | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return _error(401, "missing or malformed bearer token", code="invalid_api_key")
+    return None
+
+
+def _fault(prompt: str) -> JSONResponse | None:
+    match = _FAULT.search(prompt)
+    if not match:
+        return None
+    status = int(match.group(1))
+    if status == 429:
+        return _error(429, "simulated rate limit", type_="rate_limit_error", code="rate_limit_exceeded",
+                      headers={"Retry-After": "1"})
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    return _error(status, f"simulated failure {status}", type_=kind)
+
+
+def _count(value: Any, default: int = 1) -> int | None:
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10:
+        return None
+    return value
+
+
+def _usage(prompt: str, output_tokens: int, image_tokens: int = 0) -> dict[str, Any]:
+    text_tokens = max(1, len(prompt) // 4)
+    return {"total_tokens": text_tokens + image_tokens + output_tokens,
+            "input_tokens": text_tokens + image_tokens, "output_tokens": output_tokens,
+            "input_tokens_details": {"text_tokens": text_tokens, "image_tokens": image_tokens}}
+
+
+def _item(request: Request, data: bytes, response_format: str) -> dict[str, str]:
+    if response_format == "b64_json":
+        return {"b64_json": base64.b64encode(data).decode("ascii")}
+    return {"url": _file_url(request, _store(data))}
+
+
+async def generations(request: Request) -> Response:
+    if (denied := _unauthorized(request)) is not None:
+        return denied
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        return _error(400, "request body is not valid JSON")
+    if not isinstance(body, dict):
+        return _error(400, "request body must be a JSON object")
+    model, prompt = body.get("model"), body.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return _error(400, "prompt is required", param="prompt")
+    if (failed := _fault(prompt)) is not None:
+        return failed
+    n = _count(body.get("n"))
+    if n is None:
+        return _error(400, "n must be an integer from 1 to 10", param="n")
+    created = int(time.time())
+    if isinstance(model, str) and model.startswith("iota-"):
+        quality = body.get("quality") or "auto"
+        pictures = [picture_for(model, prompt, i) for i in range(n)]
+        return JSONResponse({"created": created, "data": [_item(request, p, "b64_json") for p in pictures],
+                             "usage": _usage(prompt, _OUTPUT_TOKENS.get(quality, 1056) * n)})
+    if isinstance(model, str) and model.startswith("theta-"):
+        response_format = body.get("response_format") or "url"
+        if response_format not in ("url", "b64_json"):
+            return _error(400, "response_format must be url or b64_json", param="response_format")
+        data = [{**_item(request, picture_for(model, prompt, i), response_format),
+                 "revised_prompt": f"A detailed picture of {prompt.strip()}"} for i in range(n)]
+        return JSONResponse({"created": created, "data": data})
+    return _error(404, f"the model {model!r} does not exist", param="model", code="model_not_found")
+
+
+async def edits(request: Request) -> Response:
+    if (denied := _unauthorized(request)) is not None:
+        return denied
+    try:
+        form = parse_multipart(await request.body(), request.headers.get("content-type", ""))
+    except InvalidRequest as exc:
+        return _error(400, exc.message, param=exc.param)
+    image = form.files.get("image")
+    if image is None:
+        return _error(400, "image is required", param="image")
+    if detect_image_type(image.data) is None:
+        return _error(400, "image is not a supported image file", param="image")
+    prompt = form.fields.get("prompt", "")
+    if not prompt.strip():
+        return _error(400, "prompt is required", param="prompt")
+    if (failed := _fault(prompt)) is not None:
+        return failed
+    n = _count(form.fields.get("n"))
+    if n is None:
+        return _error(400, "n must be an integer from 1 to 10", param="n")
+    response_format = form.fields.get("response_format") or "url"
+    if response_format not in ("url", "b64_json"):
+        return _error(400, "response_format must be url or b64_json", param="response_format")
+    source = hashlib.sha256(image.data).hexdigest()
+    seed = form.fields.get("seed", "")
+    data = [_item(request, picture_for("edit", source, prompt, seed, i), response_format) for i in range(n)]
+    image_tokens = 194  # a fixed figure: the simulator does not look inside the input image
+    return JSONResponse({"created": int(time.time()), "data": data,
+                         "usage": _usage(prompt, _OUTPUT_TOKENS["auto"] * n, image_tokens)})
+
+
+async def files(request: Request) -> Response:
+    name = request.path_params["name"]
+    with _files_lock:
+        entry = _files.get(name)
+    if entry is None or entry[0] < time.monotonic():
+        return _error(404, "no such file (image URLs expire after 60 minutes)", code="not_found")
+    return Response(entry[1], media_type="image/png")
+
+
+routes = [
+    Route("/v1/images/generations", generations, methods=["POST"]),
+    Route("/v1/images/edits", edits, methods=["POST"]),
+    Route("/files/{name}", files, methods=["GET"]),
+]
+
+app = Starlette(routes=routes)
