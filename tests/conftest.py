@@ -62,7 +62,7 @@ def api_event(method: str, path: str, *, resource: str | None = None, body: str 
               headers: dict[str, str] | None = None, query: dict[str, str] | None = None,
               path_parameters: dict[str, str] | None = None, base64: bool = False) -> dict:
     """An API Gateway REST proxy event, built from the sample event of events/."""
-    event = json.loads((EVENTS / "api_request.json").read_text())
+    event = json.loads((EVENTS / "plants.json").read_text())
     headers = {"Content-Type": "application/json", **(headers or {})}
     event.update({
         "resource": resource or path, "path": path, "httpMethod": method, "body": body,
