@@ -1,6 +1,9 @@
 # Every habit of the project has a name here. `make run` and `make test` create the
 # virtual environment on first use, so a fresh machine needs nothing else.
-PYTHON ?= $(shell command -v python3.13 || command -v python3)
+# Python 3.13 (the Lambda runtime) when there is one that runs: on PATH, or installed by pyenv
+# but not selected (its shim then fails); else any python3.
+PYTHON ?= $(shell for p in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.13 python3; do \
+	"$$p" -c 'import sys' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 VENV := .venv
 BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
