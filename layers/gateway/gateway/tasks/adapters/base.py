@@ -1,0 +1,135 @@
+"""The one shape every async-task upstream adapter has.
+
+An adapter is pure: it builds an `httpx.Request` and parses an `httpx.Response`; the caller
+sends it with whatever client (and transport) it holds. So a family is four functions and a
+status table, and `submit` / `poll` below are the only code that touches the network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+import httpx
+
+#: The gateway's own task states, for its bookkeeping (upstreams.md).
+UNIFIED = ("submitted", "queued", "in_progress", "succeeded", "failed", "cancelled")
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+
+#: `task_status` of the generic result (`GET /v1/video/generations/result`), shared by the
+#: delta and zeta families. The spec's set has no cancelled: a cancelled task did not succeed.
+GENERIC_TASK_STATUS: Mapping[str, str] = {
+    "submitted": "pending", "queued": "pending", "in_progress": "processing",
+    "succeeded": "succeeded", "failed": "failed", "cancelled": "failed",
+}
+
+
+@dataclass
+class InlineResult:
+    """A result the upstream sent as bytes instead of a link; the engine must store it."""
+
+    mime_type: str
+    data: bytes
+
+
+@dataclass
+class TaskSnapshot:
+    """What one upstream poll says."""
+
+    status: str  # one of UNIFIED
+    upstream_status: str  # the upstream's own word
+    progress: int | None  # 0..100
+    result_urls: list[str]
+    error: str | None
+    duration: str | None  # seconds as a string, when known
+    raw: dict  # the upstream JSON, for debugging (never returned to clients; inline bytes elided)
+    inline_results: list[InlineResult] = field(default_factory=list)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+def retryable_status(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+class UpstreamRejected(Exception):
+    """The upstream said no (or said nothing readable). `retryable`: asking again may work."""
+
+    def __init__(self, status: int, message: str, retryable: bool | None = None):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+        self.retryable = retryable_status(status) if retryable is None else retryable
+
+
+class TaskAdapter(Protocol):
+    protocol: str
+    #: upstream status word -> one of UNIFIED
+    statuses: Mapping[str, str]
+
+    def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request: ...
+
+    def parse_submit(self, response: httpx.Response) -> str: ...
+
+    def build_poll(self, base_url: str, api_key: str, upstream_task_id: str) -> httpx.Request: ...
+
+    def parse_poll(self, response: httpx.Response) -> TaskSnapshot: ...
+
+
+def join(base_url: str, path: str) -> str:
+    return base_url.rstrip("/") + path
+
+
+def read_json(response: httpx.Response, error_text: Callable[[Any], str | None], *,
+              retry_unreadable: bool) -> dict:
+    """The JSON object of a 2xx answer, or UpstreamRejected carrying the upstream's own message.
+
+    `retry_unreadable`: whether a 2xx that is not a JSON object may be asked again. A submit
+    must not be (the task may exist upstream, and a second one would be paid twice); a poll may.
+    """
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not response.is_success:
+        message = (error_text(body) if body is not None else None) or response.text[:300] or response.reason_phrase
+        raise UpstreamRejected(response.status_code, message)
+    if not isinstance(body, dict):
+        raise UpstreamRejected(502, f"upstream answered {response.status_code} without a JSON object",
+                               retryable=retry_unreadable)
+    return body
+
+
+def submit(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: str,
+           upstream_model: str, request: dict) -> str:
+    """Build, send and parse a submit; the upstream task id, or UpstreamRejected."""
+    try:
+        response = client.send(adapter.build_submit(base_url, api_key, upstream_model, request))
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise UpstreamRejected(502, f"upstream unreachable: {exc}", retryable=True) from exc
+    except httpx.TimeoutException as exc:
+        # Sent but unanswered: the task may exist upstream, so a blind resubmit could pay twice.
+        raise UpstreamRejected(504, f"upstream timed out: {exc}", retryable=False) from exc
+    except httpx.HTTPError as exc:
+        raise UpstreamRejected(502, f"upstream transport error: {exc}", retryable=False) from exc
+    return adapter.parse_submit(response)
+
+
+def poll(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: str,
+         upstream_task_id: str) -> TaskSnapshot:
+    """Build, send and parse a poll; a poll is safe to repeat, so transport trouble is retryable."""
+    try:
+        response = client.send(adapter.build_poll(base_url, api_key, upstream_task_id))
+    except httpx.TimeoutException as exc:
+        raise UpstreamRejected(504, f"upstream timed out: {exc}", retryable=True) from exc
+    except httpx.HTTPError as exc:
+        raise UpstreamRejected(502, f"upstream transport error: {exc}", retryable=True) from exc
+    return adapter.parse_poll(response)
+
+
+def unified(statuses: Mapping[str, str], word: str) -> str:
+    """An unknown word is read as still running: the sweeper ends a task that never finishes,
+    while calling it failed would refund work the upstream may still deliver."""
+    return statuses.get(word, "in_progress")

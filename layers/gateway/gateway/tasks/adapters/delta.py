@@ -1,0 +1,126 @@
+"""Delta upstream: a long-running operation (`:predictLongRunning`) polled until `done`.
+
+Results come as links under `response.generateVideoResponse.generatedSamples[].video.uri`,
+or under `response.generatedVideos[]` / `response.videos[]` (clients disagree; we accept all),
+or as inline `bytesBase64Encoded`. Inline bytes are never turned into a data URL (a video is
+megabytes: too big for a task record or a JSON answer); they travel in
+`TaskSnapshot.inline_results` for the engine to store, and are elided from `raw`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Any, Mapping
+from urllib.parse import quote
+
+import httpx
+
+from gateway.tasks.adapters.base import (GENERIC_TASK_STATUS, InlineResult, TaskSnapshot, UpstreamRejected, join,
+                                         read_json, unified)
+
+#: The upstream has no status word; the adapter names the three states an operation can be in.
+STATUSES: Mapping[str, str] = {
+    "running": "in_progress",  # done: false (no queued/running distinction upstream)
+    "succeeded": "succeeded",  # done: true with response (and at least one video)
+    "failed": "failed",  # done: true with error, or a response with no video (filtered)
+}
+#: Public words: delta submit `task_status` and the generic result's `task_status`.
+SUBMIT_TASK_STATUS = GENERIC_TASK_STATUS["submitted"]  # "pending"
+PUBLIC_TASK_STATUS: Mapping[str, str] = GENERIC_TASK_STATUS
+
+# An operation name is a relative resource path; anything else must not reach the URL.
+_OPERATION_NAME = re.compile(r"[A-Za-z0-9._~-]+(?:/[A-Za-z0-9._~-]+)*")
+
+
+def _error_text(body: Any) -> str | None:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return " ".join(str(part) for part in (error.get("status"), error.get("message")) if part) or None
+    return None
+
+
+def _samples(response: dict) -> list[dict]:
+    lists = (
+        (response.get("generateVideoResponse") or {}).get("generatedSamples"),
+        response.get("generatedVideos"),
+        response.get("videos"),
+    )
+    return next((items for items in lists if isinstance(items, list) and items), [])
+
+
+def _elide_inline(value: Any) -> Any:
+    """A copy of `value` with every base64 payload replaced by its length, safe to store and log."""
+    if isinstance(value, dict):
+        return {key: (f"<{len(item)} base64 characters>" if key == "bytesBase64Encoded" and isinstance(item, str)
+                      else _elide_inline(item)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_elide_inline(item) for item in value]
+    return value
+
+
+class DeltaAdapter:
+    protocol = "delta"
+    statuses = STATUSES
+
+    def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request:
+        body = {"instances": request["instances"], "parameters": request.get("parameters", {})}
+        path = f"/v1beta/models/{quote(upstream_model, safe='')}:predictLongRunning"
+        return httpx.Request("POST", join(base_url, path),
+                             headers={"x-goog-api-key": api_key}, json=body)
+
+    def parse_submit(self, response: httpx.Response) -> str:
+        body = read_json(response, _error_text, retry_unreadable=False)
+        name = body.get("name")
+        if not isinstance(name, str) or not _OPERATION_NAME.fullmatch(name) or ".." in name.split("/"):
+            raise UpstreamRejected(502, "upstream accepted the task without a usable operation name", retryable=False)
+        return name
+
+    def build_poll(self, base_url: str, api_key: str, upstream_task_id: str) -> httpx.Request:
+        if not _OPERATION_NAME.fullmatch(upstream_task_id) or ".." in upstream_task_id.split("/"):
+            raise ValueError(f"not a delta operation name: {upstream_task_id!r}")
+        return httpx.Request("GET", join(base_url, f"/v1beta/{upstream_task_id}"), headers={"x-goog-api-key": api_key})
+
+    def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
+        body = read_json(response, _error_text, retry_unreadable=True)
+        raw = _elide_inline(body)
+        if not body.get("done"):
+            return self._snapshot("running", raw)
+        error = body.get("error")
+        if error:
+            message = (error.get("message") if isinstance(error, dict) else None) or str(error)
+            return self._snapshot("failed", raw, error=message)
+
+        response_body = body.get("response") if isinstance(body.get("response"), dict) else {}
+        urls: list[str] = []
+        inline: list[InlineResult] = []
+        for sample in _samples(response_body):
+            video = sample.get("video", sample) if isinstance(sample, dict) else {}
+            if not isinstance(video, dict):
+                continue
+            link = video.get("uri") or video.get("gcsUri")
+            if isinstance(link, str) and link:
+                urls.append(link)
+            elif isinstance(video.get("bytesBase64Encoded"), str):
+                try:
+                    data = base64.b64decode(video["bytesBase64Encoded"], validate=False)
+                except (binascii.Error, ValueError):
+                    continue
+                inline.append(InlineResult(video.get("mimeType") or "video/mp4", data))
+        if urls or inline:
+            return self._snapshot("succeeded", raw, urls=urls, inline=inline)
+        # Done with nothing to show: the upstream's safety filter, or an empty answer.
+        reasons = (response_body.get("generateVideoResponse") or {}).get("raiMediaFilteredReasons") \
+            or response_body.get("raiMediaFilteredReasons")
+        reason = "; ".join(map(str, reasons)) if isinstance(reasons, list) and reasons else None
+        return self._snapshot("failed", raw, error=f"filtered by the upstream: {reason}" if reason
+                              else "the upstream finished without a video")
+
+    @staticmethod
+    def _snapshot(word: str, raw: dict, *, urls: list[str] | None = None, inline: list[InlineResult] | None = None,
+                  error: str | None = None) -> TaskSnapshot:
+        status = unified(STATUSES, word)
+        return TaskSnapshot(status=status, upstream_status=word, progress=100 if status == "succeeded" else None,
+                            result_urls=urls or [], error=error, duration=None, raw=raw,
+                            inline_results=inline or [])
