@@ -42,15 +42,10 @@ def ensure_demo_account(*, user_id: int, key: str, quota: int, access_token: str
 
 
 def _units(args: argparse.Namespace) -> int | None:
-    if getattr(args, "units", None) is not None:
-        return int(args.units)
-    if getattr(args, "usd", None) is not None:
-        return usd_to_units(args.usd)
-    if getattr(args, "quota", None) is not None:
-        return int(args.quota)
-    if getattr(args, "quota_usd", None) is not None:
-        return usd_to_units(args.quota_usd)
-    return None
+    """The amount given as units or as USD (`--quota`/`--quota-usd` or `--units`/`--usd`)."""
+    if args.units is not None:
+        return args.units
+    return usd_to_units(args.usd) if args.usd is not None else None
 
 
 def _usd(text: str) -> Decimal:
@@ -115,23 +110,22 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m gateway.admin", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def amount(p: argparse.ArgumentParser, required: bool, prefix: str = "") -> None:
+    def amount(p: argparse.ArgumentParser, required: bool, units_flag: str, usd_flag: str) -> None:
         group = p.add_mutually_exclusive_group(required=required)
-        group.add_argument(f"--{prefix}units" if not prefix else f"--{prefix}", type=int,
-                           help="quota units (500000 per USD)")
-        group.add_argument(f"--{prefix}usd" if not prefix else f"--{prefix}-usd", type=_usd, help="amount in USD")
+        group.add_argument(units_flag, dest="units", type=int, help="quota units (500000 per USD)")
+        group.add_argument(usd_flag, dest="usd", type=_usd, help="amount in USD")
 
     p = commands.add_parser("create-user", help="create a user (prints its system access token)")
     p.add_argument("--username", required=True)
     p.add_argument("--email")
     p.add_argument("--id", type=int, help="explicit user id (default: the next free one)")
     p.add_argument("--role", type=int, default=1)
-    amount(p, False, "quota")
+    amount(p, False, "--quota", "--quota-usd")
 
     p = commands.add_parser("issue-key", help="issue an API key (printed once)")
     p.add_argument("--user", type=int, required=True)
     p.add_argument("--name", required=True)
-    amount(p, False, "quota")
+    amount(p, False, "--quota", "--quota-usd")
     p.add_argument("--expires-at", type=int, default=0, help="epoch seconds")
     p.add_argument("--expires-in-days", type=int, default=0)
     p.add_argument("--models", help="comma-separated allowlist (default: every model)")
@@ -146,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--user", type=int)
     target.add_argument("--key", help="key id")
-    amount(p, True)
+    amount(p, True, "--units", "--usd")
 
     p = commands.add_parser("set-access-token", help="set (or generate) a user's system access token")
     p.add_argument("--user", type=int, required=True)
