@@ -2,7 +2,7 @@
 
 from gateway.formats import (
     Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses,
-    usage_to_chat, usage_to_content, usage_to_messages, usage_to_responses,
+    usage_of_response, usage_to_chat, usage_to_content, usage_to_messages, usage_to_responses,
 )
 
 
@@ -71,3 +71,11 @@ def test_usage_moves_between_dialects_without_losing_the_cache_share():
     # Then the messages input_tokens leave the cached reads out, as that dialect does
     assert usage_to_messages(read) == {"input_tokens": 400, "output_tokens": 20,
                                        "cache_creation_input_tokens": 0, "cache_read_input_tokens": 600}
+
+
+def test_usage_of_a_whole_answer_in_each_dialect():
+    assert usage_of_response({"usage": {"prompt_tokens": 3, "completion_tokens": 4}}, "chat") == Usage(3, 4)
+    assert usage_of_response({"usage": {"input_tokens": 3, "output_tokens": 4}}, "messages") == Usage(3, 4)
+    assert usage_of_response({"usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 4}},
+                             "content") == Usage(3, 4)
+    assert usage_of_response({"usage": {"input_tokens": 3, "output_tokens": 4}}, "responses") == Usage(3, 4)
