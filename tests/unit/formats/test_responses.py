@@ -119,7 +119,7 @@ def test_chat_answer_as_responses():
                                            "logprobs": []}]},
         {"id": "fc_B9MHDbslfkBeAs8l4bebGdFOJ6PeG_1", "type": "function_call", "status": "completed",
          "call_id": "call_Xy1", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}]
-    assert answer["usage"] == {"input_tokens": 1117, "input_tokens_details": {"cached_tokens": 1024},
+    assert answer["usage"] == {"input_tokens": 1117, "input_tokens_details": {"cached_tokens": 1024, "cache_write_tokens": 0},
                                "output_tokens": 46, "output_tokens_details": {"reasoning_tokens": 0},
                                "total_tokens": 1163}
 
@@ -198,7 +198,9 @@ def test_a_blocked_prompt_in_content_is_a_content_filter_finish():
 
 def test_same_dialect_answers_pass_with_the_public_model_name():
     assert convert_response(CHAT_ANSWER, source="chat", target="chat", model="public")["model"] == "public"
-    assert convert_response(CONTENT_ANSWER, source="content", target="content", model="public") == CONTENT_ANSWER
+    assert convert_response(CONTENT_ANSWER, source="content", target="content", model="public") == {
+        **CONTENT_ANSWER, "modelVersion": "public"}
+    assert convert_response(MESSAGES_ANSWER, source="messages", target="messages") == MESSAGES_ANSWER
 
 
 def test_ids_are_synthesised_in_the_target_style_when_the_upstream_gave_none():

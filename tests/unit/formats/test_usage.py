@@ -51,7 +51,7 @@ def test_content_tool_use_prompt_tokens_are_input():
 
 
 def test_responses_usage_reads_details():
-    usage = {"input_tokens": 80, "input_tokens_details": {"cached_tokens": 64}, "output_tokens": 20,
+    usage = {"input_tokens": 80, "input_tokens_details": {"cached_tokens": 64, "cache_write_tokens": 0}, "output_tokens": 20,
              "output_tokens_details": {"reasoning_tokens": 12}, "total_tokens": 100}
     read = usage_from_responses(usage)
     assert read == Usage(80, 20, cached_input_tokens=64, reasoning_tokens=12)
@@ -79,3 +79,13 @@ def test_usage_of_a_whole_answer_in_each_dialect():
     assert usage_of_response({"usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 4}},
                              "content") == Usage(3, 4)
     assert usage_of_response({"usage": {"input_tokens": 3, "output_tokens": 4}}, "responses") == Usage(3, 4)
+
+
+def test_cache_writes_reported_by_chat_style_usage_are_kept():
+    usage = {"prompt_tokens": 500, "completion_tokens": 5,
+             "prompt_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 300}}
+    read = usage_from_chat(usage)
+    assert read == Usage(500, 5, cached_input_tokens=100, cache_creation_input_tokens=300)
+    assert usage_to_chat(read)["prompt_tokens_details"] == {"cached_tokens": 100, "cache_write_tokens": 300}
+    assert usage_to_messages(read)["input_tokens"] == 100
+    assert usage_from_responses(usage_to_responses(read)) == read

@@ -283,6 +283,11 @@ def render_response(reply: Reply, model: str | None = None) -> dict[str, Any]:
     }
 
 
+def rename_model(data: dict[str, Any], model: str) -> dict[str, Any]:
+    """A relayed answer or chunk of this dialect, showing the client's model name."""
+    return {**data, "model": model} if "model" in data else data
+
+
 # ---- streams ----
 
 class StreamDecoder:

@@ -79,9 +79,7 @@ def convert_response(body: dict[str, Any], *, source: str, target: str, model: s
         raise ValueError(f"no channel speaks the {source!r} dialect")
     if source == target:
         relayed = copy.deepcopy(body)
-        if model and source != CONTENT:
-            relayed["model"] = model
-        return relayed
+        return _module(source).rename_model(relayed, model) if model else relayed
     reply = _module(source).parse_response(body)
     if now is not None and reply.created is None:
         reply.created = now
@@ -112,8 +110,9 @@ class StreamConverter:
     `output_chars` the generated characters relayed (text, thinking, tool names and arguments),
     `completed` whether the upstream's terminal event arrived, `error` the upstream's own error.
 
-    With the same dialect on both sides events pass through untouched, except that a chat
-    client that did not ask for usage does not get the usage the gateway asked for.
+    With the same dialect on both sides events pass through, renamed to `model` when given,
+    except that a chat client that did not ask for usage does not get the usage the gateway
+    asked for.
     """
 
     def __init__(self, upstream: str, client: str, *, model: str | None = None,
@@ -122,6 +121,8 @@ class StreamConverter:
         self._decoder = _module(upstream).StreamDecoder()
         self._encoder = _module(client).StreamEncoder(model=model, include_usage=include_usage, now=now)
         self._passthrough = upstream == client
+        self._rename = _module(client).rename_model if model else None
+        self._model = model
         self._strip_usage = self._passthrough and upstream == CHAT and not include_usage
         self._closed = False  # the client has had its terminal event
         self._finished = False
@@ -179,9 +180,13 @@ class StreamConverter:
         return out
 
     def _relay(self, event_name: str | None, data: dict[str, Any] | str) -> list[Event]:
-        if self._strip_usage and isinstance(data, dict):
+        if not isinstance(data, dict):
+            return [(event_name, data)]
+        if self._strip_usage:
             if not data.get("choices") and data.get("usage"):
                 return []
             if "usage" in data:
                 data = {k: v for k, v in data.items() if k != "usage"}
+        if self._rename:
+            data = self._rename(data, self._model)
         return [(event_name, data)]

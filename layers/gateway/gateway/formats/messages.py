@@ -237,6 +237,13 @@ def _reply_block(part: Part) -> dict[str, Any] | None:
     return _block(part)
 
 
+def rename_model(data: dict[str, Any], model: str) -> dict[str, Any]:
+    """A relayed answer or stream event of this dialect, showing the client's model name."""
+    if data.get("type") == "message_start" and isinstance(data.get("message"), dict):
+        return {**data, "message": {**data["message"], "model": model}}
+    return {**data, "model": model} if "model" in data else data
+
+
 # ---- streams ----
 
 class StreamDecoder:

@@ -169,6 +169,13 @@ def render_response(reply: Reply, model: str | None = None, now: int | None = No
                            _status(reply.finish), output, reply.usage, reply.finish)
 
 
+def rename_model(data: dict[str, Any], model: str) -> dict[str, Any]:
+    """A relayed answer or stream event of this dialect, showing the client's model name."""
+    if isinstance(data.get("response"), dict):
+        return {**data, "response": {**data["response"], "model": model}}
+    return {**data, "model": model} if "model" in data else data
+
+
 # ---- streams ----
 
 class StreamDecoder:

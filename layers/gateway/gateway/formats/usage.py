@@ -31,21 +31,27 @@ def _count(source: dict[str, Any] | None, key: str) -> int:
 
 
 def usage_from_chat(usage: dict[str, Any] | None) -> Usage:
-    # prompt_tokens already includes the cached share, completion_tokens the reasoning.
+    # prompt_tokens already includes the cached share (and cache writes, where an upstream
+    # reports them as cache_write_tokens), completion_tokens the reasoning.
+    prompt_details = (usage or {}).get("prompt_tokens_details")
     return Usage(
         input_tokens=_count(usage, "prompt_tokens"),
         output_tokens=_count(usage, "completion_tokens"),
-        cached_input_tokens=_count((usage or {}).get("prompt_tokens_details"), "cached_tokens"),
+        cached_input_tokens=_count(prompt_details, "cached_tokens"),
+        cache_creation_input_tokens=_count(prompt_details, "cache_write_tokens"),
         reasoning_tokens=_count((usage or {}).get("completion_tokens_details"), "reasoning_tokens"),
     )
 
 
 def usage_to_chat(usage: Usage) -> dict[str, Any]:
+    prompt_details = {"cached_tokens": usage.cached_input_tokens}
+    if usage.cache_creation_input_tokens:
+        prompt_details["cache_write_tokens"] = usage.cache_creation_input_tokens
     return {
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+        "prompt_tokens_details": prompt_details,
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     }
 
@@ -98,10 +104,12 @@ def usage_to_content(usage: Usage) -> dict[str, Any]:
 
 
 def usage_from_responses(usage: dict[str, Any] | None) -> Usage:
+    input_details = (usage or {}).get("input_tokens_details")
     return Usage(
         input_tokens=_count(usage, "input_tokens"),
         output_tokens=_count(usage, "output_tokens"),
-        cached_input_tokens=_count((usage or {}).get("input_tokens_details"), "cached_tokens"),
+        cached_input_tokens=_count(input_details, "cached_tokens"),
+        cache_creation_input_tokens=_count(input_details, "cache_write_tokens"),
         reasoning_tokens=_count((usage or {}).get("output_tokens_details"), "reasoning_tokens"),
     )
 
@@ -109,7 +117,9 @@ def usage_from_responses(usage: dict[str, Any] | None) -> Usage:
 def usage_to_responses(usage: Usage) -> dict[str, Any]:
     return {
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+        # The current SDK requires cache_write_tokens beside cached_tokens.
+        "input_tokens_details": {"cached_tokens": usage.cached_input_tokens,
+                                 "cache_write_tokens": usage.cache_creation_input_tokens},
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.total_tokens,
