@@ -116,12 +116,15 @@ def _parts(content: Any, where: str) -> list[Part]:
 
 # ---- whole answers ----
 
-def _ids(response_id: str) -> str:
+def _item_suffix(response_id: str) -> str:
+    """Item ids repeat the response's unique part, so one answer's items are easy to find."""
     return response_id[len("resp_"):] if response_id.startswith("resp_") else response_id
 
 
 def _message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
-    content = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}] if status == "completed" else []
+    # An item still streaming has no content yet; its part is announced by its own event.
+    content = ([{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
+               if status == "completed" else [])
     return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
 
 
@@ -155,7 +158,7 @@ def _status(finish: str) -> str:
 
 def render_response(reply: Reply, model: str | None = None, now: int | None = None) -> dict[str, Any]:
     response_id = restyle_id(reply.id, "resp_")
-    suffix = _ids(response_id)
+    suffix = _item_suffix(response_id)
     output: list[dict[str, Any]] = []
     for part in reply.parts:
         index = len(output)
@@ -293,7 +296,7 @@ class StreamEncoder:
             return []
         out = self._close_item()
         index = len(self._output)
-        suffix = _ids(self._id or "")
+        suffix = _item_suffix(self._id or "")
         if kind == "message":
             item = _message_item(f"msg_{suffix}_{index}", "", status="in_progress")
         elif kind == "reasoning":
