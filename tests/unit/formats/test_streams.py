@@ -424,11 +424,28 @@ def test_a_content_stream_without_finish_reason_is_cut():
     assert out[-1] == (None, {"error": {"code": 502, "message": CUT_MESSAGE, "status": "UNAVAILABLE"}})
 
 
-def test_a_chat_pass_through_without_done_is_cut():
+def test_a_chat_pass_through_cut_before_finish_reason_is_cut():
     converter = StreamConverter("chat", "chat", include_usage=True)
-    out = relay(converter, CHAT_TEXT_STREAM[:-1])
-    assert converter.truncated and converter.usage == Usage(19, 3)
+    out = relay(converter, CHAT_TEXT_STREAM[:3])
+    assert converter.truncated and converter.usage is None
     assert "error" in out[-1][1]
+
+
+def test_a_chat_stream_closed_after_finish_reason_without_done_is_whole():
+    # Given a compatible server that closes after the usage chunk without [DONE]
+    for client in ("chat", "messages"):
+        converter = StreamConverter("chat", client, include_usage=True)
+        out = relay(converter, CHAT_TEXT_STREAM[:-1])
+        # Then the answer is whole and the client still gets its proper ending
+        assert converter.completed and not converter.truncated and converter.usage == Usage(19, 3)
+        assert out[-1] == ((None, DONE) if client == "chat" else ("message_stop", {"type": "message_stop"}))
+
+
+def test_done_without_any_finish_reason_is_a_cut():
+    converter = StreamConverter("chat", "messages")
+    out = relay(converter, CHAT_TEXT_STREAM[:3] + [(None, DONE)])
+    assert converter.truncated and not converter.completed
+    assert out[-1][0] == "error"
 
 
 def test_an_upstream_error_event_reaches_the_client_once_and_is_not_a_cut():

@@ -106,17 +106,20 @@ def _user_parts(content: Any, where: str) -> list[Part]:
         if kind == "text":
             parts.append(Text(item.get("text") or ""))
         elif kind == "image_url":
-            url = (item.get("image_url") or {}).get("url") or ""
+            image = item.get("image_url")
+            url = image if isinstance(image, str) else (image or {}).get("url") or ""  # some clients send a bare string
             parts.append(_media_from_url(url, "image/jpeg"))
         elif kind == "input_audio":
             audio = item.get("input_audio") or {}
             parts.append(Media(_AUDIO_FORMATS.get(audio.get("format"), "audio/wav"), data=audio.get("data")))
         elif kind == "file":
             file = item.get("file") or {}
-            inline = parse_data_url(file.get("file_data") or "")
-            if inline is None:
+            if not file.get("file_data"):
                 raise unsupported("a file given by id", f"{where}[{j}].file")
-            parts.append(Media(inline[0], data=inline[1], filename=file.get("filename")))
+            # A data URL, or bare base64 as some clients send it.
+            mime_type, data = parse_data_url(file["file_data"]) or (
+                guess_mime_type(file.get("filename") or "", "application/pdf"), file["file_data"])
+            parts.append(Media(mime_type, data=data, filename=file.get("filename")))
         else:
             raise unsupported(f"content part type {kind!r}", f"{where}[{j}].type")
     return parts
@@ -291,18 +294,22 @@ def rename_model(data: dict[str, Any], model: str) -> dict[str, Any]:
 # ---- streams ----
 
 class StreamDecoder:
-    """Upstream chat chunks → neutral events. The stream is whole once `[DONE]` follows a finish."""
+    """Upstream chat chunks → neutral events.
+
+    The answer is whole once a finish_reason has come and the stream then ends, with `[DONE]` or
+    (as some compatible servers do) by closing; without a finish_reason it was cut.
+    """
 
     def __init__(self) -> None:
         self._started = False
         self._finished = False
+        self._ended = False
         self._tools: dict[int, str] = {}
 
     def feed(self, event_name: str | None, data: Any) -> list[StreamEvent]:
         if data == DONE:
-            if self._finished:
-                return [End()]
-            return [Failure("the upstream stream ended without a finish reason")]
+            self._ended = True
+            return [End()] if self._finished else []
         if not isinstance(data, dict):
             return []
         if data.get("error"):
@@ -336,7 +343,7 @@ class StreamDecoder:
         return events
 
     def close(self) -> list[StreamEvent]:
-        return []
+        return [End()] if self._finished and not self._ended else []
 
 
 class StreamEncoder:

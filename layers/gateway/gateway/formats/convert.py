@@ -121,6 +121,7 @@ class StreamConverter:
         self._decoder = _module(upstream).StreamDecoder()
         self._encoder = _module(client).StreamEncoder(model=model, include_usage=include_usage, now=now)
         self._passthrough = upstream == client
+        self._client = client
         self._rename = _module(client).rename_model if model else None
         self._model = model
         self._strip_usage = self._passthrough and upstream == CHAT and not include_usage
@@ -152,7 +153,10 @@ class StreamConverter:
             self.truncated = True
             decoded.append(Failure(CUT_MESSAGE))
         if self._passthrough:
-            return self._encode([e for e in decoded if isinstance(e, Failure)])
+            out = self._encode([e for e in decoded if isinstance(e, Failure)])
+            if self._client == CHAT and any(isinstance(e, End) for e in decoded):
+                out.append((None, chat.DONE))  # the upstream closed without it; a chat client still gets it
+            return out
         return self._encode(decoded)
 
     def _track(self, events: list[StreamEvent]) -> None:
