@@ -358,6 +358,12 @@ def test_content_config_schema_and_thinking_map_to_chat():
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
 
+def test_content_system_instruction_given_as_plain_text_is_accepted():
+    request = {"systemInstruction": "Be kind.", "contents": [{"parts": [{"text": "hi"}]}]}
+    body = convert_request(request, source="content", target="messages", model="u")
+    assert body["system"] == "Be kind."
+
+
 def test_content_thinking_level_is_the_chat_effort_word():
     request = {"contents": [{"parts": [{"text": "hi"}]}],
                "generationConfig": {"thinkingConfig": {"thinkingLevel": "HIGH"}}}

@@ -403,6 +403,15 @@ def test_a_chat_stream_without_done_is_cut_and_the_client_is_told(client, last):
     assert out[-1] == last
 
 
+def test_a_cut_responses_pass_through_fails_the_same_response_with_the_next_number():
+    upstream = relay(StreamConverter("chat", "responses", now=NOW), CHAT_TEXT_STREAM)[:6]
+    converter = StreamConverter("responses", "responses")
+    out = relay(converter, upstream)
+    assert converter.truncated
+    assert out[-1][0] == "response.failed"
+    assert out[-1][1]["sequence_number"] == 6 and out[-1][1]["response"]["id"] == "resp_7xQ"
+
+
 def test_a_cut_stream_to_responses_fails_the_response():
     out = relay(StreamConverter("messages", "responses"), MESSAGES_STREAM[:8])
     assert out[-1][0] == "response.failed"

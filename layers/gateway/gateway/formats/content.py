@@ -71,7 +71,10 @@ def parse_request(body: dict[str, Any]) -> Request:
         if schema is None and _get(config, "responseSchema") is not None:
             schema = _json_schema(_get(config, "responseSchema"))
         request.response_format = ResponseFormat(schema)
-    if system := _get(body, "systemInstruction"):
+    system = _get(body, "systemInstruction")
+    if isinstance(system, str):  # not the wire form, but what SDK users write
+        request.system = [system] if system else []
+    elif system:
         request.system = [t for p in (system.get("parts") or []) if (t := p.get("text"))]
 
     calls = _CallIds()

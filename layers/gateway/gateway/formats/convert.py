@@ -137,9 +137,12 @@ class StreamConverter:
         decoded = self._decoder.feed(event_name, data)
         self._track(decoded)
         if self._passthrough:
+            # So that a cut-stream error names the same response and continues its numbering.
             for event in decoded:
                 if isinstance(event, Start):
-                    self._encoder.encode(event)  # so a cut-stream error names the same response
+                    self._encoder.encode(event)
+            if self._client == RESPONSES and isinstance(data, dict) and isinstance(data.get("sequence_number"), int):
+                self._encoder.continue_after(data["sequence_number"])
             return self._relay(event_name, data)
         return self._encode(decoded)
 

@@ -277,6 +277,10 @@ class StreamEncoder:
             out.append(self._emit("response.failed", response=self._response("failed", error=error)))
         return out
 
+    def continue_after(self, sequence_number: int) -> None:
+        """Number the next event after one the upstream sent (a relayed stream's own error)."""
+        self._sequence = max(self._sequence, sequence_number + 1)
+
     def _response(self, status: str, finish: str | None = None, error: dict[str, Any] | None = None) -> dict[str, Any]:
         usage = self._usage if status in ("completed", "incomplete") else None
         return response_object(self._id or "", self._created, self._model or "", status, list(self._output),
