@@ -464,8 +464,9 @@ def test_messages_to_content_keeps_the_exact_budget_and_top_k():
         {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}}]}
     assert body["contents"][2] == {"role": "user", "parts": [
         {"functionResponse": {"name": "get_weather", "response": {"error": "service down"}}}]}
+    # And thinking keeps its exact budget, with the thoughts sent back as messages clients expect
     assert body["generationConfig"] == {"topK": 40, "maxOutputTokens": 16000, "stopSequences": ["END"],
-                                        "thinkingConfig": {"thinkingBudget": 10000}}
+                                        "thinkingConfig": {"thinkingBudget": 10000, "includeThoughts": True}}
     assert body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY"}}
 
 
@@ -505,3 +506,9 @@ def test_same_dialect_requests_only_get_the_channel_model_and_usage_for_chat_str
 def test_no_channel_speaks_responses():
     with pytest.raises(ValueError):
         convert_request({"input": "x"}, source="chat", target="responses", model="u")
+
+
+def test_responses_reasoning_summary_asks_content_for_its_thoughts():
+    request = {"model": "m", "input": "x", "reasoning": {"effort": "low", "summary": "auto"}}
+    body = convert_request(request, source="responses", target="content", model="u")
+    assert body["generationConfig"]["thinkingConfig"] == {"thinkingLevel": "low", "includeThoughts": True}

@@ -66,6 +66,7 @@ def parse_request(body: dict[str, Any]) -> Request:
         request.reasoning_effort = str(level).lower()
     if (budget := _get(thinking, "thinkingBudget")) is not None:
         request.thinking_budget = budget
+    request.include_thoughts = bool(_get(thinking, "includeThoughts"))
     if _get(config, "responseMimeType") == "application/json":
         schema = _get(config, "responseJsonSchema")
         if schema is None and _get(config, "responseSchema") is not None:
@@ -201,10 +202,15 @@ def render_request(request: Request, model: str | None = None) -> dict[str, Any]
             config["responseJsonSchema"] = request.response_format.schema
     # An exact budget travels as a budget (both model generations take one); an effort word
     # travels as the level word this dialect shares with the chat dialect.
+    thinking_config: dict[str, Any] = {}
     if request.thinking_budget is not None:
-        config["thinkingConfig"] = {"thinkingBudget": request.thinking_budget}
+        thinking_config["thinkingBudget"] = request.thinking_budget
     elif request.reasoning_effort in _LEVELS:
-        config["thinkingConfig"] = {"thinkingLevel": _LEVELS[request.reasoning_effort]}
+        thinking_config["thinkingLevel"] = _LEVELS[request.reasoning_effort]
+    if request.include_thoughts and thinking_config:
+        thinking_config["includeThoughts"] = True  # thoughts are only sent back when asked for
+    if thinking_config:
+        config["thinkingConfig"] = thinking_config
     if config:
         body["generationConfig"] = config
     if request.tools:

@@ -45,6 +45,7 @@ def parse_request(body: dict[str, Any]) -> Request:
     thinking = body.get("thinking") or {}
     if thinking.get("type") == "enabled":
         request.thinking_budget = thinking.get("budget_tokens")
+        request.include_thoughts = True  # this dialect always answers with its thinking blocks
     elif thinking.get("type") == "disabled":
         request.thinking_budget = 0
     names_by_id: dict[str, str] = {}

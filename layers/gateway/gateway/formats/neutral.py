@@ -122,6 +122,7 @@ class Request:
     # exact token budget (messages, content budgets). Writers convert only what they must.
     reasoning_effort: str | None = None
     thinking_budget: int | None = None
+    include_thoughts: bool = False  # the client wants the thinking text back, not just the answer
     response_format: ResponseFormat | None = None
     stream: bool = False
     user: str | None = None

@@ -35,6 +35,7 @@ def parse_request(body: dict[str, Any]) -> Request:
         top_p=body.get("top_p"), stream=bool(body.get("stream")), user=body.get("user"),
         parallel_tool_calls=body.get("parallel_tool_calls"),
         reasoning_effort=(body.get("reasoning") or {}).get("effort"),
+        include_thoughts=bool((body.get("reasoning") or {}).get("summary")),
     )
     if body.get("instructions"):
         request.system.append(body["instructions"])
