@@ -512,3 +512,17 @@ def test_responses_reasoning_summary_asks_content_for_its_thoughts():
     request = {"model": "m", "input": "x", "reasoning": {"effort": "low", "summary": "auto"}}
     body = convert_request(request, source="responses", target="content", model="u")
     assert body["generationConfig"]["thinkingConfig"] == {"thinkingLevel": "low", "includeThoughts": True}
+
+
+def test_inline_documents_reach_messages_as_pdf_or_text_and_others_are_refused():
+    # Given content parts with a PDF, a plain-text file and a spreadsheet
+    def request(mime_type, data):
+        return {"contents": [{"role": "user", "parts": [{"inlineData": {"mimeType": mime_type, "data": data}}]}]}
+    pdf = convert_request(request("application/pdf", PDF), source="content", target="messages", model="u")
+    text = convert_request(request("text/plain", "aGVsbG8gd29ybGQ="), source="content", target="messages", model="u")
+    # Then the PDF stays base64 and the text file travels as text
+    assert pdf["messages"][0]["content"][0]["source"] == {"type": "base64", "media_type": "application/pdf", "data": PDF}
+    assert text["messages"][0]["content"][0] == {"type": "document", "source": {
+        "type": "text", "media_type": "text/plain", "data": "hello world"}}
+    with pytest.raises(InvalidRequest):
+        convert_request(request("application/vnd.ms-excel", "AAAA"), source="content", target="messages", model="u")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from gateway.errors import InvalidRequest
@@ -177,14 +178,28 @@ def _message(role: str, parts: list[Part]) -> dict[str, Any]:
     return {"role": role, "content": [b for b in map(_block, ordered) if b is not None]}
 
 
+def _decoded_text(data: str) -> str:
+    try:
+        return base64.b64decode(data).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        raise unsupported("a text document that is not base64 UTF-8") from None
+
+
 def _block(part: Part) -> dict[str, Any] | None:
     if isinstance(part, Text):
         return {"type": "text", "text": part.text} if part.text else None  # empty text is refused
     if isinstance(part, Media):
         if part.kind == "audio":
             raise unsupported("audio input")
-        source = ({"type": "url", "url": part.url} if part.url else
-                  {"type": "base64", "media_type": part.mime_type, "data": part.data})
+        if part.url:
+            source = {"type": "url", "url": part.url}
+        elif part.kind == "document" and part.mime_type.startswith("text/"):
+            # Plain-text documents travel as text here, not base64.
+            source = {"type": "text", "media_type": "text/plain", "data": _decoded_text(part.data or "")}
+        elif part.kind == "document" and part.mime_type != "application/pdf":
+            raise unsupported(f"a document of type {part.mime_type}")
+        else:
+            source = {"type": "base64", "media_type": part.mime_type, "data": part.data}
         return {"type": "image" if part.kind == "image" else "document", "source": source}
     if isinstance(part, Thinking):
         # Only a signed thinking block may be sent back; others came from another vendor.
