@@ -8,6 +8,7 @@ of the failover tests.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -52,6 +53,12 @@ async def _huge_generation(request: Request):
     return JSONResponse({"created": 1, "data": [{"b64_json": "A" * (7 * 1024 * 1024)}]})
 
 
+async def _slow_generation(request: Request):
+    hits["slow"] += 1
+    await asyncio.sleep(2.5)
+    return await simulator.generations(request)
+
+
 async def _counted(request: Request):
     hits["chat"] += 1
     return await simulator.generations(request)
@@ -65,6 +72,7 @@ UPSTREAMS = Starlette(routes=[
     Mount("/wrong-key", routes=_stand_in("wrong-key", 401, "incorrect API key provided")),
     Mount("/stingy", routes=[Route("/v1/images/generations", _stingy_generation, methods=["POST"])]),
     Mount("/huge", routes=[Route("/v1/images/generations", _huge_generation, methods=["POST"])]),
+    Mount("/slow", routes=[Route("/v1/images/generations", _slow_generation, methods=["POST"])]),
 ])
 
 
@@ -494,6 +502,40 @@ def test_an_answer_too_large_for_lambda_is_refunded_with_advice(images_fn, chann
     assert status == 502 and answer["error"]["code"] == "response_too_large"
     assert "response_format=url" in answer["error"]["message"]
     assert balance(accounts)[0] == quota
+
+
+class ShortLambdaContext:
+    """A function with `seconds` left, as the last seconds of a 29 s invocation look."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.function_name, self.memory_limit_in_mb = "test-function", 512
+        self.invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:test-function"
+        self.aws_request_id = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(self.seconds * 1000)
+
+
+def test_an_upstream_slower_than_the_time_left_is_a_504_and_refunded(images_fn, channels_document, upstream, demo,
+                                                                      accounts, lambda_context):
+    # Given 3.5 s left in the invocation (1.5 s for the upstream), and an upstream that needs 2.5 s
+    channels_document({"name": "slow", "base_url": f"{upstream}/slow", "models": ["theta-3"]})
+    quota = balance(accounts)[0]
+    status, answer, _ = generate(images_fn, ShortLambdaContext(3.5), {"model": "theta-3", "prompt": "a fox"},
+                                 demo["key"])
+    assert status == 504 and "timed out" in answer["error"]["message"]
+    assert_chat_error(answer, "upstream_error")
+    assert balance(accounts)[0] == quota and balance(accounts)[3] == [("theta-3", 0, 20_000, "refunded")]
+
+
+def test_with_no_time_left_no_upstream_is_tried(images_fn, channels_document, upstream, demo, accounts,
+                                                lambda_context):
+    channels_document({"name": "slow", "base_url": f"{upstream}/slow", "models": ["theta-3"]})
+    status, answer, _ = generate(images_fn, ShortLambdaContext(2.5), {"model": "theta-3", "prompt": "a fox"},
+                                 demo["key"])
+    assert status == 504 and hits["slow"] == 0
+    assert balance(accounts)[3] == [("theta-3", 0, 20_000, "refunded")]
 
 
 # --- who may use what ----------------------------------------------------------------------------
