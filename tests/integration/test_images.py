@@ -405,6 +405,17 @@ def test_the_sample_events_are_served(images_fn, simulated, demo, accounts, lamb
         assert len(body["data"]) == 2 and balance(accounts)[0] == quota - cost
 
 
+def test_a_replayed_event_is_not_served_again(images_fn, simulated, demo, accounts, lambda_context):
+    # Given an event already served (reservations are keyed by API Gateway's request id)
+    event = json.loads((EVENTS / "images_generation.json").read_text())
+    assert images_fn.lambda_handler(event, lambda_context)["statusCode"] == 200
+    before = balance(accounts)
+    # When the very same event comes again, Then it is a 409 and nothing moves
+    answer = images_fn.lambda_handler(event, lambda_context)
+    assert answer["statusCode"] == 409 and json.loads(answer["body"])["error"]["code"] == "duplicate_request"
+    assert balance(accounts) == before
+
+
 # --- upstream failures: a full refund, and an answer in the chat envelope ------------------------
 
 @pytest.mark.parametrize("fault,status,kind", [(500, 502, "upstream_error"), (503, 502, "upstream_error"),
@@ -491,7 +502,8 @@ def test_fewer_images_than_asked_are_charged_as_returned(images_fn, channels_doc
                                  demo["key"])
     assert status == 200 and len(answer["data"]) == 1
     # Then four images were held and one is charged
-    assert balance(accounts) == (quota - 20_000, used + 20_000, count + 1, [("iota-image-1", 20_000, 80_000, "settled")])
+    assert balance(accounts) == (quota - 20_000, used + 20_000, count + 1,
+                                 [("iota-image-1", 20_000, 80_000, "settled")])
 
 
 def test_an_answer_too_large_for_lambda_is_refunded_with_advice(images_fn, channels_document, upstream, demo,

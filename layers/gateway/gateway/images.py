@@ -22,8 +22,8 @@ import httpx
 from gateway import billing, outbound
 from gateway.auth import Principal
 from gateway.channels import Channel, get_catalog, report_failure, report_success
-from gateway.errors import (Conflict, GatewayError, InvalidRequest, NotFound, PayloadTooLarge, RateLimited, UpstreamFailed,
-                            UpstreamTimeout)
+from gateway.errors import (Conflict, GatewayError, InvalidRequest, NotFound, PayloadTooLarge, RateLimited,
+                            UpstreamFailed, UpstreamTimeout)
 from gateway.observability import logger
 from gateway.prices import unit_cost
 from gateway.schemas.images import GenerationRequest, ImageEditRequest
