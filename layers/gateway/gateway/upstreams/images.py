@@ -24,12 +24,14 @@ class UpstreamError(Exception):
     """A failed upstream call: its HTTP status (None when no answer came) and whether to retry."""
 
     def __init__(self, status: int | None, message: str, retryable: bool, *,
-                 retry_after: float | None = None):
+                 retry_after: float | None = None, timed_out: bool = False):
         super().__init__(message)
         self.status = status
         self.message = message
         self.retryable = retryable
         self.retry_after = retry_after
+        # A timeout is told apart so that a caller out of channels can answer 504, not 502.
+        self.timed_out = timed_out
 
     def __repr__(self) -> str:
         return f"UpstreamError(status={self.status!r}, message={self.message!r}, retryable={self.retryable!r})"
@@ -71,7 +73,7 @@ class ImagesClient:
                 url, headers={"Authorization": f"Bearer {self._key}"}, **body, **extra)
         except httpx.TimeoutException as exc:
             raise UpstreamError(None, self._scrub(f"upstream timed out ({type(exc).__name__}) on {path}"),
-                                True) from None
+                                True, timed_out=True) from None
         except httpx.ConnectError:
             raise UpstreamError(None, f"could not connect to the upstream for {path}", True) from None
         except httpx.HTTPError as exc:

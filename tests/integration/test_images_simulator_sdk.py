@@ -6,14 +6,10 @@ rules on what the SDK sent, which shows that SDK requests pass them.
 """
 
 import base64
-import socket
-import threading
-import time
 
 import httpx
 import openai
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -23,8 +19,8 @@ from gateway.errors import InvalidRequest
 from gateway.multipart import parse_multipart
 from gateway.schemas.images import parse_edit_form, parse_generation_body
 from gateway_local.simulators import images as simulator
-
-from .conftest import JPEG, PNG, decode_png
+from tests.conftest import serve_asgi
+from tests.imagefiles import JPEG, PNG, decode_png
 
 checked: list = []
 
@@ -59,20 +55,8 @@ APP = Starlette(routes=[
 
 @pytest.fixture(scope="module")
 def base_url():
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))  # a free port chosen by the OS, no race with other tests
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(APP, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the simulator did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with serve_asgi(APP) as url:
+        yield url
 
 
 @pytest.fixture

@@ -1,0 +1,191 @@
+"""Images: generation and editing through the chat dialect's channels, billed per image.
+
+One request, after its body has passed the rules of `schemas/images.py`:
+
+1. the key may use the model (`require_model`), the model has a price, a channel serves it;
+2. the worst case, price per image x `n`, is reserved before any upstream call;
+3. the channels are tried in order: a connection error, a timeout, a 429 or a 5xx moves on to
+   the next one; any other answer is the upstream's verdict on the request and ends it;
+4. success settles to the images actually returned x price (never above the reservation);
+   any failure refunds the whole reservation. Either way the ledger gets one entry.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from gateway import billing, outbound
+from gateway.auth import Principal
+from gateway.channels import Channel, get_catalog, report_failure, report_success
+from gateway.errors import (Conflict, GatewayError, InvalidRequest, NotFound, PayloadTooLarge, RateLimited,
+                            UpstreamFailed, UpstreamTimeout)
+from gateway.observability import logger
+from gateway.prices import unit_cost
+from gateway.schemas.images import GenerationRequest, ImageEditRequest
+from gateway.upstreams.images import ImagesClient, UpstreamError
+
+PROTOCOLS = ("chat",)  # the chat dialect carries the images endpoints
+GENERATION_ROUTE = "/v1/images/generations"
+EDIT_ROUTE = "/v1/images/edits"
+
+# API Gateway gives a buffered integration 29 s; what is left after this budget settles the
+# bill and sends the answer. A generation slower than that cannot be served synchronously.
+TIME_BUDGET_SECONDS = 26.0
+# Lambda's remaining time is the other bound (a shorter function timeout, a local run).
+TIME_RESERVE_SECONDS = 2.0
+CONNECT_TIMEOUT_SECONDS = 3.0
+# Below this it is not worth starting another attempt: it would only time out.
+MIN_ATTEMPT_SECONDS = 1.0
+# A Lambda response is at most 6 MB; headers and the JSON framing of the result take the rest.
+MAX_RESPONSE_BYTES = 6 * 1024 * 1024 - 64 * 1024
+# What an upstream says about the channel's own account, not about the client's request.
+_CHANNEL_ACCOUNT_STATUSES = (401, 402, 403, 407)
+_ITEM_FIELDS = ("url", "b64_json", "revised_prompt")
+_PASSED_THROUGH = ("background", "output_format", "quality", "size")
+
+Call = Callable[[ImagesClient, Channel], Awaitable[dict[str, Any]]]
+
+
+def generate(principal: Principal, request: GenerationRequest, request_id: str, *,
+             time_left: float | None = None) -> dict[str, Any]:
+    """POST /v1/images/generations for an iota or theta request; the answer in the chat dialect."""
+    payload = request.upstream_payload()
+
+    def call(client: ImagesClient, channel: Channel) -> Awaitable[dict[str, Any]]:
+        return client.generate({**payload, "model": channel.upstream_model(request.model)})
+
+    return _serve(principal, request.model, request.n, GENERATION_ROUTE, request_id, call,
+                  urls_possible=request.family == "theta", time_left=time_left)
+
+
+def edit(principal: Principal, request: ImageEditRequest, request_id: str, *,
+         time_left: float | None = None) -> dict[str, Any]:
+    """POST /v1/images/edits for an eta request; `n` multiplies the charge."""
+    fields = request.upstream_fields()
+
+    def call(client: ImagesClient, channel: Channel) -> Awaitable[dict[str, Any]]:
+        return client.edit({**fields, "model": channel.upstream_model(request.model)}, request.image)
+
+    return _serve(principal, request.model, request.n, EDIT_ROUTE, request_id, call,
+                  urls_possible=True, time_left=time_left)
+
+
+def _serve(principal: Principal, model: str, n: int, route: str, request_id: str, call: Call, *,
+           urls_possible: bool, time_left: float | None) -> dict[str, Any]:
+    principal.require_model(model)
+    catalog = get_catalog()
+    price = catalog.prices.get(model)  # an unpriced model is refused, never served for free
+    channels = catalog.candidates(model, PROTOCOLS, prefer=PROTOCOLS[0])
+    budget = TIME_BUDGET_SECONDS if time_left is None else min(TIME_BUDGET_SECONDS,
+                                                               time_left - TIME_RESERVE_SECONDS)
+    deadline = time.monotonic() + budget
+
+    reservation = billing.reserve(principal, unit_cost(price, images=n), model=model, route=route,
+                                  reservation_id=request_id)
+    if reservation.status != billing.RESERVED:
+        # The reservation is keyed by request id: a replayed event must not be served again for free.
+        raise Conflict(f"request {request_id} has already been served", code="duplicate_request")
+    try:
+        answer, channel = _first_answer(channels, call, deadline)
+        result = _result(answer, n)
+        _check_response_size(result, urls_possible)
+    except BaseException as exc:
+        billing.refund(reservation, reason=getattr(exc, "message", type(exc).__name__)[:200])
+        raise
+
+    images = len(result["data"])
+    units = min(unit_cost(price, images=images), reservation.units)
+    try:
+        billing.settle(reservation, units, detail={"images": images, "channel": channel.name})
+    except Exception:
+        # The images exist and the hold already covers them: answer them; the reservation
+        # stays open for an operator to settle rather than failing a paid request.
+        logger.exception("settlement failed", extra={"reservation_id": request_id, "units": units})
+    logger.info("images served", extra={"model": model, "channel": channel.name, "images": images, "units": units})
+    return result
+
+
+def _attempt_timeout(deadline: float) -> httpx.Timeout | None:
+    remaining = deadline - time.monotonic()
+    if remaining < MIN_ATTEMPT_SECONDS:
+        return None
+    return httpx.Timeout(remaining, connect=min(CONNECT_TIMEOUT_SECONDS, remaining))
+
+
+def _first_answer(channels: list[Channel], call: Call, deadline: float) -> tuple[dict[str, Any], Channel]:
+    failures: list[UpstreamError] = []
+    for channel in channels:
+        timeout = _attempt_timeout(deadline)
+        if timeout is None:
+            break
+        try:
+            answer = outbound.run(lambda http: call(
+                ImagesClient(channel.base_url, channel.api_key, http, timeout=timeout), channel))
+        except UpstreamError as exc:
+            if not exc.retryable:
+                raise _relayed(exc) from None
+            report_failure(channel)
+            logger.warning("upstream attempt failed", extra={"channel": channel.name, "status": exc.status,
+                                                             "error": exc.message})
+            failures.append(exc)
+            continue
+        report_success(channel)
+        return answer, channel
+    raise _exhausted(failures)
+
+
+def _relayed(exc: UpstreamError) -> GatewayError:
+    """The upstream's final word on the request, in our own error kinds."""
+    status = exc.status
+    if status is None or status < 400:  # cut off mid-request, or an answer that is not an image answer
+        return UpstreamFailed(exc.message)
+    if status in _CHANNEL_ACCOUNT_STATUSES:
+        # Relaying a 401 would tell the client its own key is wrong.
+        return UpstreamFailed(f"{exc.message} (the upstream refused the gateway's own credentials; "
+                              "this is not a problem with your key)")
+    if status == 404:
+        return NotFound(exc.message, code="upstream_not_found")
+    if status == 413:
+        return PayloadTooLarge(exc.message)
+    return InvalidRequest(exc.message, status=status, code="upstream_rejected")
+
+
+def _exhausted(failures: list[UpstreamError]) -> GatewayError:
+    if not failures:
+        return UpstreamTimeout("no time was left to reach an upstream within the 29 s limit")
+    summary = f"{len(failures)} upstream attempt{'s' if len(failures) > 1 else ''} failed; last: {failures[-1].message}"
+    if all(f.status == 429 for f in failures):
+        waits = [f.retry_after for f in failures if f.retry_after is not None]
+        headers = {"Retry-After": str(int(min(waits)))} if waits else None
+        return RateLimited(f"the upstreams are rate limited: {summary}", headers=headers)
+    if failures[-1].timed_out:
+        return UpstreamTimeout(summary)
+    return UpstreamFailed(summary)
+
+
+def _result(answer: dict[str, Any], n: int) -> dict[str, Any]:
+    """The chat-dialect answer: at most `n` images (no one pays for or gets more than asked)."""
+    items = [{k: item[k] for k in _ITEM_FIELDS if isinstance(item.get(k), str)}
+             for item in answer.get("data", []) if isinstance(item, dict)]
+    items = [item for item in items if "url" in item or "b64_json" in item][:n]
+    if not items:
+        raise UpstreamFailed("the upstream answered without any image")
+    created = answer.get("created")
+    result: dict[str, Any] = {"created": created if isinstance(created, int) else int(time.time()), "data": items}
+    if isinstance(answer.get("usage"), dict):
+        result["usage"] = answer["usage"]
+    result.update({k: answer[k] for k in _PASSED_THROUGH if isinstance(answer.get(k), str)})
+    return result
+
+
+def _check_response_size(result: dict[str, Any], urls_possible: bool) -> None:
+    size = len(json.dumps(result, separators=(",", ":")))
+    if size > MAX_RESPONSE_BYTES:
+        advice = "ask for fewer images (n)" + (" or response_format=url" if urls_possible else "")
+        raise GatewayError(f"the images come to {size} bytes, more than the {MAX_RESPONSE_BYTES} bytes a Lambda "
+                           f"response can carry; {advice}", status=502, code="response_too_large")

@@ -1,0 +1,600 @@
+"""The images routes: the real handler in-process, the emulator, upstreams over HTTP on 127.0.0.1.
+
+The images simulator is mounted at /chat as the chat-protocol simulator mounts it, so that
+`GATEWAY_SIMULATOR_URL=<server>` routes every model to it. Beside it, small stand-in upstreams
+that always fail, always refuse, or answer fewer images than asked, for the channel documents
+of the failover tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import socket
+from collections import Counter
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+from gateway import channels
+from gateway.multipart import MAX_REQUEST_BYTES
+from gateway.settings import reload_settings
+from gateway_local.simulators import images as simulator
+from tests.conftest import EVENTS, api_event, load_function, serve_asgi
+from tests.imagefiles import BMP, JPEG, PNG, TIFF_LE, WEBP, decode_png, multipart
+
+UNITS_PER_IMAGE = {"iota-image-1": 20_000, "iota-image-1-mini": 5_500, "theta-3": 20_000, "eta-image-edit": 15_000}
+hits: Counter = Counter()
+
+
+def _stand_in(name: str, status: int, message: str):
+    async def answer(request: Request):
+        hits[name] += 1
+        return JSONResponse({"error": {"message": message, "type": "server_error", "param": None, "code": None}},
+                            status_code=status)
+    return [Route(path, answer, methods=["POST"]) for path in ("/v1/images/generations", "/v1/images/edits")]
+
+
+async def _stingy_generation(request: Request):
+    """Answers like the simulator, but with only the first image whatever `n` was."""
+    hits["stingy"] += 1
+    answer = json.loads((await simulator.generations(request)).body)
+    return JSONResponse({**answer, "data": answer["data"][:1]})
+
+
+async def _huge_generation(request: Request):
+    hits["huge"] += 1
+    return JSONResponse({"created": 1, "data": [{"b64_json": "A" * (7 * 1024 * 1024)}]})
+
+
+async def _slow_generation(request: Request):
+    hits["slow"] += 1
+    await asyncio.sleep(2.5)
+    return await simulator.generations(request)
+
+
+async def _counted(request: Request):
+    hits["chat"] += 1
+    return await simulator.generations(request)
+
+
+UPSTREAMS = Starlette(routes=[
+    Mount("/chat", routes=simulator.routes),
+    Mount("/counted", routes=[Route("/v1/images/generations", _counted, methods=["POST"])]),
+    Mount("/down", routes=_stand_in("down", 503, "upstream overloaded")),
+    Mount("/refuses", routes=_stand_in("refuses", 400, "your prompt was refused by the safety system")),
+    Mount("/wrong-key", routes=_stand_in("wrong-key", 401, "incorrect API key provided")),
+    Mount("/stingy", routes=[Route("/v1/images/generations", _stingy_generation, methods=["POST"])]),
+    Mount("/huge", routes=[Route("/v1/images/generations", _huge_generation, methods=["POST"])]),
+    Mount("/slow", routes=[Route("/v1/images/generations", _slow_generation, methods=["POST"])]),
+])
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    with serve_asgi(UPSTREAMS) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def images_fn(aws):
+    return load_function("images")
+
+
+def _use_environment(**values: str | None) -> dict[str, str | None]:
+    saved = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    reload_settings()
+    channels.reset_catalog()
+    return saved
+
+
+@pytest.fixture
+def simulated(upstream, store):
+    """Every model routes to the simulator, as under the local runner."""
+    saved = _use_environment(GATEWAY_SIMULATOR_URL=upstream, GATEWAY_CHANNELS_FILE=None,
+                             GATEWAY_CHANNELS_PARAMETER=None)
+    hits.clear()
+    yield upstream
+    _use_environment(**saved)
+
+
+@pytest.fixture
+def channels_document(simulated, tmp_path):
+    """Installs a channels document (a list of channels, highest priority first)."""
+    def install(*specs: dict) -> None:
+        document = {"channels": [{"protocol": "chat", "api_key": "sk-upstream", "priority": len(specs) - i, **spec}
+                                 for i, spec in enumerate(specs)]}
+        path = tmp_path / "channels.json"
+        path.write_text(json.dumps(document))
+        _use_environment(GATEWAY_CHANNELS_FILE=str(path))
+    return install
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on: a connection there is refused at once."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def generate(fn, ctx, body, key):
+    payload = body if isinstance(body, str) else json.dumps(body)
+    answer = fn.lambda_handler(api_event("POST", "/v1/images/generations", body=payload, headers=auth(key)), ctx)
+    return answer["statusCode"], json.loads(answer["body"]), answer
+
+
+def edit_raw(fn, ctx, body: bytes, content_type: str, key, *, encode=True):
+    event = api_event("POST", "/v1/images/edits", body=base64.b64encode(body).decode() if encode else body.decode(),
+                      headers={**auth(key), "Content-Type": content_type}, base64=encode)
+    answer = fn.lambda_handler(event, ctx)
+    return answer["statusCode"], json.loads(answer["body"])
+
+
+def edit(fn, ctx, fields, key, image=("photo.png", PNG, "image/png"), files=None):
+    files = files if files is not None else {"image": image}
+    if files:
+        body, content_type = multipart(fields, files)
+    else:  # httpx sends a form without files urlencoded; this one must still be multipart
+        body = _form([f'Content-Disposition: form-data; name="{k}"\r\n\r\n{v}'.encode() for k, v in fields.items()])
+        content_type = "multipart/form-data; boundary=b0undary"
+    return edit_raw(fn, ctx, body, content_type, key)
+
+
+def balance(accounts, user_id=1):
+    user = accounts.get_user(user_id, consistent=True)
+    ledger = [(e["model"], e["units"], e["reserved_units"], e["outcome"]) for e in accounts.ledger(user_id)]
+    return user["quota"], user["used_quota"], user["request_count"], ledger
+
+
+def assert_chat_error(body, status_type=None):
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    if status_type:
+        assert body["error"]["type"] == status_type
+
+
+def pictures(body) -> list[bytes]:
+    return [base64.b64decode(item["b64_json"]) for item in body["data"]]
+
+
+# --- rules: every bad value is a 400 naming the field, and nothing is charged --------------------
+
+LONG = "x" * 32001
+GENERATION_RULES = [
+    ({"prompt": "a fox"}, "model"),
+    ({"model": "nope-1", "prompt": "a fox"}, "model"),
+    ({"model": 5, "prompt": "a fox"}, "model"),
+    ({"model": ["iota-image-1"], "prompt": "a fox"}, "model"),
+    ({"model": "eta-image-edit", "prompt": "a fox"}, "model"),
+    ({"model": "iota-image-1"}, "prompt"),
+    ({"model": "iota-image-1", "prompt": 3}, "prompt"),
+    ({"model": "iota-image-1", "prompt": "   "}, "prompt"),
+    ({"model": "iota-image-1", "prompt": LONG}, "prompt"),
+    ({"model": "iota-image-1", "prompt": "a fox", "n": 0}, "n"),
+    ({"model": "iota-image-1", "prompt": "a fox", "n": 11}, "n"),
+    ({"model": "iota-image-1", "prompt": "a fox", "n": "2"}, "n"),
+    ({"model": "iota-image-1", "prompt": "a fox", "n": True}, "n"),
+    ({"model": "iota-image-1", "prompt": "a fox", "n": 1.5}, "n"),
+    ({"model": "iota-image-1", "prompt": "a fox", "quality": "ultra"}, "quality"),
+    ({"model": "iota-image-1", "prompt": "a fox", "size": "512x512"}, "size"),
+    ({"model": "iota-image-1", "prompt": "a fox", "output_format": "gif"}, "output_format"),
+    ({"model": "iota-image-1", "prompt": "a fox", "output_format": "jpeg", "background": "transparent"},
+     "background"),
+    ({"model": "iota-image-1", "prompt": "a fox", "output_compression": 101}, "output_compression"),
+    ({"model": "iota-image-1", "prompt": "a fox", "moderation": "strict"}, "moderation"),
+    ({"model": "iota-image-1", "prompt": "a fox", "response_format": "url"}, "response_format"),
+    ({"model": "iota-image-1", "prompt": "a fox", "colour": "red"}, "colour"),
+    ({"model": "theta-3", "prompt": "x" * 4001}, "prompt"),
+    ({"model": "theta-3", "prompt": "a fox", "n": 2}, "n"),
+    ({"model": "theta-3", "prompt": "a fox", "n": "1"}, "n"),
+    ({"model": "theta-3", "prompt": "a fox", "response_format": "png"}, "response_format"),
+    ({"model": "theta-3", "prompt": "a fox", "size": "1024x1536"}, "size"),
+    ({"model": "theta-3", "prompt": "a fox", "quality": "high"}, "quality"),
+    ({"model": "theta-3", "prompt": "a fox", "style": "pretty"}, "style"),
+    ({"model": "theta-3", "prompt": "a fox", "user": 7}, "user"),
+]
+
+
+@pytest.mark.parametrize("body,field", GENERATION_RULES, ids=[f"{f}-{i}" for i, (_, f) in enumerate(GENERATION_RULES)])
+def test_a_generation_breaking_a_rule_is_a_400_naming_the_field_and_costs_nothing(
+        images_fn, simulated, demo, accounts, lambda_context, body, field):
+    before = balance(accounts)
+    status, answer, _ = generate(images_fn, lambda_context, body, demo["key"])
+    assert status == 400
+    assert_chat_error(answer, "invalid_request_error")
+    assert answer["error"]["message"].startswith(f"{field}: ") and answer["error"]["param"] == field
+    assert balance(accounts) == before and before[3] == []
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("not json", "not valid JSON"), ("", "required"), ('["iota-image-1"]', "JSON object"), ("null", "JSON object"),
+])
+def test_a_generation_body_that_is_not_a_json_object_is_a_400(images_fn, simulated, demo, accounts, lambda_context,
+                                                              body, needle):
+    before = balance(accounts)
+    status, answer, _ = generate(images_fn, lambda_context, body, demo["key"])
+    assert status == 400 and needle in answer["error"]["message"]
+    assert balance(accounts) == before
+
+
+GOOD_EDIT = {"model": "eta-image-edit", "prompt": "add a hat"}
+EDIT_RULES = [
+    ({"prompt": "add a hat"}, None, "model"),
+    ({**GOOD_EDIT, "model": "iota-image-1"}, None, "model"),
+    ({**GOOD_EDIT, "prompt": ""}, None, "prompt"),
+    ({"model": "eta-image-edit"}, None, "prompt"),
+    ({**GOOD_EDIT, "prompt": "x" * 801}, None, "prompt"),
+    ({**GOOD_EDIT, "n": "0"}, None, "n"),
+    ({**GOOD_EDIT, "n": "5"}, None, "n"),
+    ({**GOOD_EDIT, "n": "2.5"}, None, "n"),
+    ({**GOOD_EDIT, "n": "two"}, None, "n"),
+    ({**GOOD_EDIT, "response_format": "png"}, None, "response_format"),
+    ({**GOOD_EDIT, "seed": "-1"}, None, "seed"),
+    ({**GOOD_EDIT, "seed": "2147483648"}, None, "seed"),
+    ({**GOOD_EDIT, "seed": "lucky"}, None, "seed"),
+    ({**GOOD_EDIT, "mask": "yes"}, None, "mask"),
+    (GOOD_EDIT, {}, "image"),
+    (GOOD_EDIT, {"image": ("notes.png", b"just some text, not a picture", "image/png")}, "image"),
+    (GOOD_EDIT, {"image": ("empty.png", b"", "image/png")}, "image"),
+    (GOOD_EDIT, {"image": ("a.gif", b"GIF89a" + b"\x00" * 20, "image/gif")}, "image"),
+    (GOOD_EDIT, {"image[]": ("a.png", PNG, "image/png")}, "image"),
+    (GOOD_EDIT, {"image": ("a.png", PNG, "image/png"), "prompt": ("p.txt", b"hat", "text/plain")}, "prompt"),
+    ({**GOOD_EDIT, "image": "https://example.com/a.png"}, {}, "image"),
+]
+
+
+@pytest.mark.parametrize("fields,files,field", EDIT_RULES, ids=[f"{f}-{i}" for i, (_, _, f) in enumerate(EDIT_RULES)])
+def test_an_edit_breaking_a_rule_is_a_400_naming_the_field_and_costs_nothing(
+        images_fn, simulated, demo, accounts, lambda_context, fields, files, field):
+    before = balance(accounts)
+    status, answer = edit(images_fn, lambda_context, fields, demo["key"], files=files)
+    assert status == 400
+    assert_chat_error(answer, "invalid_request_error")
+    assert answer["error"]["message"].startswith(f"{field}: ") and answer["error"]["param"] == field
+    assert balance(accounts) == before and before[3] == []
+
+
+def _form(parts: list[bytes], boundary: bytes = b"b0undary") -> bytes:
+    return b"".join(b"--" + boundary + b"\r\n" + part + b"\r\n" for part in parts) + b"--" + boundary + b"--\r\n"
+
+
+PROMPT_PART = b'Content-Disposition: form-data; name="prompt"\r\n\r\nadd a hat'
+MODEL_PART = b'Content-Disposition: form-data; name="model"\r\n\r\neta-image-edit'
+IMAGE_PART = b'Content-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n' + PNG
+
+
+@pytest.mark.parametrize("body,content_type,needle", [
+    (_form([MODEL_PART, PROMPT_PART, IMAGE_PART]), "application/json", "Content-Type: must be multipart/form-data"),
+    (_form([MODEL_PART, PROMPT_PART, IMAGE_PART]), "multipart/form-data", "needs a boundary"),
+    (_form([MODEL_PART, PROMPT_PART, IMAGE_PART])[:-14], "multipart/form-data; boundary=b0undary",
+     "closing boundary delimiter is missing"),
+    (b"model=eta-image-edit", "multipart/form-data; boundary=b0undary", "opening boundary delimiter is missing"),
+    (_form([b'Content-Type: text/plain\r\n\r\nhat', IMAGE_PART]), "multipart/form-data; boundary=b0undary",
+     "no Content-Disposition"),
+    (_form([MODEL_PART, PROMPT_PART, PROMPT_PART, IMAGE_PART]), "multipart/form-data; boundary=b0undary",
+     "prompt: is sent more than once"),
+])
+def test_a_malformed_multipart_body_is_a_400_that_says_what_is_wrong(images_fn, simulated, demo, accounts,
+                                                                     lambda_context, body, content_type, needle):
+    before = balance(accounts)
+    status, answer = edit_raw(images_fn, lambda_context, body, content_type, demo["key"])
+    assert status == 400 and needle in answer["error"]["message"]
+    assert_chat_error(answer, "invalid_request_error")
+    assert balance(accounts) == before
+
+
+def test_a_body_marked_base64_that_is_not_is_a_400(images_fn, simulated, demo, accounts, lambda_context):
+    event = api_event("POST", "/v1/images/edits", body="%%% not base64 %%%", base64=True,
+                      headers={**auth(demo["key"]), "Content-Type": "multipart/form-data; boundary=b0undary"})
+    answer = images_fn.lambda_handler(event, lambda_context)
+    assert answer["statusCode"] == 400 and "base64" in json.loads(answer["body"])["error"]["message"]
+
+
+def test_an_upload_over_the_lambda_limit_is_a_413_that_states_the_limit(images_fn, simulated, demo, accounts,
+                                                                        lambda_context):
+    # Given an edit whose image makes the body just over what a Lambda event can carry
+    big = PNG + b"\x00" * (MAX_REQUEST_BYTES - len(PNG))
+    before = balance(accounts)
+    status, answer = edit(images_fn, lambda_context, GOOD_EDIT, demo["key"], image=("big.png", big, "image/png"))
+    # Then it is a 413 in the chat envelope naming the limit, and nothing is charged
+    assert status == 413
+    assert_chat_error(answer, "invalid_request_error")
+    assert answer["error"]["code"] == "request_too_large"
+    assert f"at most {MAX_REQUEST_BYTES} bytes" in answer["error"]["message"]
+    assert balance(accounts) == before
+
+
+# --- success: decodable images, and the quota and ledger move by exactly price x n ---------------
+
+def test_an_iota_generation_answers_pngs_and_usage_and_charges_price_times_n(images_fn, simulated, demo, accounts,
+                                                                             lambda_context):
+    quota, used, count, _ = balance(accounts)
+    status, answer, raw = generate(images_fn, lambda_context,
+                                   {"model": "iota-image-1", "prompt": "a red fox", "n": 3, "quality": "low"},
+                                   demo["key"])
+    assert status == 200 and raw["multiValueHeaders"]["Content-Type"] == ["application/json"]
+    assert isinstance(answer["created"], int) and len(answer["data"]) == 3
+    assert all(set(item) == {"b64_json"} for item in answer["data"])
+    assert all(decode_png(p) == (64, 64) for p in pictures(answer))
+    assert answer["usage"]["total_tokens"] > 0 and "text_tokens" in answer["usage"]["input_tokens_details"]
+    cost = 3 * UNITS_PER_IMAGE["iota-image-1"]
+    assert balance(accounts) == (quota - cost, used + cost, count + 1, [("iota-image-1", cost, cost, "settled")])
+
+
+def test_a_mini_model_is_charged_its_own_price(images_fn, simulated, demo, accounts, lambda_context):
+    quota = balance(accounts)[0]
+    status, _, _ = generate(images_fn, lambda_context, {"model": "iota-image-1-mini", "prompt": "a fox", "n": 2},
+                            demo["key"])
+    assert status == 200 and balance(accounts)[0] == quota - 2 * UNITS_PER_IMAGE["iota-image-1-mini"]
+
+
+def test_a_theta_generation_answers_a_url_that_serves_the_png(images_fn, simulated, demo, accounts, lambda_context):
+    quota = balance(accounts)[0]
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a lighthouse"},
+                                 demo["key"])
+    assert status == 200 and len(answer["data"]) == 1
+    item = answer["data"][0]
+    assert set(item) == {"url", "revised_prompt"} and "a lighthouse" in item["revised_prompt"]
+    assert item["url"].startswith(f"{simulated}/chat/files/")
+    fetched = httpx.get(item["url"])
+    assert fetched.status_code == 200 and fetched.headers["content-type"] == "image/png"
+    assert decode_png(fetched.content) == (64, 64)
+    assert balance(accounts)[0] == quota - UNITS_PER_IMAGE["theta-3"]
+
+
+def test_a_theta_generation_as_b64_json(images_fn, simulated, demo, accounts, lambda_context):
+    status, answer, _ = generate(images_fn, lambda_context,
+                                 {"model": "theta-3", "prompt": "a lighthouse", "response_format": "b64_json",
+                                  "n": None, "size": "1792x1024", "quality": "hd", "style": "natural"},
+                                 demo["key"])
+    assert status == 200 and set(answer["data"][0]) == {"b64_json", "revised_prompt"}
+    assert decode_png(pictures(answer)[0]) == (64, 64)
+    assert balance(accounts)[3] == [("theta-3", 20_000, 20_000, "settled")]
+
+
+@pytest.mark.parametrize("name,data,content_type", [
+    ("photo.png", PNG, "image/png"), ("photo.jpg", JPEG, "image/jpeg"), ("photo.bmp", BMP, "image/bmp"),
+    ("photo.tiff", TIFF_LE, "image/tiff"), ("photo.webp", WEBP, "image/webp"),
+    ("misnamed.txt", PNG, "text/plain"),  # recognised from its bytes, not its name or declared type
+])
+def test_an_edit_of_every_accepted_format_answers_pngs_and_n_multiplies_the_charge(
+        images_fn, simulated, demo, accounts, lambda_context, name, data, content_type):
+    quota, used, count, _ = balance(accounts)
+    status, answer = edit(images_fn, lambda_context,
+                          {**GOOD_EDIT, "n": "3", "response_format": "b64_json", "seed": "7",
+                           "negative_prompt": "blur"}, demo["key"], image=(name, data, content_type))
+    assert status == 200 and len(answer["data"]) == 3
+    assert all(decode_png(p) == (64, 64) for p in pictures(answer))
+    assert answer["usage"]["input_tokens_details"]["image_tokens"] > 0
+    cost = 3 * UNITS_PER_IMAGE["eta-image-edit"]
+    assert balance(accounts) == (quota - cost, used + cost, count + 1, [("eta-image-edit", cost, cost, "settled")])
+
+
+def test_an_edit_answers_a_url_by_default(images_fn, simulated, demo, accounts, lambda_context):
+    status, answer = edit(images_fn, lambda_context, GOOD_EDIT, demo["key"])
+    assert status == 200 and set(answer["data"][0]) == {"url"}
+    assert decode_png(httpx.get(answer["data"][0]["url"]).content) == (64, 64)
+    assert balance(accounts)[3] == [("eta-image-edit", 15_000, 15_000, "settled")]
+
+
+def test_the_sample_events_are_served(images_fn, simulated, demo, accounts, lambda_context):
+    # The samples of events/ carry the demo key, as `sam local invoke -e` would send them.
+    for name, cost in (("images_generation.json", 2 * UNITS_PER_IMAGE["iota-image-1"]),
+                       ("images_edit.json", 2 * UNITS_PER_IMAGE["eta-image-edit"])):
+        quota = balance(accounts)[0]
+        answer = images_fn.lambda_handler(json.loads((EVENTS / name).read_text()), lambda_context)
+        assert answer["statusCode"] == 200, answer["body"]
+        body = json.loads(answer["body"])
+        assert len(body["data"]) == 2 and balance(accounts)[0] == quota - cost
+
+
+def test_a_replayed_event_is_not_served_again(images_fn, simulated, demo, accounts, lambda_context):
+    # Given an event already served (reservations are keyed by API Gateway's request id)
+    event = json.loads((EVENTS / "images_generation.json").read_text())
+    assert images_fn.lambda_handler(event, lambda_context)["statusCode"] == 200
+    before = balance(accounts)
+    # When the very same event comes again, Then it is a 409 and nothing moves
+    answer = images_fn.lambda_handler(event, lambda_context)
+    assert answer["statusCode"] == 409 and json.loads(answer["body"])["error"]["code"] == "duplicate_request"
+    assert balance(accounts) == before
+
+
+# --- upstream failures: a full refund, and an answer in the chat envelope ------------------------
+
+@pytest.mark.parametrize("fault,status,kind", [(500, 502, "upstream_error"), (503, 502, "upstream_error"),
+                                               (429, 429, "rate_limit_error")])
+def test_an_upstream_failure_is_refunded_exactly(images_fn, simulated, demo, accounts, lambda_context,
+                                                 fault, status, kind):
+    quota, used, count, _ = balance(accounts)
+    answered, answer, raw = generate(images_fn, lambda_context,
+                                     {"model": "iota-image-1", "prompt": f"a fox #fault={fault}", "n": 4}, demo["key"])
+    assert answered == status
+    assert_chat_error(answer, kind)
+    assert f"simulated {'rate limit' if fault == 429 else f'failure {fault}'}" in answer["error"]["message"]
+    if fault == 429:
+        assert raw["multiValueHeaders"]["Retry-After"] == ["1"]
+    # Then the quota is back to the unit, and the ledger shows the request refunded
+    assert balance(accounts) == (quota, used, count, [("iota-image-1", 0, 80_000, "refunded")])
+
+
+def test_an_edit_failure_is_refunded_exactly(images_fn, simulated, demo, accounts, lambda_context):
+    quota, used, count, _ = balance(accounts)
+    status, answer = edit(images_fn, lambda_context, {**GOOD_EDIT, "prompt": "hat #fault=500", "n": "2"}, demo["key"])
+    assert status == 502
+    assert_chat_error(answer, "upstream_error")
+    assert balance(accounts) == (quota, used, count, [("eta-image-edit", 0, 30_000, "refunded")])
+
+
+def test_an_upstream_4xx_is_relayed_with_its_message_refunded_and_not_retried(
+        images_fn, channels_document, upstream, demo, accounts, lambda_context):
+    # Given a channel that refuses the prompt, and a working one behind it
+    channels_document({"name": "strict", "base_url": f"{upstream}/refuses", "models": ["theta-3"]},
+                      {"name": "spare", "base_url": f"{upstream}/counted", "models": ["theta-3"]})
+    quota = balance(accounts)[0]
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
+    # Then its status and message come back, the spare is never asked, and nothing is charged
+    assert status == 400 and "refused by the safety system" in answer["error"]["message"]
+    assert_chat_error(answer, "invalid_request_error")
+    assert (hits["refuses"], hits["chat"]) == (1, 0)
+    assert balance(accounts)[0] == quota and balance(accounts)[3] == [("theta-3", 0, 20_000, "refunded")]
+
+
+def test_an_upstream_refusing_the_channel_key_is_not_blamed_on_the_client_key(
+        images_fn, channels_document, upstream, demo, accounts, lambda_context):
+    channels_document({"name": "stale", "base_url": f"{upstream}/wrong-key", "models": ["theta-3"]})
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
+    assert status == 502 and "not a problem with your key" in answer["error"]["message"]
+    assert balance(accounts)[3] == [("theta-3", 0, 20_000, "refunded")]
+
+
+def test_failover_skips_a_dead_and_a_failing_channel_and_bills_once(
+        images_fn, channels_document, upstream, closed_port, demo, accounts, lambda_context):
+    # Given a channel on a closed port, then one that answers 503, then a working one
+    channels_document({"name": "dead", "base_url": f"http://127.0.0.1:{closed_port}/chat", "models": ["*"]},
+                      {"name": "down", "base_url": f"{upstream}/down", "models": ["iota-image-1"]},
+                      {"name": "good", "base_url": f"{upstream}/counted", "models": ["iota-image-1"]})
+    quota, used, count, _ = balance(accounts)
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox", "n": 2},
+                                 demo["key"])
+    # Then the third answers, each was tried once, and the request is billed once
+    assert status == 200 and len(pictures(answer)) == 2
+    assert (hits["down"], hits["chat"]) == (1, 1)
+    cost = 2 * UNITS_PER_IMAGE["iota-image-1"]
+    assert balance(accounts) == (quota - cost, used + cost, count + 1, [("iota-image-1", cost, cost, "settled")])
+    (entry,) = accounts.ledger(1)
+    assert entry["detail"] == {"images": 2, "channel": "good"}
+
+
+def test_when_every_channel_fails_the_request_is_refunded_and_answered_502(
+        images_fn, channels_document, upstream, closed_port, demo, accounts, lambda_context):
+    channels_document({"name": "dead", "base_url": f"http://127.0.0.1:{closed_port}", "models": ["theta-3"]},
+                      {"name": "down", "base_url": f"{upstream}/down", "models": ["theta-3"]})
+    quota = balance(accounts)[0]
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
+    assert status == 502
+    assert_chat_error(answer, "upstream_error")
+    assert "2 upstream attempts failed" in answer["error"]["message"] and "overloaded" in answer["error"]["message"]
+    assert balance(accounts)[0] == quota and balance(accounts)[3] == [("theta-3", 0, 20_000, "refunded")]
+
+
+def test_fewer_images_than_asked_are_charged_as_returned(images_fn, channels_document, upstream, demo, accounts,
+                                                         lambda_context):
+    channels_document({"name": "stingy", "base_url": f"{upstream}/stingy", "models": ["iota-image-1"]})
+    quota, used, count, _ = balance(accounts)
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox", "n": 4},
+                                 demo["key"])
+    assert status == 200 and len(answer["data"]) == 1
+    # Then four images were held and one is charged
+    assert balance(accounts) == (quota - 20_000, used + 20_000, count + 1,
+                                 [("iota-image-1", 20_000, 80_000, "settled")])
+
+
+def test_an_answer_too_large_for_lambda_is_refunded_with_advice(images_fn, channels_document, upstream, demo,
+                                                                accounts, lambda_context):
+    channels_document({"name": "huge", "base_url": f"{upstream}/huge", "models": ["theta-3"]})
+    quota = balance(accounts)[0]
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
+    assert status == 502 and answer["error"]["code"] == "response_too_large"
+    assert "response_format=url" in answer["error"]["message"]
+    assert balance(accounts)[0] == quota
+
+
+class ShortLambdaContext:
+    """A function with `seconds` left, as the last seconds of a 29 s invocation look."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.function_name, self.memory_limit_in_mb = "test-function", 512
+        self.invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:test-function"
+        self.aws_request_id = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(self.seconds * 1000)
+
+
+def test_an_upstream_slower_than_the_time_left_is_a_504_and_refunded(images_fn, channels_document, upstream, demo,
+                                                                      accounts, lambda_context):
+    # Given 3.5 s left in the invocation (1.5 s for the upstream), and an upstream that needs 2.5 s
+    channels_document({"name": "slow", "base_url": f"{upstream}/slow", "models": ["theta-3"]})
+    quota = balance(accounts)[0]
+    status, answer, _ = generate(images_fn, ShortLambdaContext(3.5), {"model": "theta-3", "prompt": "a fox"},
+                                 demo["key"])
+    assert status == 504 and "timed out" in answer["error"]["message"]
+    assert_chat_error(answer, "upstream_error")
+    assert balance(accounts)[0] == quota and balance(accounts)[3] == [("theta-3", 0, 20_000, "refunded")]
+
+
+def test_with_no_time_left_no_upstream_is_tried(images_fn, channels_document, upstream, demo, accounts,
+                                                lambda_context):
+    channels_document({"name": "slow", "base_url": f"{upstream}/slow", "models": ["theta-3"]})
+    status, answer, _ = generate(images_fn, ShortLambdaContext(2.5), {"model": "theta-3", "prompt": "a fox"},
+                                 demo["key"])
+    assert status == 504 and hits["slow"] == 0
+    assert balance(accounts)[3] == [("theta-3", 0, 20_000, "refunded")]
+
+
+# --- who may use what ----------------------------------------------------------------------------
+
+def test_an_unpriced_model_is_refused_before_anything_is_held(images_fn, simulated, demo, accounts, lambda_context):
+    # Given the simulator would serve any model, but iota-image-9 has no price
+    before = balance(accounts)
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-9", "prompt": "a fox"}, demo["key"])
+    assert status == 400 and answer["error"]["code"] == "model_not_priced" and answer["error"]["param"] == "model"
+    assert balance(accounts) == before
+
+
+def test_a_model_no_channel_serves_is_404(images_fn, channels_document, upstream, demo, accounts, lambda_context):
+    channels_document({"name": "theta-only", "base_url": f"{upstream}/chat", "models": ["theta-3"]})
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox"}, demo["key"])
+    assert status == 404 and answer["error"]["code"] == "model_not_found"
+    assert balance(accounts)[3] == []
+
+
+def test_an_allowlisted_key_may_use_only_its_models(images_fn, simulated, demo, accounts, lambda_context):
+    # Given a key limited to theta-3 and 50000 units
+    key, record = accounts.create_key(1, name="theta-only", quota=50_000, allowed_models=["theta-3"])
+    before = balance(accounts)
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox"}, key)
+    assert status == 404 and answer["error"]["code"] == "model_not_found"
+    status, answer = edit(images_fn, lambda_context, GOOD_EDIT, key)
+    assert status == 404 and answer["error"]["param"] == "model"
+    assert balance(accounts) == before
+    # When it uses its own model, Then both the user's and the key's quota move by the price
+    status, _, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a fox"}, key)
+    assert status == 200
+    assert balance(accounts)[0] == before[0] - 20_000
+    assert accounts.get_key(record["pk"].removeprefix("KEY#"))["remain_quota"] == 30_000
+
+
+def test_a_key_without_enough_quota_is_refused_before_the_upstream(images_fn, simulated, demo, accounts,
+                                                                   lambda_context):
+    key, _ = accounts.create_key(1, name="small", quota=30_000)
+    status, answer, _ = generate(images_fn, lambda_context,
+                                 {"model": "iota-image-1", "prompt": "a fox", "n": 2}, key)
+    assert status == 403 and answer["error"]["code"] == "insufficient_quota"
+    assert balance(accounts)[3] == []
+
+
+def test_no_key_is_a_401_in_the_chat_envelope(images_fn, simulated, lambda_context):
+    event = api_event("POST", "/v1/images/generations", body='{"model": "theta-3", "prompt": "x"}')
+    answer = images_fn.lambda_handler(event, lambda_context)
+    assert answer["statusCode"] == 401
+    assert_chat_error(json.loads(answer["body"]), "authentication_error")
+
