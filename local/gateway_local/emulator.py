@@ -7,6 +7,7 @@ interleave inside moto would show races that real DynamoDB does not have.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from dataclasses import dataclass, field
@@ -22,13 +23,14 @@ class _CfnLoader(yaml.SafeLoader):
 
 
 def _tag(loader: yaml.Loader, suffix: str, node: yaml.Node) -> Any:
+    """A short-form intrinsic (`!GetAtt A.Arn`) as its long form (`{"Fn::GetAtt": "A.Arn"}`)."""
     if isinstance(node, yaml.ScalarNode):
         value: Any = loader.construct_scalar(node)
     elif isinstance(node, yaml.SequenceNode):
         value = loader.construct_sequence(node, deep=True)
     else:
         value = loader.construct_mapping(node, deep=True)
-    return {suffix: value}
+    return {"Ref" if suffix == "Ref" else f"Fn::{suffix}": value}
 
 
 _CfnLoader.add_multi_constructor("!", _tag)
@@ -74,9 +76,20 @@ class Emulator:
                 params["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
             dynamodb.create_table(**params)
             self.tables[logical_id] = logical_id
-        for logical_id, resource in resources.items():
-            if resource.get("Type") == "AWS::SQS::Queue":
-                self.queues[logical_id] = sqs.create_queue(QueueName=logical_id)["QueueUrl"]
+        queues = {k: r.get("Properties", {}) for k, r in resources.items() if r.get("Type") == "AWS::SQS::Queue"}
+        # Dead-letter queues first, so the queues that redrive to them can name their ARN.
+        for logical_id, props in sorted(queues.items(), key=lambda q: "RedrivePolicy" in q[1]):
+            attributes = {name: str(props[name]) for name in ("VisibilityTimeout", "MessageRetentionPeriod",
+                                                               "DelaySeconds") if name in props}
+            redrive = props.get("RedrivePolicy")
+            if redrive:
+                target = redrive["deadLetterTargetArn"]["Fn::GetAtt"]
+                dlq = (target if isinstance(target, list) else target.split("."))[0]
+                dlq_arn = sqs.get_queue_attributes(QueueUrl=self.queues[dlq],
+                                                   AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+                attributes["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": dlq_arn,
+                                                          "maxReceiveCount": int(redrive["maxReceiveCount"])})
+            self.queues[logical_id] = sqs.create_queue(QueueName=logical_id, Attributes=attributes)["QueueUrl"]
 
     def environment(self) -> dict[str, str]:
         """The template's global function environment, with !Ref of tables and queues resolved."""
@@ -115,8 +128,12 @@ def start_emulator(template_path: Path | str, port: int = 0) -> Emulator:
     from gateway.settings import reload_settings
     from gateway.store.aws import reset_clients
 
+    class QuietHandler(MotoRequestHandler):
+        def log_request(self, *args: Any, **kwargs: Any) -> None:  # one line per AWS call is noise
+            pass
+
     app = _Serialized(DomainDispatcherApplication(create_backend_app))
-    server = make_server("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+    server = make_server("127.0.0.1", port, app, threaded=True, request_handler=QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="aws-emulator", daemon=True)
     thread.start()
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"

@@ -1,28 +1,109 @@
-"""End-to-end fixtures: a running local gateway, named by the environment until the runner lands.
-
-`GATEWAY_E2E_URL` is the gateway's base URL (e.g. http://127.0.0.1:3000) and `GATEWAY_E2E_KEY`
-(or `GATEWAY_DEMO_KEY`, what `make run` was started with) its demo key. Without them every test
-that needs them is skipped.
-"""
+"""The local gateway (`python -m gateway_local`, what `make run` starts) as a subprocess, over real HTTP."""
 
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import httpx
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DEMO_KEY = "sk-e2e" + "k" * 44
+DEMO_ACCESS_TOKEN = "e2e-access-token"
+DEMO_QUOTA = 500_000_000  # 1000 USD
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LocalGateway:
+    def __init__(self, extra_env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+        env.update({
+            "PORT": str(self.port), "GATEWAY_SIMULATOR_PORT": str(free_port()), "GATEWAY_DEMO_KEY": DEMO_KEY,
+            "GATEWAY_DEMO_QUOTA": str(DEMO_QUOTA), "GATEWAY_DEMO_ACCESS_TOKEN": DEMO_ACCESS_TOKEN,
+            "GATEWAY_LOCAL_SCHEDULE_SECONDS": "1", "GATEWAY_SIM_TASK_SECONDS": "2", "GATEWAY_SIM_TOKEN_DELAY_MS": "1",
+            "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(
+                [str(ROOT / "layers" / "gateway"), str(ROOT / "local"), os.environ.get("PYTHONPATH", "")]),
+            **(extra_env or {}),
+        })
+        self.process = subprocess.Popen([sys.executable, "-m", "gateway_local"], cwd=ROOT, env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.output: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            self.output.append(line)
+            if "gateway ready on" in line:
+                break
+        else:  # pragma: no cover
+            self.stop()
+            raise RuntimeError("the local gateway did not start in time:\n" + "".join(self.output))
+        if not any("gateway ready on" in line for line in self.output):
+            self.stop()
+            raise RuntimeError("the local gateway did not start:\n" + "".join(self.output))
+        # keep draining its output so it never blocks on a full pipe
+        import threading
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        for line in self.process.stdout:
+            self.output.append(line)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
 
 
 @pytest.fixture(scope="session")
-def gateway_url() -> str:
-    url = os.environ.get("GATEWAY_E2E_URL", "").rstrip("/")
-    if not url:
-        pytest.skip("GATEWAY_E2E_URL is not set: no local gateway to talk to")
-    return url
+def gateway():
+    server = LocalGateway()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway_url(gateway) -> str:
+    return gateway.url
 
 
 @pytest.fixture(scope="session")
 def demo_key() -> str:
-    key = os.environ.get("GATEWAY_E2E_KEY") or os.environ.get("GATEWAY_DEMO_KEY")
-    if not key:
-        pytest.skip("GATEWAY_E2E_KEY (or GATEWAY_DEMO_KEY) is not set: no demo key for the local gateway")
-    return key
+    return DEMO_KEY
+
+
+@pytest.fixture
+def http(gateway_url):
+    with httpx.Client(base_url=gateway_url, timeout=30) as client:
+        yield client
+
+
+def usage_cents(http: httpx.Client, key: str = DEMO_KEY) -> float:
+    answer = http.get("/v1/dashboard/billing/usage", headers={"Authorization": f"Bearer {key}"})
+    answer.raise_for_status()
+    return answer.json()["total_usage"]
+
+
+def account(http: httpx.Client) -> dict:
+    answer = http.get("/api/user/self", headers={"Authorization": DEMO_ACCESS_TOKEN, "X-Api-User": "1"})
+    answer.raise_for_status()
+    return answer.json()["data"]

@@ -5,6 +5,7 @@ Adding a simulator is adding its module and one line here.
 
 SIMULATORS: dict[str, str] = {
     # protocol: "module:attribute" of its ASGI app
+    "chat": "gateway_local.simulators.images:app",
     "delta": "gateway_local.simulators.delta:app",
     "zeta": "gateway_local.simulators.zeta:app",
     "epsilon": "gateway_local.simulators.epsilon:app",

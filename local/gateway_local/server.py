@@ -1,0 +1,300 @@
+"""The local gateway: API Gateway, Lambda and the event sources of template.yaml, in one process.
+
+- every `Api` event of the template is served on 127.0.0.1: a buffered function gets a REST proxy
+  event in a worker thread (as Lambda runs one invocation at a time per environment); the
+  streaming function's ASGI app gets the request itself, so streaming is real;
+- moto's server stands in for DynamoDB and SQS, with the template's tables and queues;
+- each SQS event source is a loop (receive, invoke, delete what succeeded), each schedule a timer;
+- the simulated upstreams run on a second port, and the demo account is made at start.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import anyio
+import uvicorn
+
+from gateway_local import apigw
+from gateway_local.emulator import Emulator, start_emulator
+from gateway_local.template import Function, Template, read_template, schedule_seconds
+
+_FORBIDDEN = json.dumps({"message": "Missing Authentication Token"}).encode()
+_TOO_LONG = json.dumps({"message": "Request Too Long"}).encode()
+
+
+def load_module(function: Function) -> Any:
+    """A function's app.py under its own module name (every function's file is called app.py)."""
+    path = function.code_dir / "app.py"
+    spec = importlib.util.spec_from_file_location(f"fn_{function.logical_id}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def handler_of(function: Function, module: Any) -> Callable[[dict, Any], Any]:
+    return getattr(module, function.handler.rsplit(".", 1)[-1])
+
+
+class GatewayApp:
+    """The ASGI application that plays API Gateway in front of the template's functions."""
+
+    def __init__(self, template: Template, handlers: dict[str, Callable], streaming_apps: dict[str, Any],
+                 log: Callable[[str], None] = print):
+        self.template, self.handlers, self.streaming_apps, self.log = template, handlers, streaming_apps, log
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        started, method, path = time.perf_counter(), scope["method"], scope["path"]
+        status_seen: list[int] = []
+
+        async def logged_send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status_seen.append(message["status"])
+            await send(message)
+
+        found = self.template.route_for(method, path)
+        if found is None:
+            await self._answer(logged_send, 403, [("content-type", "application/json")], _FORBIDDEN)
+        else:
+            route, params = found
+            if route.function in self.streaming_apps:
+                await self.streaming_apps[route.function](scope, receive, logged_send)
+            else:
+                await self._invoke(scope, receive, logged_send, route.function, route.path, params)
+        self.log(f"{method} {path} {status_seen[0] if status_seen else '-'} "
+                 f"{(time.perf_counter() - started) * 1000:.1f}ms")
+
+    async def _invoke(self, scope: dict, receive: Callable, send: Callable, function_id: str, resource: str,
+                      params: dict[str, str]) -> None:
+        body = bytearray()
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if len(body) > apigw.API_PAYLOAD_LIMIT:
+                await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG)
+                return
+            if not message.get("more_body"):
+                break
+        raw_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+        from urllib.parse import parse_qsl
+        raw_query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        event = apigw.build_event(
+            method=scope["method"], path=scope["path"], resource=resource, path_parameters=params,
+            raw_headers=raw_headers, raw_query=raw_query, body=bytes(body),
+            binary_media_types=self.template.binary_media_types,
+            source_ip=(scope.get("client") or ("127.0.0.1", 0))[0])
+        if len(json.dumps(event)) > apigw.LAMBDA_EVENT_LIMIT:
+            await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG)
+            return
+        context = apigw.LambdaContext(function_id)
+        try:
+            answer = await anyio.to_thread.run_sync(self.handlers[function_id], event, context)
+            status, headers, data = apigw.response_parts(answer)
+        except Exception as exc:  # what API Gateway answers when the function itself fails
+            self.log(f"function {function_id} failed: {exc!r}")
+            status, headers, data = 502, [("content-type", "application/json")], b'{"message": "Internal server error"}'
+        await self._answer(send, status, headers, data)
+
+    @staticmethod
+    async def _answer(send: Callable, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+        encoded = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers
+                   if k.lower() != "content-length"]
+        encoded.append((b"content-length", str(len(data)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": encoded})
+        await send({"type": "http.response.body", "body": data})
+
+
+class _Loop(threading.Thread):
+    """A background loop that runs `step` until stopped, never letting one failure end it."""
+
+    def __init__(self, name: str, step: Callable[[], None], pause: float, log: Callable[[str], None]):
+        super().__init__(name=name, daemon=True)
+        self._step, self._pause, self._log = step, pause, log
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self._step()
+            except Exception as exc:  # a local event source keeps going, like the real one
+                self._log(f"{self.name}: {exc!r}")
+            self.stopping.wait(self._pause)
+
+
+def sqs_step(sqs: Any, queue_url: str, queue_arn: str, batch_size: int, handler: Callable,
+             function_id: str, partial_batch: bool) -> None:
+    """One receive → invoke → delete round of Lambda's SQS event source mapping."""
+    answer = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=min(batch_size, 10), WaitTimeSeconds=1,
+                                 AttributeNames=["All"], MessageAttributeNames=["All"])
+    messages = answer.get("Messages", [])
+    if not messages:
+        return
+    records = [{
+        "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+        "attributes": m.get("Attributes", {}), "messageAttributes": {
+            name: {"stringValue": a.get("StringValue"), "binaryValue": a.get("BinaryValue"), "stringListValues": [],
+                   "binaryListValues": [], "dataType": a["DataType"]} for name, a in m.get("MessageAttributes", {}).items()},
+        "md5OfBody": m.get("MD5OfBody"), "eventSource": "aws:sqs", "eventSourceARN": queue_arn,
+        "awsRegion": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+    } for m in messages]
+    try:
+        result = handler({"Records": records}, apigw.LambdaContext(function_id, timeout_seconds=180))
+    except Exception:
+        return  # the whole batch comes back after its visibility timeout, as deployed
+    failed = {f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])} if partial_batch else set()
+    done = [m for m in messages if m["MessageId"] not in failed]
+    if done:
+        sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)])
+
+
+def scheduled_event(function_id: str) -> dict[str, Any]:
+    return {
+        "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
+        "account": "123456789012", "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        "resources": [f"arn:aws:events:us-east-1:123456789012:rule/{function_id}-schedule"], "detail": {},
+    }
+
+
+def simulators_app() -> Any:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from gateway_local.simulators import SIMULATORS
+
+    mounts = []
+    for protocol, target in SIMULATORS.items():
+        module_name, attribute = target.split(":")
+        mounts.append(Mount(f"/{protocol}", app=getattr(importlib.import_module(module_name), attribute)))
+    return Starlette(routes=mounts)
+
+
+class _ThreadedServer:
+    """A uvicorn server on its own thread and event loop (the simulated upstreams)."""
+
+    def __init__(self, app: Any, port: int):
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                                    lifespan="off"))
+        self.server.install_signal_handlers = lambda: None  # the main server owns the signals
+        self.thread = threading.Thread(target=self.server.run, name="simulators", daemon=True)
+
+    def start(self) -> int:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.server.servers[0].sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=5)
+
+
+class _StoppableServer(uvicorn.Server):
+    """Stops on Ctrl-C or SIGTERM and returns, so `main` cleans up and exits 0 (uvicorn would
+    otherwise re-raise the signal after shutting down, and the process would die by it)."""
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
+
+
+def _queue_arn(sqs: Any, url: str) -> str:
+    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def main(template_path: str = "template.yaml") -> int:
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    port = int(os.environ.get("PORT", "3000"))
+    simulator_port = int(os.environ.get("GATEWAY_SIMULATOR_PORT", str(port + 1)))
+    schedule_pause = float(os.environ.get("GATEWAY_LOCAL_SCHEDULE_SECONDS", "5"))
+
+    template = read_template(template_path)
+    emulator: Emulator = start_emulator(template.root / Path(template_path).name)
+    simulators = _ThreadedServer(simulators_app(), simulator_port)
+    simulator_port = simulators.start()
+    os.environ["GATEWAY_SIMULATOR_URL"] = f"http://127.0.0.1:{simulator_port}"
+    os.environ["GATEWAY_PUBLIC_URL"] = f"http://127.0.0.1:{port}"
+
+    from gateway import keys
+    from gateway.admin import ensure_demo_account
+    from gateway.settings import reload_settings
+
+    reload_settings()
+    demo_key = os.environ.get("GATEWAY_DEMO_KEY") or keys.new_key()
+    access_token = os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN") or keys.new_secret()
+    quota = int(os.environ.get("GATEWAY_DEMO_QUOTA", "500000000"))
+    ensure_demo_account(user_id=1, key=demo_key, quota=quota, access_token=access_token)
+
+    handlers: dict[str, Callable] = {}
+    streaming_apps: dict[str, Any] = {}
+    for function in template.functions.values():
+        module = load_module(function)
+        if function.streaming:
+            streaming_apps[function.logical_id] = module.app
+        else:
+            handlers[function.logical_id] = handler_of(function, module)
+
+    from gateway.store.aws import client
+
+    sqs = client("sqs")
+    loops: list[_Loop] = []
+    for function in template.functions.values():
+        for queue_id, batch_size in function.queues:
+            url = emulator.queues[queue_id]
+            step = (lambda url=url, arn=_queue_arn(sqs, url), f=function, b=batch_size: sqs_step(
+                sqs, url, arn, b, handlers[f.logical_id], f.logical_id, f.partial_batch))
+            loops.append(_Loop(f"sqs:{function.logical_id}", step, 0.0, print))
+        for expression in function.schedules:
+            pause = min(schedule_seconds(expression), schedule_pause)
+            step = (lambda f=function: handlers[f.logical_id](scheduled_event(f.logical_id),
+                                                               apigw.LambdaContext(f.logical_id, 60)))
+            loops.append(_Loop(f"schedule:{function.logical_id}", step, pause, print))
+    for loop in loops:
+        loop.start()
+
+    server = _StoppableServer(uvicorn.Config(GatewayApp(template, handlers, streaming_apps), host="127.0.0.1",
+                                           port=port, log_level="warning", timeout_graceful_shutdown=3))
+
+    def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            time.sleep(0.02)
+        print("\n".join([
+            "", "Unified AI gateway, local", f"  URL:            http://127.0.0.1:{port}",
+            f"  demo API key:   {demo_key}", f"  access token:   {access_token}   (X-Api-User: 1)",
+            f"  simulators:     http://127.0.0.1:{simulator_port}", f"  AWS emulator:   {emulator.endpoint_url}",
+            f"  try: curl -X POST localhost:{port}/plants -H \"Authorization: Bearer {demo_key}\" "
+            "-d '{\"id\":1,\"name\":\"fern\"}'", "", f"gateway ready on http://127.0.0.1:{port}"]), flush=True)
+
+    threading.Thread(target=announce, daemon=True).start()
+    try:
+        server.run()  # returns on Ctrl-C / SIGTERM
+    finally:
+        for loop in loops:
+            loop.stopping.set()
+        for loop in loops:
+            loop.join(timeout=5)
+        simulators.stop()
+        emulator.stop()
+        print("gateway stopped", flush=True)
+    return 0

@@ -1,0 +1,58 @@
+"""The local runner reads its routes from template.yaml and builds API Gateway's events."""
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from gateway_local import apigw
+from gateway_local.template import compile_path, read_template, schedule_seconds
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def template():
+    return read_template(ROOT / "template.yaml")
+
+
+def test_every_api_event_of_the_template_is_a_route(template):
+    routes = {(r.method, r.path) for r in template.routes}
+    assert ("POST", "/plants") in routes and ("GET", "/api/user/self") in routes
+    assert template.route_for("POST", "/plants")[0].function == "PlantsFunction"
+    assert template.route_for("GET", "/plants") is None
+    assert template.binary_media_types == ("multipart/form-data",)
+
+
+def test_static_segments_beat_parameters_and_greedy_paths_come_last():
+    static, _ = compile_path("/v1/videos/{video_id}")
+    assert static.fullmatch("/v1/videos/abc").group("video_id") == "abc"
+    greedy, greedy_rank = compile_path("/v1beta/models/{proxy+}")
+    assert greedy.fullmatch("/v1beta/models/m:generateContent").group("proxy") == "m:generateContent"
+    assert compile_path("/v1beta/models/list")[1] > greedy_rank
+
+
+def test_a_request_becomes_a_rest_proxy_event():
+    event = apigw.build_event(
+        method="POST", path="/v1/images/edits", resource="/v1/images/edits", path_parameters={},
+        raw_headers=[("Content-Type", "multipart/form-data; boundary=x"), ("X-Tag", "a"), ("X-Tag", "b")],
+        raw_query=[("k", "1"), ("k", "2")], body=b"\x89PNG", binary_media_types=("multipart/form-data",),
+        source_ip="127.0.0.1")
+    assert event["isBase64Encoded"] is True and base64.b64decode(event["body"]) == b"\x89PNG"
+    assert event["multiValueHeaders"]["X-Tag"] == ["a", "b"] and event["headers"]["X-Tag"] == "b"
+    assert event["multiValueQueryStringParameters"] == {"k": ["1", "2"]} and event["pathParameters"] is None
+    assert event["requestContext"]["requestId"] and event["requestContext"]["resourcePath"] == "/v1/images/edits"
+    text = apigw.build_event(method="GET", path="/p", resource="/p", path_parameters={}, raw_headers=[],
+                             raw_query=[], body=b"", binary_media_types=(), source_ip="1.2.3.4")
+    assert text["body"] is None and text["queryStringParameters"] is None and text["isBase64Encoded"] is False
+
+
+def test_a_handler_answer_becomes_http():
+    status, headers, body = apigw.response_parts({"statusCode": 201, "headers": {"A": "1"},
+                                                  "multiValueHeaders": {"Set-Cookie": ["x", "y"]},
+                                                  "body": base64.b64encode(b"\x00").decode(), "isBase64Encoded": True})
+    assert (status, body) == (201, b"\x00") and ("Set-Cookie", "y") in headers
+
+
+def test_schedule_rates_are_understood():
+    assert schedule_seconds("rate(5 minutes)") == 300 and schedule_seconds("rate(1 hour)") == 3600
