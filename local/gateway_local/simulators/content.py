@@ -2,8 +2,9 @@
 `/content`.
 
 Routes: POST /v1beta/models/{model}:generateContent, :streamGenerateContent (SSE with
-`?alt=sse`, otherwise one JSON array sent piece by piece), :countTokens, :embedContent, and
-GET /v1beta/models; all also under /fault/{fault}/. The key goes in `x-goog-api-key` or `?key=`.
+`?alt=sse`, otherwise one JSON array sent piece by piece), :countTokens, :embedContent,
+:batchEmbedContents and GET /v1beta/models; all also under /fault/{fault}/. The key goes in
+`x-goog-api-key` or `?key=`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.errors import GatewayError, InvalidRequest
-from gateway.schemas.text import (CONTENT_ACTIONS, ContentRequest, CountTokensRequest, EmbedContentRequest,
+from gateway.schemas.text import (CONTENT_ACTIONS, BatchEmbedContentsRequest, ContentRequest, CountTokensRequest, EmbedContentRequest,
                                   parse_model_action)
 from gateway.sse import encode
 from gateway.validation import parse_model
@@ -73,7 +74,7 @@ async def models_route(request: Request) -> Response:
         return error(401, "Method doesn't allow unregistered callers. Please use an API key.")
     return JSONResponse({"models": [
         {"name": f"models/{m}", "displayName": m, "inputTokenLimit": 1048576, "outputTokenLimit": 65536,
-         "supportedGenerationMethods": ["generateContent", "countTokens", "embedContent"]} for m in MODELS]})
+         "supportedGenerationMethods": list(CONTENT_ACTIONS)} for m in MODELS]})
 
 
 async def model_action(request: Request) -> Response:
@@ -92,6 +93,8 @@ async def model_action(request: Request) -> Response:
         return error(400, exc.message)
     if action == "embedContent":
         return await _embed(request, req)
+    if action == "batchEmbedContents":
+        return await _batch_embed(request, req)
     if action == "countTokens":
         return await _count(request, req)
     return await _generate(request, model, req, stream=action == "streamGenerateContent")
@@ -102,6 +105,15 @@ async def _embed(request: Request, req: EmbedContentRequest) -> Response:
     if status := fault_status(fault_of(request, text)):
         return error(status, f"Simulated failure {status}")
     return JSONResponse({"embedding": {"values": embedding_vector(text, req.outputDimensionality or EMBEDDING_DIMENSIONS)}})
+
+
+async def _batch_embed(request: Request, req: BatchEmbedContentsRequest) -> Response:
+    texts = [" ".join(p.text or "" for p in r.content.parts) for r in req.requests]
+    if status := fault_status(fault_of(request, " ".join(texts))):
+        return error(status, f"Simulated failure {status}")
+    return JSONResponse({"embeddings": [
+        {"values": embedding_vector(text, r.outputDimensionality or EMBEDDING_DIMENSIONS)}
+        for text, r in zip(texts, req.requests)]})
 
 
 async def _count(request: Request, req: CountTokensRequest) -> Response:

@@ -1,9 +1,9 @@
 """Simulated messages-dialect upstream (what the `anthropic` SDK speaks), mounted at `/messages`.
 
 Routes: POST /v1/messages and /v1/messages/count_tokens, also under /fault/{fault}/. Requires
-`x-api-key` and `anthropic-version`, and `max_tokens` as the real upstream does. Prompt caching
-is simulated: the prefix up to the last `cache_control` mark is written to the cache the first
-time it is seen and read from it afterwards (usage shows both, like the upstream).
+`x-api-key` (or a bearer token), `anthropic-version` and `max_tokens`, as the real upstream does.
+Prompt caching is simulated: the prefix up to the last `cache_control` mark is written to the
+cache the first time it is seen and read from it afterwards (usage shows both, like the upstream).
 """
 
 from __future__ import annotations
@@ -39,7 +39,10 @@ def error(status: int, message: str) -> JSONResponse:
 
 
 async def _parse(request: Request) -> MessagesRequest | Response:
-    if not request.headers.get("x-api-key", "").strip():
+    # The key goes in x-api-key; newer SDK releases send it as a bearer token, which the
+    # upstream accepts too.
+    bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    if not request.headers.get("x-api-key", "").strip() and not bearer:
         return error(401, "x-api-key header is required")
     if not request.headers.get("anthropic-version"):
         return error(400, "anthropic-version: header is required")

@@ -388,6 +388,7 @@ def test_count_tokens_and_embed_content_bodies():
     ("m-small:streamGenerateContent", ("m-small", "streamGenerateContent")),
     ("m-small:countTokens", ("m-small", "countTokens")),
     ("text-embedding-004:embedContent", ("text-embedding-004", "embedContent")),
+    ("e-small:batchEmbedContents", ("e-small", "batchEmbedContents")),
     ("vendor:model-v1:generateContent", ("vendor:model-v1", "generateContent")),
 ])
 def test_parse_model_action_splits_at_the_last_colon(proxy, expected):

@@ -476,12 +476,18 @@ class EmbedContentRequest(GeminiObject):
     outputDimensionality: Annotated[Int, Field(ge=1)] | None = None
 
 
+class BatchEmbedContentsRequest(GeminiObject):
+    # The upstream's SDK embeds through this action, even for a single text.
+    requests: Annotated[list[EmbedContentRequest], Field(min_length=1, max_length=100)]
+
+
 # Actions after the colon of /v1beta/models/{model}:{action}, with the body model of each.
 CONTENT_ACTIONS: dict[str, type[BaseModel]] = {
     "generateContent": ContentRequest,
     "streamGenerateContent": ContentRequest,
     "countTokens": CountTokensRequest,
     "embedContent": EmbedContentRequest,
+    "batchEmbedContents": BatchEmbedContentsRequest,
 }
 
 

@@ -51,6 +51,9 @@ class ContentClient(UpstreamClient):
     async def embed_content(self, model: str, payload: dict[str, Any]) -> dict[str, Any]:
         return await self.call(model_path(model, "embedContent"), payload)
 
+    async def batch_embed_contents(self, model: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return await self.call(model_path(model, "batchEmbedContents"), payload)
+
 
 def _json(event: SSEEvent) -> dict[str, Any]:
     try:
