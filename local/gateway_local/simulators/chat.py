@@ -64,8 +64,9 @@ def _text_of(content: Any) -> tuple[str, int]:
         return content, 0
     if not isinstance(content, list):
         return "", 0
-    texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text")]
-    return " ".join(texts), sum(1 for p in content if isinstance(p, dict) and p.get("type") not in ("text", "input_text"))
+    parts = [p for p in content if isinstance(p, dict)]
+    texts = [p.get("text", "") for p in parts if p.get("type") in ("text", "input_text")]
+    return " ".join(texts), sum(1 for p in parts if p.get("type") not in ("text", "input_text"))
 
 
 # --- /v1/chat/completions ----------------------------------------------------------------------
@@ -129,7 +130,8 @@ async def chat_completions(request: Request) -> Response:
                                              "function": {"name": plan.tool_name, "arguments": ""}}]})
                    for i in range(choices)]
         for piece in plan.tool_arguments:
-            events += [chunk(i, {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for i in range(choices)]
+            events += [chunk(i, {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+                       for i in range(choices)]
     for piece in plan.pieces:
         events += [chunk(i, {"content": piece}) for i in range(choices)]
     events += [chunk(i, {}, finish) for i in range(choices)]

@@ -18,8 +18,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.errors import GatewayError, InvalidRequest
-from gateway.schemas.text import (CONTENT_ACTIONS, BatchEmbedContentsRequest, ContentRequest, CountTokensRequest, EmbedContentRequest,
-                                  parse_model_action)
+from gateway.schemas.text import (CONTENT_ACTIONS, BatchEmbedContentsRequest, ContentRequest, CountTokensRequest,
+                                  EmbedContentRequest, parse_model_action)
 from gateway.sse import encode
 from gateway.validation import parse_model
 
@@ -104,7 +104,8 @@ async def _embed(request: Request, req: EmbedContentRequest) -> Response:
     text = " ".join(p.text or "" for p in req.content.parts)
     if status := fault_status(fault_of(request, text)):
         return error(status, f"Simulated failure {status}")
-    return JSONResponse({"embedding": {"values": embedding_vector(text, req.outputDimensionality or EMBEDDING_DIMENSIONS)}})
+    values = embedding_vector(text, req.outputDimensionality or EMBEDDING_DIMENSIONS)
+    return JSONResponse({"embedding": {"values": values}})
 
 
 async def _batch_embed(request: Request, req: BatchEmbedContentsRequest) -> Response:
@@ -130,7 +131,8 @@ async def _generate(request: Request, model: str, req: ContentRequest, *, stream
     prompt, attachments = _prompt(data["contents"])
     fault = fault_of(request, prompt)
     if status := fault_status(fault):
-        return error(status, "Resource has been exhausted (simulated)." if status == 429 else f"Simulated failure {status}")
+        message = "Resource has been exhausted (simulated)." if status == 429 else f"Simulated failure {status}"
+        return error(status, message)
     await before_answer(fault)
     config = req.generationConfig
     thinking = bool(config and config.thinkingConfig and config.thinkingConfig.includeThoughts)

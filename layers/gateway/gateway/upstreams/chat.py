@@ -32,7 +32,8 @@ class ChatClient(UpstreamClient):
             error = (data.get("response") or {}).get("error") if event.event == "response.failed" else data
             error = error if isinstance(error, dict) else {}
             code = str(error.get("code") or error.get("type") or "")
-            return UpstreamError(None, self.redact(f"upstream stream failed: {error.get('message') or code or 'no detail'}"),
+            detail = error.get("message") or code or "no detail"
+            return UpstreamError(None, self.redact(f"upstream stream failed: {detail}"),
                                  retryable=code in ("server_error", "rate_limit_exceeded", "internal_error"),
                                  body=data)
         if event.event is None and '"error"' in event.data:
@@ -40,7 +41,8 @@ class ChatClient(UpstreamClient):
             error = data.get("error")
             if isinstance(error, dict) and "choices" not in data:
                 status = error.get("code") if isinstance(error.get("code"), int) else None
-                return UpstreamError(status, self.redact(f"upstream stream failed: {error.get('message') or 'no detail'}"),
+                detail = error.get("message") or "no detail"
+                return UpstreamError(status, self.redact(f"upstream stream failed: {detail}"),
                                      retryable=True, body=data)
         return None
 
