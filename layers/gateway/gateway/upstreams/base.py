@@ -185,6 +185,15 @@ class UpstreamClient:
     def redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
 
+    def _redact_json(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, dict):
+            return {k: self._redact_json(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._redact_json(v) for v in value]
+        return value
+
     def transport_error(self, exc: httpx.HTTPError) -> UpstreamError:
         if isinstance(exc, httpx.TimeoutException):
             return UpstreamError(None, f"upstream timed out ({type(exc).__name__})", retryable=True, timed_out=True)
@@ -201,7 +210,7 @@ class UpstreamClient:
         detail = error_message(body) or content[:200].decode("utf-8", "replace").strip() or "no detail"
         if isinstance(body, list):
             body = body[0] if body and isinstance(body[0], dict) else None
-        body = json.loads(self.redact(json.dumps(body))) if isinstance(body, dict) else None
+        body = self._redact_json(body) if isinstance(body, dict) else None
         return UpstreamError(status, self.redact(f"upstream answered {status}: {detail}"),
                              retryable=is_retryable_status(status), retry_after=parse_retry_after(headers), body=body)
 
