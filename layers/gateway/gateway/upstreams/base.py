@@ -1,0 +1,324 @@
+"""What every text upstream client shares: timeouts, the error classification and SSE streams.
+
+A protocol is a subclass that names its auth headers, how its streams end and how it reports an
+error inside a stream. The httpx client comes from outside (one per execution environment, and
+the seam tests use for a mock or an ASGI transport).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import httpx
+
+from gateway.errors import (GatewayError, InvalidRequest, NotFound, PayloadTooLarge, RateLimited, UpstreamFailed,
+                            UpstreamTimeout)
+from gateway.sse import SSEEvent, SSEParser
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds. `first_byte` (stream opened to first body byte) and `idle` (longest gap between
+    two chunks) apply to streams; a non-streamed answer only arrives when generation is over, so
+    it is bounded by `total` alone."""
+
+    connect: float = 10.0
+    first_byte: float = 60.0
+    idle: float = 60.0
+    total: float = 900.0  # the streaming function's own 15-minute ceiling
+
+
+class UpstreamError(Exception):
+    """The upstream did not give a usable answer.
+
+    `retryable` says another channel may be tried (connection errors, timeouts, 429, 5xx), as
+    long as nothing has been sent to the client yet. The message never holds the upstream key.
+    """
+
+    def __init__(self, status: int | None, message: str, retryable: bool, retry_after: float | None = None,
+                 body: dict[str, Any] | None = None, *, timed_out: bool = False):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.body = body
+        self.timed_out = timed_out
+
+    def __repr__(self) -> str:
+        return f"UpstreamError(status={self.status!r}, message={self.message!r}, retryable={self.retryable!r})"
+
+    def to_gateway_error(self) -> GatewayError:
+        """The error the gateway answers once no other channel can be tried."""
+        if self.timed_out:
+            return UpstreamTimeout(self.message)
+        if self.status == 429:
+            headers = {"Retry-After": str(max(1, round(self.retry_after)))} if self.retry_after is not None else None
+            return RateLimited(self.message, headers=headers)
+        # The client's own request was refused: say so with the upstream's reason.
+        if self.status in (400, 422):
+            return InvalidRequest(self.message)
+        if self.status == 404:
+            return NotFound(self.message)
+        if self.status == 413:
+            return PayloadTooLarge(self.message)
+        # 401/403 mean the channel's credentials are wrong, never the client's: a 502 like the rest.
+        return UpstreamFailed(self.message)
+
+
+def is_retryable_status(status: int) -> bool:
+    return status in (408, 409, 429) or status >= 500
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait, from `retry-after-ms`, or `Retry-After` as seconds or an HTTP date."""
+    if value := headers.get("retry-after-ms"):
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, when.timestamp() - time.time())
+
+
+def error_message(body: Any) -> str | None:
+    """The message inside any of the three text envelopes (chat, messages, content)."""
+    if isinstance(body, list) and body:  # the content stream without alt=sse wraps errors in an array
+        body = body[0]
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error", body)
+    if isinstance(error, dict):
+        message = error.get("message")
+        return message if isinstance(message, str) else None
+    return error if isinstance(error, str) else None
+
+
+class UpstreamClient:
+    """Base of one client per wire protocol: build the request, send it, parse or stream the
+    answer, classify failures."""
+
+    protocol: ClassVar[str] = ""
+    stream_params: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, base_url: str, api_key: str, client: httpx.AsyncClient, timeouts: Timeouts | None = None):
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._client = client
+        self.timeouts = timeouts or Timeouts()
+
+    def __repr__(self) -> str:  # never the key
+        return f"{type(self).__name__}({self.base_url!r})"
+
+    # --- what a protocol defines -------------------------------------------------------------
+
+    def auth_headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def is_terminal(self, event: SSEEvent) -> bool:
+        """Whether `event` is the one that ends a complete stream."""
+        raise NotImplementedError
+
+    def stream_error(self, event: SSEEvent) -> UpstreamError | None:
+        """The failure an event reports inside a stream that began with a 200, if it is one."""
+        return None
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def url(self, path: str) -> str:
+        # Operators often copy a base URL that already ends in the version (".../v1"); the paths
+        # here carry it too, so it is not doubled.
+        version = "/" + path.lstrip("/").split("/", 1)[0]
+        base = self.base_url.removesuffix(version) if path.startswith(version + "/") else self.base_url
+        return base + path
+
+    def _request(self, method: str, path: str, payload: dict[str, Any] | None, *, stream: bool) -> httpx.Request:
+        headers = {**self.auth_headers(), "accept": "text/event-stream" if stream else "application/json"}
+        timeout = httpx.Timeout(connect=self.timeouts.connect, read=None, write=self.timeouts.idle,
+                                pool=self.timeouts.connect)
+        return self._client.build_request(method, self.url(path), json=payload, headers=headers,
+                                          params=self.stream_params if stream else None, timeout=timeout)
+
+    async def call(self, path: str, payload: dict[str, Any] | None = None, *, method: str = "POST") -> dict[str, Any]:
+        """A non-streamed exchange: the decoded JSON answer, or an `UpstreamError`."""
+        request = self._request(method, path, payload, stream=False)
+        try:
+            async with asyncio.timeout(self.timeouts.total):
+                response = await self._client.send(request)
+        except TimeoutError:
+            raise UpstreamError(None, f"upstream gave no answer within {self.timeouts.total:g}s",
+                                retryable=True, timed_out=True) from None
+        except httpx.HTTPError as exc:
+            raise self.transport_error(exc) from None
+        if response.status_code >= 400:
+            raise self.status_error(response.status_code, response.headers, response.content)
+        try:
+            body = response.json()
+        except ValueError:
+            raise UpstreamError(None, "upstream answered with a body that is not JSON", retryable=True) from None
+        if not isinstance(body, (dict, list)):
+            raise UpstreamError(None, "upstream answered with JSON that is not an object", retryable=True)
+        return body
+
+    def stream(self, path: str, payload: dict[str, Any]) -> EventStream:
+        """A streamed exchange; use `async with client.stream(...) as events: async for ...`."""
+        return EventStream(self, self._request("POST", path, payload, stream=True))
+
+    # --- failures ------------------------------------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _redact_json(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, dict):
+            return {k: self._redact_json(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._redact_json(v) for v in value]
+        return value
+
+    def transport_error(self, exc: httpx.HTTPError) -> UpstreamError:
+        if isinstance(exc, httpx.TimeoutException):
+            return UpstreamError(None, f"upstream timed out ({type(exc).__name__})", retryable=True, timed_out=True)
+        if isinstance(exc, httpx.ConnectError):
+            return UpstreamError(None, "could not connect to the upstream", retryable=True)
+        # Read errors, a dropped connection, a broken protocol: the request may simply be retried.
+        return UpstreamError(None, f"upstream connection failed ({type(exc).__name__})", retryable=True)
+
+    def status_error(self, status: int, headers: httpx.Headers, content: bytes) -> UpstreamError:
+        try:
+            body = json.loads(content) if content else None
+        except ValueError:
+            body = None
+        detail = error_message(body) or content[:200].decode("utf-8", "replace").strip() or "no detail"
+        if isinstance(body, list):
+            body = body[0] if body and isinstance(body[0], dict) else None
+        body = self._redact_json(body) if isinstance(body, dict) else None
+        return UpstreamError(status, self.redact(f"upstream answered {status}: {detail}"),
+                             retryable=is_retryable_status(status), retry_after=parse_retry_after(headers), body=body)
+
+
+class EventStream:
+    """The events of one streamed upstream answer.
+
+    Opening it (`async with`, or `await open()`) sends the request and raises `UpstreamError`
+    for a refused one, before any event exists, so a caller can still try another channel.
+    While iterating, `first_byte`, `idle` and `total` are enforced around every read. The stream
+    raises `UpstreamError` when the upstream reports an error inside it, or ends before its
+    terminal event (`completed` stays False). The chat dialect's `[DONE]` is consumed here, not
+    yielded. Leaving the `async with` block (or cancelling the consumer) closes the upstream
+    response at once.
+    """
+
+    def __init__(self, owner: UpstreamClient, request: httpx.Request):
+        self._owner = owner
+        self._request = request
+        self._response: httpx.Response | None = None
+        self._closed = False
+        self.completed = False
+        self.status: int | None = None
+        self.headers: httpx.Headers | None = None
+
+    async def __aenter__(self) -> EventStream:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+    async def open(self) -> None:
+        if self._response is not None:
+            return
+        timeouts = self._owner.timeouts
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        self._deadline = start + timeouts.total
+        self._first_byte_by = start + min(timeouts.first_byte, timeouts.total)
+        try:
+            async with asyncio.timeout_at(self._first_byte_by):
+                response = await self._owner._client.send(self._request, stream=True)
+        except TimeoutError:
+            raise UpstreamError(None, f"upstream sent nothing within {timeouts.first_byte:g}s",
+                                retryable=True, timed_out=True) from None
+        except httpx.HTTPError as exc:
+            raise self._owner.transport_error(exc) from None
+        self._response, self.status, self.headers = response, response.status_code, response.headers
+        if response.status_code >= 400:
+            try:
+                async with asyncio.timeout(timeouts.idle):
+                    content = await response.aread()
+            except (TimeoutError, httpx.HTTPError):
+                content = b""
+            finally:
+                await self.aclose()
+            raise self._owner.status_error(response.status_code, response.headers, content)
+
+    async def aclose(self) -> None:
+        if self._response is not None and not self._closed:
+            self._closed = True
+            await self._response.aclose()
+
+    def __aiter__(self) -> AsyncIterator[SSEEvent]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[SSEEvent]:
+        await self.open()
+        parser = SSEParser()
+        try:
+            async with aclosing(self._chunks()) as chunks:
+                async for chunk in chunks:
+                    for event in parser.feed(chunk):
+                        if error := self._owner.stream_error(event):
+                            raise error
+                        if self._owner.is_terminal(event):
+                            self.completed = True
+                        if not event.is_done:
+                            yield event
+            if not self.completed:
+                raise UpstreamError(None, "upstream stream ended before its final event", retryable=True)
+        finally:
+            await self.aclose()
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        assert self._response is not None
+        loop = asyncio.get_running_loop()
+        timeouts = self._owner.timeouts
+        chunks = self._response.aiter_bytes()
+        waiting_for_first = True
+        while True:
+            limit = self._first_byte_by if waiting_for_first else min(loop.time() + timeouts.idle, self._deadline)
+            try:
+                async with asyncio.timeout_at(limit):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                if limit >= self._deadline:
+                    message = f"upstream stream exceeded {timeouts.total:g}s in total"
+                elif waiting_for_first:
+                    message = f"upstream sent nothing within {timeouts.first_byte:g}s"
+                else:
+                    message = f"upstream stream idle for more than {timeouts.idle:g}s"
+                raise UpstreamError(None, message, retryable=True, timed_out=True) from None
+            except httpx.HTTPError as exc:
+                raise self._owner.transport_error(exc) from None
+            if chunk:
+                waiting_for_first = False
+                yield chunk
