@@ -5,7 +5,9 @@ Adding a simulator is adding its module and one line here.
 
 SIMULATORS: dict[str, str] = {
     # protocol: "module:attribute" of its ASGI app
-    "chat": "gateway_local.simulators.images:app",
+    "chat": "gateway_local.simulators.chat:app",  # text, embeddings, models and images
+    "messages": "gateway_local.simulators.messages:app",
+    "content": "gateway_local.simulators.content:app",
     "delta": "gateway_local.simulators.delta:app",
     "zeta": "gateway_local.simulators.zeta:app",
     "epsilon": "gateway_local.simulators.epsilon:app",

@@ -22,6 +22,7 @@ from gateway.errors import InvalidRequest
 from gateway.schemas.text import ChatRequest, EmbeddingsRequest, ResponsesRequest
 from gateway.sse import DONE, encode
 from gateway.validation import parse_model
+from gateway_local.simulators.images import routes as image_routes
 
 from ._text import (Plan, before_answer, cut_json, error_json, fault_of, fault_status, json_body, new_id,
                     paced_stream, plan_answer, tokenize, with_fault_prefix)
@@ -313,4 +314,5 @@ app = Starlette(routes=with_fault_prefix([
     Route("/v1/responses/compact", compact_responses, methods=["POST"]),
     Route("/v1/embeddings", embeddings, methods=["POST"]),
     Route("/v1/models", models, methods=["GET"]),
+    *image_routes,  # the chat protocol's images endpoints and the files they hand out
 ]))
