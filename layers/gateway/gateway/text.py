@@ -260,7 +260,7 @@ def http_client() -> httpx.AsyncClient:
     """One pooled client per event loop (one per execution environment under Lambda)."""
     global _http
     loop = anyio.lowlevel.current_token()
-    if _http is None or _http[0] is not loop or _http[1].is_closed:
+    if _http is None or _http[0] != loop or _http[1].is_closed:
         _http = (loop, httpx.AsyncClient(timeout=None, follow_redirects=False,
                                          limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)))
     return _http[1]

@@ -211,3 +211,11 @@ def test_a_cut_stream_bills_the_larger_of_reported_and_relayed_output():
 
     answer.converter = Converter()
     assert answer._usage() == Usage(input_tokens=40, output_tokens=9, cached_input_tokens=10)
+
+
+def test_one_pooled_upstream_client_serves_every_request_of_an_event_loop():
+    async def twice():
+        return text.http_client(), text.http_client()
+
+    first, second = anyio.run(twice)
+    assert first is second
