@@ -374,3 +374,22 @@ def test_the_model_list_holds_the_priced_text_models_the_key_may_use(demo, catal
     answer = anyio.run(scenario)
     assert answer.status_code == 200 and answer.json()["object"] == "list"
     assert [m["id"] for m in answer.json()["data"]] == ["m-embed", "m-small"]
+
+
+def test_the_sample_event_is_served_as_the_web_adapter_would_hand_it_over(demo, catalog, app):
+    from tests.conftest import EVENTS
+
+    catalog([channel("chat")])
+    event = json.loads((EVENTS / "text_chat_stream.json").read_text())
+
+    async def scenario():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()), base_url="http://sim") as sim:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(text, "http_client", lambda: sim)
+                async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+                    return await client.request(event["httpMethod"], event["path"], headers=event["headers"],
+                                                content=event["body"])
+
+    answer = anyio.run(scenario)
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
+    assert answer.text.endswith("data: [DONE]\n\n")
