@@ -39,9 +39,8 @@ def spent(http, demo_key):
 
 
 @pytest.fixture
-def oa(gateway_url, demo_key):
-    with openai.OpenAI(api_key=demo_key, base_url=f"{gateway_url}/v1", max_retries=0, timeout=60) as sdk:
-        yield sdk
+def oa(openai_client):
+    return openai_client
 
 
 @pytest.fixture

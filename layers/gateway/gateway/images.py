@@ -21,13 +21,13 @@ import httpx
 
 from gateway import billing, outbound
 from gateway.auth import Principal
-from gateway.channels import Channel, get_catalog, report_failure, report_success
+from gateway.channels import Channel, get_catalog, report_success
 from gateway.errors import Conflict, GatewayError, UpstreamFailed
 from gateway.observability import logger
 from gateway.prices import unit_cost
 from gateway.schemas.images import GenerationRequest, ImageEditRequest
 from gateway.upstreams.images import ImagesClient, UpstreamError
-from gateway.upstreams.verdict import exhausted_error, relayed_error
+from gateway.upstreams.verdict import exhausted_error, record_failure
 
 PROTOCOLS = ("chat",)  # the chat dialect carries the images endpoints
 GENERATION_ROUTE = "/v1/images/generations"
@@ -125,12 +125,7 @@ def _first_answer(channels: list[Channel], call: Call, deadline: float) -> tuple
             answer = outbound.run(lambda http: call(
                 ImagesClient(channel.base_url, channel.api_key, http, timeout=timeout), channel))
         except UpstreamError as exc:
-            if not exc.retryable:
-                raise relayed_error(exc) from None
-            report_failure(channel)
-            logger.warning("upstream attempt failed", extra={"channel": channel.name, "status": exc.status,
-                                                             "error": exc.message})
-            failures.append(exc)
+            record_failure(channel, exc, failures)
             continue
         report_success(channel)
         return answer, channel

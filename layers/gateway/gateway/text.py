@@ -25,6 +25,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -32,7 +33,7 @@ import anyio.lowlevel
 import httpx
 
 from gateway import auth, billing
-from gateway.channels import Channel, get_catalog, report_failure, report_success
+from gateway.channels import Channel, get_catalog, report_success
 from gateway.errors import Conflict, GatewayError, InvalidRequest, NotFound
 from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter, convert_request, convert_response
 from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
@@ -43,7 +44,7 @@ from gateway.upstreams.base import EventStream, Timeouts, UpstreamClient, Upstre
 from gateway.upstreams.chat import ChatClient
 from gateway.upstreams.content import ContentClient
 from gateway.upstreams.messages import MessagesClient
-from gateway.upstreams.verdict import exhausted_error, relayed_error
+from gateway.upstreams.verdict import exhausted_error, record_failure
 
 # The output a request may generate when it sets no limit of its own, for the reservation only:
 # the settlement is always the real usage.
@@ -312,12 +313,7 @@ async def _first_answer(prepared: _Prepared, http: httpx.AsyncClient, timeouts: 
         try:
             answer = await _attempt(prepared, channel, client)
         except UpstreamError as exc:
-            if not exc.retryable:
-                raise relayed_error(exc) from None
-            report_failure(channel)
-            logger.warning("upstream attempt failed", extra={"channel": channel.name, "status": exc.status,
-                                                             "error": exc.message})
-            failures.append(exc)
+            record_failure(channel, exc, failures)
             continue
         report_success(channel)
         return answer
@@ -389,28 +385,12 @@ def _renamed(answer: Any, model: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Entry points, one per route.
 
-async def chat_completions(inbound: Inbound, **options: Any) -> Answer:
-    return await serve(GENERATE, CHAT, inbound, **options)
-
-
-async def messages(inbound: Inbound, **options: Any) -> Answer:
-    return await serve(GENERATE, MESSAGES, inbound, **options)
-
-
-async def responses(inbound: Inbound, **options: Any) -> Answer:
-    return await serve(GENERATE, RESPONSES, inbound, **options)
-
-
-async def compact_responses(inbound: Inbound, **options: Any) -> Answer:
-    return await serve(COMPACT, RESPONSES, inbound, **options)
-
-
-async def content(inbound: Inbound, **options: Any) -> Answer:
-    return await serve(GENERATE, CONTENT, inbound, **options)
-
-
-async def embeddings(inbound: Inbound, **options: Any) -> Answer:
-    return await serve(EMBED, CHAT, inbound, **options)
+chat_completions = partial(serve, GENERATE, CHAT)
+messages = partial(serve, GENERATE, MESSAGES)
+responses = partial(serve, GENERATE, RESPONSES)
+compact_responses = partial(serve, COMPACT, RESPONSES)
+content = partial(serve, GENERATE, CONTENT)
+embeddings = partial(serve, EMBED, CHAT)
 
 
 MODEL_LIST_CREATED = 1700000000  # the list shape wants a creation time; the catalog has none

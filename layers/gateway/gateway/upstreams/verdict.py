@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from gateway.channels import report_failure
 from gateway.errors import (GatewayError, InvalidRequest, NotFound, PayloadTooLarge, RateLimited, UpstreamFailed,
                             UpstreamTimeout)
+from gateway.observability import logger
 
 # What an upstream says about the channel's own account, not about the client's request.
 CHANNEL_ACCOUNT_STATUSES = (401, 402, 403, 407)
@@ -32,6 +34,17 @@ def relayed_error(exc: Any) -> GatewayError:
     if status >= 500:
         return UpstreamFailed(exc.message)
     return InvalidRequest(exc.message, status=status, code="upstream_rejected")
+
+
+def record_failure(channel: Any, exc: Any, failures: list[Any]) -> None:
+    """One failed attempt on `channel`: a verdict on the request is raised at once; a failure
+    worth retrying sets the channel aside for a while and joins `failures`."""
+    if not exc.retryable:
+        raise relayed_error(exc) from None
+    report_failure(channel)
+    logger.warning("upstream attempt failed", extra={"channel": channel.name, "status": exc.status,
+                                                     "error": exc.message})
+    failures.append(exc)
 
 
 def exhausted_error(failures: Sequence[Any], no_attempt: str = "no upstream could be tried") -> GatewayError:
