@@ -151,6 +151,14 @@ def test_generate_content_with_a_json_schema_and_a_thinking_level(gg):
     assert response.candidates[0].content.parts
 
 
+def test_count_tokens_is_free_and_embed_content_costs_its_estimated_input(gg, spent):
+    assert gg.models.count_tokens(model=MODEL, contents="Hello there").total_tokens >= 2
+    assert spent() == 0
+    embedding = gg.models.embed_content(model="m-embed", contents=["Hello", "there"])
+    assert len(embedding.embeddings) == 2 and len(embedding.embeddings[0].values) == 16
+    assert spent() > 0
+
+
 # --- embeddings and models -----------------------------------------------------------------------
 
 def test_embeddings_of_several_inputs_cost_their_prompt_tokens(oa, spent):

@@ -393,3 +393,21 @@ def test_the_sample_event_is_served_as_the_web_adapter_would_hand_it_over(demo, 
     answer = anyio.run(scenario)
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
     assert answer.text.endswith("data: [DONE]\n\n")
+
+
+def test_content_embeddings_are_billed_on_the_input_estimate_and_counting_is_free(demo, catalog):
+    from gateway.schemas.text import estimate_value_tokens
+
+    catalog([channel("content")])
+    body = {"requests": [{"model": "models/m-embed", "content": {"parts": [{"text": "Hello there"}]}}]}
+    embed = text.Inbound(path="/v1beta/models/m-embed:batchEmbedContents", headers={"x-goog-api-key": demo["key"]},
+                         query={}, body=json.dumps(body).encode(), proxy="m-embed:batchEmbedContents")
+    status, _, data = run("content", embed)
+    assert status == 200 and len(json.loads(data)["embeddings"]) == 1
+    assert int(ledger(embed.request_id)["units"]) == token_cost(
+        SHIPPED["m-embed"], input_tokens=estimate_value_tokens(body), output_tokens=0)
+    count = text.Inbound(path="/v1beta/models/m-small:countTokens", headers={"x-goog-api-key": demo["key"]}, query={},
+                         body=json.dumps({"contents": body_for("content")["contents"]}).encode(),
+                         proxy="m-small:countTokens")
+    status, _, data = run("content", count)
+    assert json.loads(data)["totalTokens"] > 0 and int(ledger(count.request_id)["units"]) == 0

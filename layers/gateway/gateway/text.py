@@ -34,7 +34,7 @@ import httpx
 
 from gateway import auth, billing
 from gateway.channels import Channel, get_catalog, report_success
-from gateway.errors import Conflict, GatewayError, InvalidRequest, NotFound
+from gateway.errors import Conflict, InvalidRequest
 from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter, convert_request, convert_response
 from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
 from gateway.observability import logger
@@ -57,6 +57,11 @@ _NATIVE = {CHAT: "chat", RESPONSES: "chat", MESSAGES: "messages", CONTENT: "cont
 _USAGE_READERS = {CHAT: usage_from_chat, RESPONSES: usage_from_responses, MESSAGES: usage_from_messages,
                   CONTENT: usage_from_content}
 GENERATE, COMPACT, EMBED = "generate", "compact", "embeddings"
+# The content dialect's other actions, served by content channels only: counting is free (a
+# zero-unit ledger entry), an embedding is billed on the gateway's estimate of its input, since
+# the upstream's answer reports no usage.
+COUNT_TOKENS, EMBED_CONTENT, BATCH_EMBED = "countTokens", "embedContent", "batchEmbedContents"
+_CONTENT_METHODS = {COUNT_TOKENS: "count_tokens", EMBED_CONTENT: "embed_content", BATCH_EMBED: "batch_embed_contents"}
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache",
                "x-accel-buffering": "no"}
 JSON_TYPE = "application/json"
@@ -90,6 +95,8 @@ class TextCall:
 
     @property
     def protocols(self) -> tuple[str, ...]:
+        if self.operation in _CONTENT_METHODS:
+            return ("content",)
         return TEXT_PROTOCOLS if self.operation == GENERATE else ("chat",)
 
     def upstream_dialect(self, channel: Channel) -> str:
@@ -119,16 +126,18 @@ def parse_call(operation: str, dialect: str, inbound: Inbound) -> TextCall:
                         stream=False, include_usage=False, input_tokens=request.estimate_input_tokens(),
                         output_tokens=0)
     if dialect == CONTENT:
-        model, action = schemas.parse_model_action(inbound.proxy or "")
-        if action not in ("generateContent", "streamGenerateContent"):
-            raise NotFound(f"models/{model}:{action} is not served by this gateway; use :generateContent or "
-                           ":streamGenerateContent", code="route_not_found")
+        model, action = schemas.parse_model_action(inbound.proxy or "")  # 404 for an unknown action
+        route = f"/v1beta/models/{{model}}:{action}"
+        if action in _CONTENT_METHODS:
+            body = parse_model(schemas.CONTENT_ACTIONS[action], data).model_dump(exclude_unset=True)
+            tokens = schemas.estimate_value_tokens(body) if action != COUNT_TOKENS else 0
+            return TextCall(action, CONTENT, route, model, body, stream=False, include_usage=False,
+                            input_tokens=tokens, output_tokens=0)
         stream = action == "streamGenerateContent"
         if stream and inbound.query.get("alt") != "sse":
             raise InvalidRequest("alt: must be sse (this gateway streams content generation as Server-Sent Events)",
                                  param="alt")
         request = parse_model(schemas.ContentRequest, data)
-        route = f"/v1beta/models/{{model}}:{action}"
     else:
         request = parse_model({CHAT: schemas.ChatRequest, MESSAGES: schemas.MessagesRequest,
                                RESPONSES: schemas.ResponsesRequest}[dialect], data)
@@ -331,6 +340,12 @@ async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer
     if call.operation == COMPACT:
         answer = await client.compact_responses({**call.body, "model": target_model})
         return BufferedAnswer(_renamed(answer, call.model), usage_from_responses(answer.get("usage")), **common)
+    if call.operation in _CONTENT_METHODS:
+        body = call.body
+        if call.operation == BATCH_EMBED:  # each request names its model too
+            body = {**body, "requests": [{**r, "model": f"models/{target_model}"} for r in body["requests"]]}
+        answer = await getattr(client, _CONTENT_METHODS[call.operation])(target_model, body)
+        return BufferedAnswer(_renamed(answer, call.model), Usage(call.input_tokens, 0), **common)
     payload = convert_request(call.body, source=call.dialect, target=upstream, model=target_model,
                               stream=call.stream)
     if not call.stream:
@@ -389,9 +404,15 @@ chat_completions = partial(serve, GENERATE, CHAT)
 messages = partial(serve, GENERATE, MESSAGES)
 responses = partial(serve, GENERATE, RESPONSES)
 compact_responses = partial(serve, COMPACT, RESPONSES)
-content = partial(serve, GENERATE, CONTENT)
-embeddings = partial(serve, EMBED, CHAT)
 
+
+async def content(inbound: Inbound, **options: Any) -> Answer:
+    """/v1beta/models/{model}:{action}: generation, or one of the content dialect's other actions."""
+    action = (inbound.proxy or "").rpartition(":")[2]
+    return await serve(action if action in _CONTENT_METHODS else GENERATE, CONTENT, inbound, **options)
+
+
+embeddings = partial(serve, EMBED, CHAT)
 
 MODEL_LIST_CREATED = 1700000000  # the list shape wants a creation time; the catalog has none
 
