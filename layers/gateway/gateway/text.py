@@ -236,6 +236,7 @@ class StreamedAnswer(Answer):
             outcome = "completed" if converter.completed else "cut"
         finally:
             with anyio.CancelScope(shield=True):
+                await self.iterator.aclose()
                 await self.events.aclose()  # stops reading the upstream at once
             await self._close(self._usage(), outcome)
 
