@@ -92,6 +92,15 @@ def demo_key() -> str:
 
 
 @pytest.fixture
+def openai_client(gateway_url, demo_key):
+    """The official openai SDK pointed at the gateway, with no retries of its own."""
+    import openai
+
+    with openai.OpenAI(api_key=demo_key, base_url=f"{gateway_url}/v1", max_retries=0, timeout=60) as sdk:
+        yield sdk
+
+
+@pytest.fixture
 def http(gateway_url):
     with httpx.Client(base_url=gateway_url, timeout=30) as client:
         yield client

@@ -21,9 +21,8 @@ CENTS_PER_IMAGE = {"iota-image-1": 4, "theta-3": 4, "eta-image-edit": 3}
 
 
 @pytest.fixture
-def client(gateway_url, demo_key):
-    with openai.OpenAI(api_key=demo_key, base_url=f"{gateway_url}/v1", max_retries=0, timeout=60) as sdk:
-        yield sdk
+def client(openai_client):
+    return openai_client
 
 
 @pytest.fixture

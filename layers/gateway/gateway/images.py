@@ -21,13 +21,13 @@ import httpx
 
 from gateway import billing, outbound
 from gateway.auth import Principal
-from gateway.channels import Channel, get_catalog, report_failure, report_success
-from gateway.errors import (Conflict, GatewayError, InvalidRequest, NotFound, PayloadTooLarge, RateLimited,
-                            UpstreamFailed, UpstreamTimeout)
+from gateway.channels import Channel, get_catalog, report_success
+from gateway.errors import Conflict, GatewayError, UpstreamFailed
 from gateway.observability import logger
 from gateway.prices import unit_cost
 from gateway.schemas.images import GenerationRequest, ImageEditRequest
 from gateway.upstreams.images import ImagesClient, UpstreamError
+from gateway.upstreams.verdict import exhausted_error, record_failure
 
 PROTOCOLS = ("chat",)  # the chat dialect carries the images endpoints
 GENERATION_ROUTE = "/v1/images/generations"
@@ -43,8 +43,6 @@ CONNECT_TIMEOUT_SECONDS = 3.0
 MIN_ATTEMPT_SECONDS = 1.0
 # A Lambda response is at most 6 MB; headers and the JSON framing of the result take the rest.
 MAX_RESPONSE_BYTES = 6 * 1024 * 1024 - 64 * 1024
-# What an upstream says about the channel's own account, not about the client's request.
-_CHANNEL_ACCOUNT_STATUSES = (401, 402, 403, 407)
 _ITEM_FIELDS = ("url", "b64_json", "revised_prompt")
 _PASSED_THROUGH = ("background", "output_format", "quality", "size")
 
@@ -127,45 +125,11 @@ def _first_answer(channels: list[Channel], call: Call, deadline: float) -> tuple
             answer = outbound.run(lambda http: call(
                 ImagesClient(channel.base_url, channel.api_key, http, timeout=timeout), channel))
         except UpstreamError as exc:
-            if not exc.retryable:
-                raise _relayed(exc) from None
-            report_failure(channel)
-            logger.warning("upstream attempt failed", extra={"channel": channel.name, "status": exc.status,
-                                                             "error": exc.message})
-            failures.append(exc)
+            record_failure(channel, exc, failures)
             continue
         report_success(channel)
         return answer, channel
-    raise _exhausted(failures)
-
-
-def _relayed(exc: UpstreamError) -> GatewayError:
-    """The upstream's final word on the request, in our own error kinds."""
-    status = exc.status
-    if status is None or status < 400:  # cut off mid-request, or an answer that is not an image answer
-        return UpstreamFailed(exc.message)
-    if status in _CHANNEL_ACCOUNT_STATUSES:
-        # Relaying a 401 would tell the client its own key is wrong.
-        return UpstreamFailed(f"{exc.message} (the upstream refused the gateway's own credentials; "
-                              "this is not a problem with your key)")
-    if status == 404:
-        return NotFound(exc.message, code="upstream_not_found")
-    if status == 413:
-        return PayloadTooLarge(exc.message)
-    return InvalidRequest(exc.message, status=status, code="upstream_rejected")
-
-
-def _exhausted(failures: list[UpstreamError]) -> GatewayError:
-    if not failures:
-        return UpstreamTimeout("no time was left to reach an upstream within the 29 s limit")
-    summary = f"{len(failures)} upstream attempt{'s' if len(failures) > 1 else ''} failed; last: {failures[-1].message}"
-    if all(f.status == 429 for f in failures):
-        waits = [f.retry_after for f in failures if f.retry_after is not None]
-        headers = {"Retry-After": str(int(min(waits)))} if waits else None
-        return RateLimited(f"the upstreams are rate limited: {summary}", headers=headers)
-    if failures[-1].timed_out:
-        return UpstreamTimeout(summary)
-    return UpstreamFailed(summary)
+    raise exhausted_error(failures, "no time was left to reach an upstream within the 29 s limit")
 
 
 def _result(answer: dict[str, Any], n: int) -> dict[str, Any]:

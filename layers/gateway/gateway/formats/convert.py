@@ -10,6 +10,8 @@ import copy
 from types import ModuleType
 from typing import Any
 
+from gateway.schemas.text import estimate_tokens
+
 from . import chat, content, messages, responses
 from .neutral import (
     CHAT, CONTENT, MESSAGES, RESPONSES, End, Failure, Start, StreamEvent, TextDelta, ThinkingDelta,
@@ -46,10 +48,10 @@ def convert_request(body: dict[str, Any], *, source: str, target: str, model: st
     the client called the streaming operation (its body cannot say).
     """
     source, target = _name(source), _name(target)
+    if source == target:  # a chat channel also serves the responses dialect natively
+        return _same_dialect_request(body, target, model, stream)
     if target not in _CHANNEL_DIALECTS:
         raise ValueError(f"no channel speaks the {target!r} dialect")
-    if source == target:
-        return _same_dialect_request(body, target, model, stream)
     request = _module(source).parse_request(body)
     if stream is not None:
         request.stream = stream
@@ -75,11 +77,11 @@ def convert_response(body: dict[str, Any], *, source: str, target: str, model: s
     `model` is the public model name to show the client (default: the upstream's).
     """
     source, target = _name(source), _name(target)
-    if source not in _CHANNEL_DIALECTS:
-        raise ValueError(f"no channel speaks the {source!r} dialect")
     if source == target:
         relayed = copy.deepcopy(body)
         return _module(source).rename_model(relayed, model) if model else relayed
+    if source not in _CHANNEL_DIALECTS:
+        raise ValueError(f"no channel speaks the {source!r} dialect")
     reply = _module(source).parse_response(body)
     if now is not None and reply.created is None:
         reply.created = now
@@ -104,10 +106,11 @@ class StreamConverter:
     event_name is None for the data-only dialects (chat, content), data is a dict or `DONE`.
     `finish()` is called once when the upstream ends and returns the last client events; if the
     upstream never sent its terminal event, the stream was cut: `truncated` becomes True and the
-    client gets its dialect's error event.
+    client gets its dialect's error event (`reason` says why, when the caller knows better).
 
     For billing: `usage` is the latest cumulative usage the upstream reported (None if none),
     `output_chars` the generated characters relayed (text, thinking, tool names and arguments),
+    `output_tokens` the gateway's own estimate of them (`estimate_tokens` of each piece),
     `completed` whether the upstream's terminal event arrived, `error` the upstream's own error.
 
     With the same dialect on both sides events pass through, renamed to `model` when given,
@@ -129,6 +132,7 @@ class StreamConverter:
         self._finished = False
         self.usage: Usage | None = None
         self.output_chars = 0
+        self.output_tokens = 0
         self.completed = False
         self.truncated = False
         self.error: str | None = None
@@ -146,7 +150,7 @@ class StreamConverter:
             return self._relay(event_name, data)
         return self._encode(decoded)
 
-    def finish(self) -> list[Event]:
+    def finish(self, reason: str | None = None) -> list[Event]:
         if self._finished:
             return []
         self._finished = True
@@ -154,7 +158,7 @@ class StreamConverter:
         self._track(decoded)
         if not self.completed and self.error is None:
             self.truncated = True
-            decoded.append(Failure(CUT_MESSAGE))
+            decoded.append(Failure(reason or CUT_MESSAGE))
         if self._passthrough:
             out = self._encode([e for e in decoded if isinstance(e, Failure)])
             if self._client == CHAT and any(isinstance(e, End) for e in decoded):
@@ -167,15 +171,19 @@ class StreamConverter:
             if isinstance(event, (Start, UsageUpdate)) and event.usage is not None:
                 self.usage = event.usage
             elif isinstance(event, (TextDelta, ThinkingDelta)):
-                self.output_chars += len(event.text)
+                self._count(event.text)
             elif isinstance(event, ToolStart):
-                self.output_chars += len(event.name)
+                self._count(event.name)
             elif isinstance(event, ToolArgs):
-                self.output_chars += len(event.delta)
+                self._count(event.delta)
             elif isinstance(event, End):
                 self.completed = True
             elif isinstance(event, Failure) and not self.completed and self.error is None:
                 self.error = event.message
+
+    def _count(self, text: str) -> None:
+        self.output_chars += len(text)
+        self.output_tokens += estimate_tokens(text)
 
     def _encode(self, events: list[StreamEvent]) -> list[Event]:
         out: list[Event] = []

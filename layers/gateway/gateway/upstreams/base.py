@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 
 import httpx
 
-from gateway.errors import (GatewayError, InvalidRequest, NotFound, PayloadTooLarge, RateLimited, UpstreamFailed,
-                            UpstreamTimeout)
+from gateway.errors import GatewayError
 from gateway.sse import SSEEvent, SSEParser
+from gateway.upstreams.verdict import exhausted_error, relayed_error
 
 
 @dataclass(frozen=True)
@@ -57,20 +57,7 @@ class UpstreamError(Exception):
 
     def to_gateway_error(self) -> GatewayError:
         """The error the gateway answers once no other channel can be tried."""
-        if self.timed_out:
-            return UpstreamTimeout(self.message)
-        if self.status == 429:
-            headers = {"Retry-After": str(max(1, round(self.retry_after)))} if self.retry_after is not None else None
-            return RateLimited(self.message, headers=headers)
-        # The client's own request was refused: say so with the upstream's reason.
-        if self.status in (400, 422):
-            return InvalidRequest(self.message)
-        if self.status == 404:
-            return NotFound(self.message)
-        if self.status == 413:
-            return PayloadTooLarge(self.message)
-        # 401/403 mean the channel's credentials are wrong, never the client's: a 502 like the rest.
-        return UpstreamFailed(self.message)
+        return exhausted_error([self]) if self.retryable else relayed_error(self)
 
 
 def is_retryable_status(status: int) -> bool:

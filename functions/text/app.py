@@ -1,0 +1,131 @@
+"""Every text route, streamed or not: an ASGI app run by uvicorn under the Lambda Web Adapter.
+
+Routes parse nothing themselves: they hand the request to `gateway.text` and write its answer.
+An answer's body goes out through `Relayed`, which also watches for the client going away, so
+the upstream read stops at once; the layer settles the bill either way.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import anyio
+import anyio.lowlevel
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway import text
+from gateway.errors import GatewayError, NotFound, dialect_for_path, render
+from gateway.observability import logger
+
+
+class Relayed(Response):
+    """Writes a `text.Answer`: headers, then each chunk as the layer produces it."""
+
+    def __init__(self, answer: text.Answer):
+        self.answer = answer
+        self.status_code = answer.status
+        self.background = None
+        self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers.items()]
+
+    async def __call__(self, scope, receive, send) -> None:
+        gone = False
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        async with anyio.create_task_group() as group:
+
+            async def stop() -> None:
+                nonlocal gone
+                gone = True
+                group.cancel_scope.cancel()
+
+            async def watch() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                await stop()
+
+            async def body(chunk: bytes) -> None:
+                try:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                except OSError:  # the client went away while we wrote
+                    await stop()
+                    await anyio.lowlevel.checkpoint()  # delivers the cancellation here
+
+            group.start_soon(watch)
+            await self.answer.send_to(body)
+            group.cancel_scope.cancel()
+        if not gone:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _request_id(request: Request) -> str:
+    # Under the Lambda Web Adapter, API Gateway's request context arrives as a header.
+    context = request.headers.get("x-amzn-request-context")
+    if context:
+        try:
+            return json.loads(context).get("requestId") or uuid.uuid4().hex
+        except ValueError:
+            pass
+    return uuid.uuid4().hex
+
+
+async def _inbound(request: Request) -> text.Inbound:
+    return text.Inbound(path=request.url.path, headers=dict(request.headers), query=dict(request.query_params),
+                        body=await request.body(), request_id=_request_id(request),
+                        proxy=request.path_params.get("proxy"))
+
+
+def _route(path: str, serve, methods=("POST",)) -> Route:
+    async def endpoint(request: Request) -> Response:
+        return Relayed(await serve(await _inbound(request)))
+
+    return Route(path, endpoint, methods=list(methods))
+
+
+async def models(request: Request) -> Response:
+    inbound = await _inbound(request)
+    return JSONResponse(await anyio.to_thread.run_sync(text.list_models, inbound))
+
+
+async def healthz(request: Request) -> Response:
+    # The Lambda Web Adapter's readiness check.
+    return JSONResponse({"ok": True})
+
+
+def _error(request: Request, error: GatewayError) -> Response:
+    rendered = render(error, dialect_for_path(request.url.path), _request_id(request))
+    return JSONResponse(rendered.body, rendered.status, rendered.headers or None)
+
+
+async def _gateway_error(request: Request, error: GatewayError) -> Response:
+    if error.status >= 500:
+        logger.warning("request failed", extra={"status": error.status, "error": error.message})
+    return _error(request, error)
+
+
+async def _http_error(request: Request, error: HTTPException) -> Response:
+    return _error(request, NotFound(f"no route for {request.method} {request.url.path}", code="route_not_found",
+                                    status=error.status_code))
+
+
+async def _unexpected(request: Request, error: Exception) -> Response:
+    logger.exception("unexpected error")
+    return _error(request, GatewayError("internal error; quote the request id when reporting it"))
+
+
+app = Starlette(
+    routes=[
+        _route("/v1/chat/completions", text.chat_completions),
+        _route("/v1/messages", text.messages),
+        _route("/v1/responses", text.responses),
+        _route("/v1/responses/compact", text.compact_responses),
+        _route("/v1beta/models/{proxy:path}", text.content),
+        _route("/v1/embeddings", text.embeddings),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ],
+    exception_handlers={GatewayError: _gateway_error, HTTPException: _http_error, Exception: _unexpected},
+)

@@ -1,0 +1,433 @@
+"""Text generation in four dialects, streamed or not, billed to the token.
+
+One request, in order:
+
+1. the key (any SDK's place), then the body against the dialect's rules (`schemas/text.py`):
+   a broken rule is a 4xx in the dialect's envelope and nothing is charged;
+2. the key may use the model, the model has a price, a channel serves it;
+3. the worst case, the prompt estimate plus the output limit, is reserved;
+4. the channels are tried in order, converting the request when the channel speaks another
+   dialect (`formats`). A connection error, a timeout, a 429 or a 5xx moves on to the next
+   channel, but only before anything has been sent to the client: a stream is committed once
+   its first upstream event has arrived;
+5. the answer is relayed (each stream event as soon as it is complete), then the reservation is
+   settled to the upstream's usage, or, for a stream cut short by the upstream or the client,
+   to what was relayed. A failure before anything was relayed refunds everything.
+
+The HTTP side (`functions/text/app.py`) hands each answer a `send` callable; `Answer.send_to`
+writes the body through it and settles exactly once, even when the client goes away.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import httpx
+
+from gateway import auth, billing
+from gateway.channels import Channel, get_catalog, report_success
+from gateway.errors import Conflict, InvalidRequest
+from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter, convert_request, convert_response
+from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
+from gateway.observability import logger
+from gateway.prices import Price, token_cost
+from gateway.sse import encode
+from gateway.upstreams.base import EventStream, Timeouts, UpstreamClient, UpstreamError
+from gateway.upstreams.chat import ChatClient
+from gateway.upstreams.content import ContentClient
+from gateway.upstreams.messages import MessagesClient
+from gateway.upstreams.verdict import exhausted_error, record_failure
+
+# The output a request may generate when it sets no limit of its own, for the reservation only:
+# the settlement is always the real usage.
+DEFAULT_OUTPUT_TOKENS = 4096
+TEXT_PROTOCOLS = ("chat", "messages", "content")
+_CLIENTS: dict[str, type[UpstreamClient]] = {"chat": ChatClient, "messages": MessagesClient,
+                                             "content": ContentClient}
+# The channel protocol that speaks each client dialect natively (tried first at equal priority).
+_NATIVE = {CHAT: "chat", RESPONSES: "chat", MESSAGES: "messages", CONTENT: "content"}
+_USAGE_READERS = {CHAT: usage_from_chat, RESPONSES: usage_from_responses, MESSAGES: usage_from_messages,
+                  CONTENT: usage_from_content}
+GENERATE, COMPACT, EMBED = "generate", "compact", "embeddings"
+# The content dialect's other actions, served by content channels only: counting is free (a
+# zero-unit ledger entry), an embedding is billed on the gateway's estimate of its input, since
+# the upstream's answer reports no usage.
+COUNT_TOKENS, EMBED_CONTENT, BATCH_EMBED = "countTokens", "embedContent", "batchEmbedContents"
+_CONTENT_METHODS = {COUNT_TOKENS: "count_tokens", EMBED_CONTENT: "embed_content", BATCH_EMBED: "batch_embed_contents"}
+SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache",
+               "x-accel-buffering": "no"}
+JSON_TYPE = "application/json"
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """One HTTP request as the text function received it."""
+
+    path: str
+    headers: Mapping[str, str]
+    query: Mapping[str, str]
+    body: bytes
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    proxy: str | None = None  # the {proxy+} of /v1beta/models/{proxy+}
+
+
+@dataclass(frozen=True)
+class TextCall:
+    """A request that passed its dialect's rules."""
+
+    operation: str  # GENERATE, COMPACT or EMBED
+    dialect: str  # the client's dialect
+    route: str  # for the ledger
+    model: str
+    body: dict[str, Any]  # the validated body; unknown fields kept
+    stream: bool
+    include_usage: bool  # a chat client that asked for usage in its stream
+    input_tokens: int  # the prompt estimate
+    output_tokens: int  # the most it may generate
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        if self.operation in _CONTENT_METHODS:
+            return ("content",)
+        return TEXT_PROTOCOLS if self.operation == GENERATE else ("chat",)
+
+    def upstream_dialect(self, channel: Channel) -> str:
+        # A chat channel serves the responses dialect itself; anything else is converted.
+        if self.dialect == RESPONSES and channel.protocol == "chat":
+            return RESPONSES
+        return channel.protocol
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing: each route's body into a TextCall, with the spec's rules.
+
+def _schemas():
+    from gateway.schemas import text as schemas  # pydantic only once a body is parsed
+
+    return schemas
+
+
+def parse_call(operation: str, dialect: str, inbound: Inbound) -> TextCall:
+    from gateway.validation import parse_json, parse_model
+
+    schemas = _schemas()
+    data = parse_json(inbound.body)
+    if operation == EMBED:
+        request = parse_model(schemas.EmbeddingsRequest, data)
+        return TextCall(EMBED, CHAT, inbound.path, request.model, request.model_dump(exclude_unset=True),
+                        stream=False, include_usage=False, input_tokens=request.estimate_input_tokens(),
+                        output_tokens=0)
+    if dialect == CONTENT:
+        model, action = schemas.parse_model_action(inbound.proxy or "")  # 404 for an unknown action
+        route = f"/v1beta/models/{{model}}:{action}"
+        if action in _CONTENT_METHODS:
+            body = parse_model(schemas.CONTENT_ACTIONS[action], data).model_dump(exclude_unset=True)
+            tokens = schemas.estimate_value_tokens(body) if action != COUNT_TOKENS else 0
+            return TextCall(action, CONTENT, route, model, body, stream=False, include_usage=False,
+                            input_tokens=tokens, output_tokens=0)
+        stream = action == "streamGenerateContent"
+        if stream and inbound.query.get("alt") != "sse":
+            raise InvalidRequest("alt: must be sse (this gateway streams content generation as Server-Sent Events)",
+                                 param="alt")
+        request = parse_model(schemas.ContentRequest, data)
+    else:
+        request = parse_model({CHAT: schemas.ChatRequest, MESSAGES: schemas.MessagesRequest,
+                               RESPONSES: schemas.ResponsesRequest}[dialect], data)
+        model, stream, route = request.model, bool(request.stream), inbound.path
+        if operation == COMPACT and stream:
+            raise InvalidRequest("stream: a compaction is not streamed", param="stream")
+    body = request.model_dump(exclude_unset=True)
+    options = body.get("stream_options") or {}
+    return TextCall(operation, dialect, route, model, body, stream=stream,
+                    include_usage=dialect == CHAT and options.get("include_usage") is True,
+                    input_tokens=request.estimate_input_tokens(),
+                    output_tokens=request.output_limit() or DEFAULT_OUTPUT_TOKENS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Answers: what goes back to the client, and the settlement that follows it.
+
+Send = Callable[[bytes], Awaitable[None]]
+
+
+class Answer:
+    """A committed answer: `status` and `headers` are final; `send_to` writes the body and bills."""
+
+    status = 200
+    headers: dict[str, str]
+
+    def __init__(self, call: TextCall, price: Price, reservation: billing.Reservation, channel: Channel):
+        self.call, self.price, self.reservation, self.channel = call, price, reservation, channel
+        self._closed = False
+
+    async def send_to(self, send: Send) -> None:
+        raise NotImplementedError
+
+    async def _close(self, usage: Usage, outcome: str) -> None:
+        """Settles once, whatever happened to the client; shielded so a cancelled relay still bills."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._settle, usage, outcome)
+
+    def _settle(self, usage: Usage, outcome: str) -> None:
+        units = token_cost(self.price, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                           cached_input_tokens=usage.cached_input_tokens)
+        detail = {"channel": self.channel.name, "outcome": outcome, "stream": self.call.stream,
+                  "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+                  "cached_input_tokens": usage.cached_input_tokens}
+        try:
+            billing.settle(self.reservation, units, detail=detail)
+        except Exception:
+            # The answer has gone out and the hold covers its estimate: the reservation stays open
+            # for an operator rather than the request failing after the fact.
+            logger.exception("settlement failed", extra={"reservation_id": self.reservation.reservation_id,
+                                                         "units": units})
+            return
+        logger.info("text served", extra={"model": self.call.model, "units": units, **detail})
+
+
+class BufferedAnswer(Answer):
+    def __init__(self, body: dict[str, Any], usage: Usage, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        self.usage = usage
+        self.headers = {"content-type": JSON_TYPE, "content-length": str(len(self.payload))}
+
+    async def send_to(self, send: Send) -> None:
+        try:
+            await send(self.payload)
+        finally:
+            # The upstream did the work whether or not the client was still there to read it.
+            await self._close(self.usage, "completed")
+
+
+class StreamedAnswer(Answer):
+    headers = SSE_HEADERS
+
+    def __init__(self, events: EventStream, iterator: AsyncIterator[Any], first: Any, converter: StreamConverter,
+                 **kwargs: Any):
+        super().__init__(**kwargs)
+        self.events, self.iterator, self.first, self.converter = events, iterator, first, converter
+
+    async def send_to(self, send: Send) -> None:
+        converter = self.converter
+        outcome = "client_gone"
+        try:
+            await _relay(converter, self.first, send)
+            failure = None
+            try:
+                async for event in self.iterator:
+                    await _relay(converter, event, send)
+            except UpstreamError as exc:
+                failure = exc.message
+                logger.warning("upstream stream failed", extra={"channel": self.channel.name, "error": exc.message})
+            for name, data in converter.finish(failure):
+                await send(encode(data, name))
+            outcome = "completed" if converter.completed else "cut"
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.iterator.aclose()
+                await self.events.aclose()  # stops reading the upstream at once
+            await self._close(self._usage(), outcome)
+
+    def _usage(self) -> Usage:
+        """The upstream's usage for a whole stream; for a cut one, what was relayed."""
+        converter, reported = self.converter, self.converter.usage
+        if converter.completed and reported is not None and (reported.input_tokens or reported.output_tokens):
+            return reported
+        input_tokens = reported.input_tokens if reported is not None and reported.input_tokens else \
+            self.call.input_tokens
+        output_tokens = max(reported.output_tokens if reported is not None else 0, converter.output_tokens)
+        cached = min(reported.cached_input_tokens, input_tokens) if reported is not None else 0
+        return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cached_input_tokens=cached)
+
+
+async def _relay(converter: StreamConverter, event: Any, send: Send) -> None:
+    try:
+        data = event.json()
+    except ValueError:
+        return  # not JSON: nothing any dialect's client could read
+    for name, out in converter.feed(event.event, data):
+        await send(encode(out, name))
+
+
+# ---------------------------------------------------------------------------------------------
+# Serving.
+
+_http: tuple[Any, httpx.AsyncClient] | None = None
+
+
+def http_client() -> httpx.AsyncClient:
+    """One pooled client per event loop (one per execution environment under Lambda)."""
+    global _http
+    loop = anyio.lowlevel.current_token()
+    if _http is None or _http[0] != loop or _http[1].is_closed:
+        _http = (loop, httpx.AsyncClient(timeout=None, follow_redirects=False,
+                                         limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)))
+    return _http[1]
+
+
+@dataclass
+class _Prepared:
+    call: TextCall
+    principal: auth.Principal
+    price: Price
+    channels: list[Channel]
+    reservation: billing.Reservation
+
+
+def _prepare(operation: str, dialect: str, inbound: Inbound) -> _Prepared:
+    """Everything before the first upstream byte that needs the store (run in a worker thread)."""
+    principal = auth.authenticate(inbound.headers, inbound.query)
+    call = parse_call(operation, dialect, inbound)
+    principal.require_model(call.model)
+    catalog = get_catalog()
+    channels = catalog.candidates(call.model, call.protocols, prefer=_NATIVE[call.dialect])  # 404 naming it
+    price = catalog.prices.get(call.model)  # an unpriced model is refused, never served for free
+    hold = token_cost(price, input_tokens=call.input_tokens, output_tokens=call.output_tokens)
+    reservation = billing.reserve(principal, hold, model=call.model, route=call.route,
+                                  reservation_id=inbound.request_id)
+    if reservation.status != billing.RESERVED:
+        # Keyed by request id: a replayed request must not be served again for free.
+        raise Conflict(f"request {inbound.request_id} has already been served", code="duplicate_request")
+    return _Prepared(call, principal, price, channels, reservation)
+
+
+async def serve(operation: str, dialect: str, inbound: Inbound, *, http: httpx.AsyncClient | None = None,
+                timeouts: Timeouts | None = None) -> Answer:
+    """The committed answer to one text request, or a `GatewayError` with nothing charged."""
+    prepared = await anyio.to_thread.run_sync(_prepare, operation, dialect, inbound)
+    try:
+        return await _first_answer(prepared, http or http_client(), timeouts)
+    except BaseException as exc:
+        reason = getattr(exc, "message", type(exc).__name__)[:200]
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(lambda: billing.refund(prepared.reservation, reason=reason))
+        raise
+
+
+async def _first_answer(prepared: _Prepared, http: httpx.AsyncClient, timeouts: Timeouts | None) -> Answer:
+    failures: list[UpstreamError] = []
+    for channel in prepared.channels:
+        client = _CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)
+        try:
+            answer = await _attempt(prepared, channel, client)
+        except UpstreamError as exc:
+            record_failure(channel, exc, failures)
+            continue
+        report_success(channel)
+        return answer
+    raise exhausted_error(failures)
+
+
+async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer:
+    call = prepared.call
+    upstream = call.upstream_dialect(channel)
+    target_model = channel.upstream_model(call.model)
+    common = {"call": call, "price": prepared.price, "reservation": prepared.reservation, "channel": channel}
+    if call.operation == EMBED:
+        answer = await client.embeddings({**call.body, "model": target_model})
+        return BufferedAnswer(_renamed(answer, call.model), usage_from_chat(answer.get("usage")), **common)
+    if call.operation == COMPACT:
+        answer = await client.compact_responses({**call.body, "model": target_model})
+        return BufferedAnswer(_renamed(answer, call.model), usage_from_responses(answer.get("usage")), **common)
+    if call.operation in _CONTENT_METHODS:
+        body = call.body
+        if call.operation == BATCH_EMBED:  # each request names its model too
+            body = {**body, "requests": [{**r, "model": f"models/{target_model}"} for r in body["requests"]]}
+        answer = await getattr(client, _CONTENT_METHODS[call.operation])(target_model, body)
+        return BufferedAnswer(_renamed(answer, call.model), Usage(call.input_tokens, 0), **common)
+    payload = convert_request(call.body, source=call.dialect, target=upstream, model=target_model,
+                              stream=call.stream)
+    if not call.stream:
+        answer = await _call(client, upstream, target_model, payload)
+        if not isinstance(answer, dict):
+            raise UpstreamError(None, "upstream answered with JSON that is not an object", retryable=True)
+        usage = _USAGE_READERS[upstream](answer.get("usageMetadata" if upstream == CONTENT else "usage"))
+        body = convert_response(answer, source=upstream, target=call.dialect, model=call.model, now=int(time.time()))
+        return BufferedAnswer(body, usage, **common)
+    events = _open(client, upstream, target_model, payload)
+    try:
+        iterator = events.__aiter__()
+        # The first event decides: until it has come, another channel may still be tried.
+        first = await anext(iterator)
+    except StopAsyncIteration:
+        await events.aclose()
+        raise UpstreamError(None, "upstream stream ended without any event", retryable=True) from None
+    except BaseException:
+        await events.aclose()
+        raise
+    converter = StreamConverter(upstream, call.dialect, model=call.model, include_usage=call.include_usage,
+                                now=int(time.time()))
+    return StreamedAnswer(events, iterator, first, converter, **common)
+
+
+async def _call(client: Any, dialect: str, model: str, payload: dict[str, Any]) -> Any:
+    if dialect == CHAT:
+        return await client.chat_completions(payload)
+    if dialect == RESPONSES:
+        return await client.responses(payload)
+    if dialect == MESSAGES:
+        return await client.messages(payload)
+    return await client.generate_content(model, payload)
+
+
+def _open(client: Any, dialect: str, model: str, payload: dict[str, Any]) -> EventStream:
+    if dialect == CHAT:
+        return client.stream_chat_completions(payload)
+    if dialect == RESPONSES:
+        return client.stream_responses(payload)
+    if dialect == MESSAGES:
+        return client.stream_messages(payload)
+    return client.stream_generate_content(model, payload)
+
+
+def _renamed(answer: Any, model: str) -> dict[str, Any]:
+    if not isinstance(answer, dict):
+        raise UpstreamError(None, "upstream answered with JSON that is not an object", retryable=True)
+    return {**answer, "model": model} if "model" in answer else answer
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points, one per route.
+
+chat_completions = partial(serve, GENERATE, CHAT)
+messages = partial(serve, GENERATE, MESSAGES)
+responses = partial(serve, GENERATE, RESPONSES)
+compact_responses = partial(serve, COMPACT, RESPONSES)
+
+
+async def content(inbound: Inbound, **options: Any) -> Answer:
+    """/v1beta/models/{model}:{action}: generation, or one of the content dialect's other actions."""
+    action = (inbound.proxy or "").rpartition(":")[2]
+    return await serve(action if action in _CONTENT_METHODS else GENERATE, CONTENT, inbound, **options)
+
+
+embeddings = partial(serve, EMBED, CHAT)
+
+MODEL_LIST_CREATED = 1700000000  # the list shape wants a creation time; the catalog has none
+
+
+def list_models(inbound: Inbound) -> dict[str, Any]:
+    """GET /v1/models: the text models this key may use, in the chat dialect's list shape."""
+    principal = auth.authenticate(inbound.headers, inbound.query)
+    catalog = get_catalog()
+    names = [name for name in catalog.models(TEXT_PROTOCOLS)
+             if principal.may_use(name) and name in catalog.prices and _per_token(catalog.prices.get(name))]
+    return {"object": "list", "data": [{"id": name, "object": "model", "created": MODEL_LIST_CREATED,
+                                        "owned_by": "gateway"} for name in names]}
+
+
+def _per_token(price: Price) -> bool:
+    return price.input_per_million is not None or price.output_per_million is not None
+

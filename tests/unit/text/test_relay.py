@@ -1,0 +1,221 @@
+"""The text relay with fake upstreams (`httpx.MockTransport`) and an in-memory bill: no AWS, no sockets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from gateway import billing, text
+from gateway.auth import Principal
+from gateway.channels import Channel
+from gateway.errors import InvalidRequest, NotFound, UpstreamFailed
+from gateway.formats.usage import Usage
+from gateway.prices import SHIPPED
+from gateway.schemas.text import estimate_tokens
+
+PRINCIPAL = Principal(user_id=1, key_hash="h", key_id="k", key_name="test", unlimited=True, allowed_models=None,
+                      expires_at=0)
+
+
+class Bill:
+    """What billing was asked to do."""
+
+    def __init__(self) -> None:
+        self.settled: list[tuple[int, dict[str, Any]]] = []
+        self.refunded: list[str] = []
+
+
+@pytest.fixture
+def bill(monkeypatch) -> Bill:
+    record = Bill()
+    monkeypatch.setattr(billing, "settle", lambda reservation, units, detail=None: record.settled.append(
+        (units, detail)) or True)
+    monkeypatch.setattr(billing, "refund", lambda reservation, reason="": record.refunded.append(reason) or True)
+    return record
+
+
+def channels(*names: str) -> list[Channel]:
+    return [Channel(name=name, protocol="chat", base_url=f"http://{name}", api_key="sk-up",
+                    models=frozenset({"*"})) for name in names]
+
+
+def prepared(body: dict[str, Any], chans: list[Channel]) -> text._Prepared:
+    call = text.parse_call(text.GENERATE, "chat", text.Inbound(path="/v1/chat/completions", headers={}, query={},
+                                                               body=json.dumps(body).encode()))
+    reservation = billing.Reservation(reservation_id="r1", user_id=1, key_hash="h", key_id="k", limited_key=False,
+                                      units=10_000, model="m-small", route="/v1/chat/completions")
+    return text._Prepared(call, PRINCIPAL, SHIPPED["m-small"], chans, reservation)
+
+
+def chunk(content: str | None = None, finish: str | None = None, usage: dict | None = None) -> bytes:
+    data: dict[str, Any] = {"id": "c1", "object": "chat.completion.chunk", "model": "up", "created": 1,
+                            "choices": [] if usage else [{"index": 0, "delta": {"content": content} if content else {},
+                                                          "finish_reason": finish}]}
+    if usage:
+        data["usage"] = usage
+    return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+class BrokenBody(httpx.AsyncByteStream):
+    """Sends some chunks, then the connection drops."""
+
+    def __init__(self, chunks: list[bytes]):
+        self.chunks = chunks
+
+    async def __aiter__(self):
+        for piece in self.chunks:
+            yield piece
+        raise httpx.ReadError("connection reset")
+
+
+def serve(prep: text._Prepared, handler) -> tuple[text.Answer | Exception, bytes]:
+    async def scenario():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+            try:
+                answer = await text._first_answer(prep, http, None)
+            except Exception as exc:
+                return exc, b""
+            sent: list[bytes] = []
+
+            async def send(data: bytes) -> None:
+                sent.append(data)
+
+            await answer.send_to(send)
+            return answer, b"".join(sent)
+
+    return anyio.run(scenario)
+
+
+STREAM = {"model": "m-small", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+def test_a_failure_after_the_first_byte_is_never_retried_and_bills_what_was_relayed(bill):
+    hosts: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        hosts.append(request.url.host)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              stream=BrokenBody([chunk("Hello"), chunk(" world")]))
+
+    answer, data = serve(prepared(STREAM, channels("first", "second")), handler)
+    assert hosts == ["first"]
+    assert b"Hello" in data and b'"error"' in data  # the chat dialect's in-stream error
+    (units, detail), = bill.settled
+    assert detail["outcome"] == "cut" and units > 0
+    assert detail["output_tokens"] == estimate_tokens("Hello") + estimate_tokens(" world")
+
+
+def test_a_failure_before_the_first_event_moves_on_to_the_next_channel(bill):
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "first":
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=BrokenBody([]))
+        body = chunk("Hi") + chunk(finish="stop") + chunk(usage={"prompt_tokens": 3, "completion_tokens": 1,
+                                                                 "total_tokens": 4}) + b"data: [DONE]\n\n"
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    answer, data = serve(prepared(STREAM, channels("first", "second")), handler)
+    assert answer.channel.name == "second" and data.endswith(b"data: [DONE]\n\n")
+    assert b'"usage"' not in data  # the client did not ask for it
+    (units, detail), = bill.settled
+    assert (detail["input_tokens"], detail["output_tokens"], detail["outcome"]) == (3, 1, "completed")
+
+
+def test_the_request_sent_upstream_keeps_unknown_fields_and_asks_for_stream_usage(bill):
+    seen: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=chunk("Hi") + chunk(finish="stop") + b"data: [DONE]\n\n")
+
+    serve(prepared(STREAM | {"vendor_knob": {"x": 1}}, channels("only")), handler)
+    assert seen[0]["vendor_knob"] == {"x": 1} and seen[0]["stream_options"] == {"include_usage": True}
+
+
+def test_an_upstream_4xx_is_relayed_with_its_status_and_nothing_retried(bill):
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.host)
+        return httpx.Response(422, json={"error": {"message": "bad tool schema"}})
+
+    error, _ = serve(prepared(STREAM, channels("first", "second")), handler)
+    assert isinstance(error, InvalidRequest) and error.status == 422 and "bad tool schema" in error.message
+    assert calls == ["first"] and not bill.settled
+
+
+def test_an_upstream_401_is_the_gateway_s_problem_not_the_client_key(bill):
+    error, _ = serve(prepared(STREAM, channels("only")),
+                     lambda request: httpx.Response(401, json={"error": {"message": "bad key sk-up"}}))
+    assert isinstance(error, UpstreamFailed) and "sk-up" not in error.message
+
+
+def test_a_completed_stream_without_usage_is_billed_from_the_gateway_s_estimate(bill):
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=chunk("Hello there") + chunk(finish="stop") + b"data: [DONE]\n\n")
+
+    prep = prepared(STREAM, channels("only"))
+    serve(prep, handler)
+    (units, detail), = bill.settled
+    assert detail["input_tokens"] == prep.call.input_tokens and detail["output_tokens"] == estimate_tokens("Hello there")
+
+
+# --- parsing -------------------------------------------------------------------------------------------
+
+def content_inbound(proxy: str, query: dict[str, str] | None = None) -> text.Inbound:
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "generationConfig": {"maxOutputTokens": 7}}
+    return text.Inbound(path=f"/v1beta/models/{proxy}", headers={}, query=query or {}, body=json.dumps(body).encode(),
+                        proxy=proxy)
+
+
+def test_content_routes_split_model_and_action_and_want_alt_sse_to_stream():
+    call = text.parse_call(text.GENERATE, "content", content_inbound("m-small:streamGenerateContent", {"alt": "sse"}))
+    assert (call.model, call.stream, call.output_tokens) == ("m-small", True, 7)
+    with pytest.raises(InvalidRequest) as caught:
+        text.parse_call(text.GENERATE, "content", content_inbound("m-small:streamGenerateContent", {"alt": "json"}))
+    assert caught.value.param == "alt"
+    with pytest.raises(NotFound):
+        text.parse_call(text.GENERATE, "content", content_inbound("m-small:predict"))
+
+
+def test_the_reservation_covers_the_prompt_and_the_output_limit():
+    call = text.parse_call(text.GENERATE, "chat", text.Inbound(
+        path="/v1/chat/completions", headers={}, query={},
+        body=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 50}).encode()))
+    assert call.output_tokens == 50 and call.input_tokens > 0
+    unbounded = text.parse_call(text.GENERATE, "responses", text.Inbound(
+        path="/v1/responses", headers={}, query={}, body=b'{"model": "m", "input": "hi"}'))
+    assert unbounded.output_tokens == text.DEFAULT_OUTPUT_TOKENS
+
+
+def test_a_compaction_cannot_stream():
+    with pytest.raises(InvalidRequest) as caught:
+        text.parse_call(text.COMPACT, "responses", text.Inbound(
+            path="/v1/responses/compact", headers={}, query={}, body=b'{"model": "m", "input": "hi", "stream": true}'))
+    assert caught.value.param == "stream"
+
+
+def test_a_cut_stream_bills_the_larger_of_reported_and_relayed_output():
+    answer = text.StreamedAnswer.__new__(text.StreamedAnswer)
+    answer.call = text.parse_call(text.GENERATE, "chat", text.Inbound(
+        path="/v1/chat/completions", headers={}, query={}, body=json.dumps(STREAM).encode()))
+
+    class Converter:
+        completed, output_tokens = False, 9
+        usage = Usage(input_tokens=40, output_tokens=3, cached_input_tokens=10)
+
+    answer.converter = Converter()
+    assert answer._usage() == Usage(input_tokens=40, output_tokens=9, cached_input_tokens=10)
+
+
+def test_one_pooled_upstream_client_serves_every_request_of_an_event_loop():
+    async def twice():
+        return text.http_client(), text.http_client()
+
+    first, second = anyio.run(twice)
+    assert first is second
