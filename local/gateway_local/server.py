@@ -233,6 +233,12 @@ def main(template_path: str = "template.yaml") -> int:
     simulator_port = simulators.start()
     os.environ["GATEWAY_SIMULATOR_URL"] = f"http://127.0.0.1:{simulator_port}"
     os.environ["GATEWAY_PUBLIC_URL"] = f"http://127.0.0.1:{port}"
+    # Tasks: polled every second or so, callbacks allowed to a receiver on this machine and
+    # signed with a known local secret (deployed: from Secrets Manager, private addresses refused).
+    for name, value in (("GATEWAY_TASK_POLL_SECONDS", "1"), ("GATEWAY_TASK_POLL_MAX_SECONDS", "5"),
+                        ("GATEWAY_TASK_SWEEP_GRACE_SECONDS", "10"), ("GATEWAY_CALLBACK_ALLOW_PRIVATE", "1"),
+                        ("GATEWAY_CALLBACK_RETRY_SECONDS", "1"), ("GATEWAY_CALLBACK_SECRET", "local-callback-secret")):
+        os.environ.setdefault(name, value)
 
     from gateway import keys
     from gateway.admin import ensure_demo_account
