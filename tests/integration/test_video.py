@@ -4,6 +4,7 @@ tables and queues, the simulated upstreams on 127.0.0.1 with a clock the test mo
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 
@@ -254,3 +255,18 @@ def test_a_body_that_is_not_a_json_object_is_a_400(tasks_env, functions, demo, l
 def test_a_missing_key_is_a_401_in_the_chat_envelope(tasks_env, functions, lambda_context):
     status, answer = submit(functions, lambda_context, DELTA, "sk-wrong")
     assert status == 401 and answer["error"]["type"] == "authentication_error"
+
+
+def test_the_sample_events_drive_the_video_and_task_functions(tasks_env, functions, demo, accounts, lambda_context,
+                                                              clock):
+    from tests.conftest import EVENTS
+
+    answer = functions["video"].lambda_handler(json.loads((EVENTS / "video.json").read_text()), lambda_context)
+    assert answer["statusCode"] == 200 and json.loads(answer["body"])["status"] == "queued"
+    # The poller's sample names tasks that do not exist: each message is acknowledged, none fails
+    polled = functions["task_poller"].lambda_handler(json.loads((EVENTS / "task_poller.json").read_text()),
+                                                     lambda_context)
+    assert polled == {"batchItemFailures": []}
+    sent = functions["callback_sender"].lambda_handler(json.loads((EVENTS / "callback_sender.json").read_text()),
+                                                       lambda_context)
+    assert sent == {"batchItemFailures": []}
