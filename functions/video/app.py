@@ -26,7 +26,7 @@ def generation_result():
 @app.post("/v1/videos")
 def create_video():
     principal = authenticate(app)
-    return json_response(video.create_video(principal, event_body(app.current_event.raw_event)))
+    return json_response(video.create_video(principal, video.video_request_data(app.current_event.raw_event)))
 
 
 @app.get("/v1/videos/<video_id>")
@@ -36,6 +36,7 @@ def get_video(video_id: str):
 
 
 @app.get("/videos/<videoId>/content")
+@app.get("/v1/videos/<videoId>/content")  # where the openai SDK asks for it
 def video_content(videoId: str):  # noqa: N803 - the spec's name of the path parameter
     principal = authenticate(app)
     data, media_type = video.video_content(principal, videoId, app.current_event.get_query_string_value("variant"))

@@ -30,6 +30,7 @@ from gateway_local.template import Function, Template, read_template, schedule_s
 
 _FORBIDDEN = json.dumps({"message": "Missing Authentication Token"}).encode()
 _TOO_LONG = json.dumps({"message": "Request Too Long"}).encode()
+EMPTY_QUEUE_PAUSE = 0.2  # seconds before an empty queue is asked again
 
 
 def load_module(function: Function) -> Any:
@@ -141,10 +142,13 @@ class _Loop(threading.Thread):
 def sqs_step(sqs: Any, queue_url: str, queue_arn: str, batch_size: int, handler: Callable,
              function_id: str, partial_batch: bool) -> None:
     """One receive → invoke → delete round of Lambda's SQS event source mapping."""
-    answer = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=min(batch_size, 10), WaitTimeSeconds=1,
+    # No long polling: the emulator serves one request at a time, so a receive that waited would
+    # hold up every other AWS call of the gateway; an empty queue is asked again shortly instead.
+    answer = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=min(batch_size, 10), WaitTimeSeconds=0,
                                  AttributeNames=["All"], MessageAttributeNames=["All"])
     messages = answer.get("Messages", [])
     if not messages:
+        time.sleep(EMPTY_QUEUE_PAUSE)
         return
     records = [{
         "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],

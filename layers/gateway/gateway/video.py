@@ -14,6 +14,7 @@ import httpx
 
 from gateway.auth import Principal
 from gateway.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UpstreamFailed
+from gateway.multipart import event_body, event_header, form_from_event
 from gateway.schemas.video import DeltaVideoRequest, EpsilonVideoRequest, ZetaVideoRequest, parse_generation_request
 from gateway.tasks import engine
 from gateway.tasks.adapters import GENERIC_TASK_STATUS, UpstreamRejected
@@ -72,9 +73,21 @@ def generic_result(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def create_video(principal: Principal, body: bytes | str | None) -> dict[str, Any]:
+def video_request_data(event: dict[str, Any]) -> Any:
+    """The body of POST /v1/videos: JSON, or the multipart form the openai SDK sends."""
+    if (event_header(event, "content-type") or "").lower().startswith("multipart/form-data"):
+        form = form_from_event(event)
+        if form.files:
+            name = next(iter(form.files))
+            raise InvalidRequest(f"{name}: file inputs are not supported; an epsilon video is made from the prompt",
+                                 param=name)
+        return dict(form.fields)
+    return parse_json(event_body(event))
+
+
+def create_video(principal: Principal, data: Any) -> dict[str, Any]:
     """POST /v1/videos: an epsilon video; the video object with progress 0."""
-    request = parse_model(EpsilonVideoRequest, parse_json(body))
+    request = parse_model(EpsilonVideoRequest, data)
     task = engine.submit(principal, engine.NewTask(
         family="epsilon", model=request.model, upstream_request=request.upstream_body(),
         billable_seconds=request.billable_seconds, sample_count=1, route=VIDEOS_ROUTE, id_prefix="video_",
