@@ -11,13 +11,11 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from gateway import channels
-from gateway.settings import reload_settings
 from gateway.store.aws import client
 from gateway.store.tasks import TasksRepository
 from gateway_local.server import sqs_step
 from gateway_local.simulators import delta, epsilon, zeta
-from tests.conftest import api_event, load_function, serve_asgi
+from tests.conftest import api_event, load_function, serve_asgi, use_environment
 
 SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon}
 TASK_SECONDS = 30  # simulated: a task finishes when the test moves the clock past this
@@ -32,18 +30,6 @@ class Clock:
 
     def advance(self, seconds: float = TASK_SECONDS + 1) -> None:
         self.now += seconds
-
-
-def use_environment(**values: str | None) -> dict[str, str | None]:
-    saved = {name: os.environ.get(name) for name in values}
-    for name, value in values.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    reload_settings()
-    channels.reset_catalog()
-    return saved
 
 
 @pytest.fixture(scope="module")
