@@ -234,3 +234,18 @@ def test_a_failing_callback_goes_to_the_dead_letter_queue_after_its_retries(task
     assert len(failing.received) == 8
     moved = client("sqs").receive_message(QueueUrl=dead).get("Messages", [])
     assert len(moved) == 1 and json.loads(moved[0]["Body"])["task_id"]
+
+
+def test_a_poller_with_no_time_left_fails_its_records_instead_of_starting_a_poll(tasks_env, functions, demo,
+                                                                                 lambda_context, monkeypatch):
+    from tests.conftest import EVENTS
+
+    task_id = _submit(functions, lambda_context, demo["key"])
+    event = json.loads((EVENTS / "task_poller.json").read_text())
+    event["Records"][0]["body"] = json.dumps({"task_id": task_id})
+    monkeypatch.setattr(type(lambda_context), "get_remaining_time_in_millis", staticmethod(lambda: 5_000))
+    # Every record failed: Powertools fails the whole invocation, and the batch comes back
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+    with pytest.raises(BatchProcessingError, match="All records failed"):
+        functions["task_poller"].lambda_handler(event, lambda_context)
+    assert stored(task_id)["polls"] == 0 and stored(task_id)["status"] == "submitted"

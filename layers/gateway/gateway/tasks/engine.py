@@ -44,7 +44,8 @@ from gateway.tasks.adapters import submit as submit_upstream
 SUBMITTED = "submitted"
 # What an upstream says about the channel's own account, not about the client's request.
 _CHANNEL_ACCOUNT_STATUSES = (401, 402, 403, 407)
-_TIMEOUT = httpx.Timeout(20.0, connect=3.0)
+# Submits and polls of a task are quick upstream calls (the work happens later, upstream).
+POLL_TIMEOUT = httpx.Timeout(10.0, connect=3.0)
 
 _http_lock = threading.Lock()
 _http: httpx.Client | None = None
@@ -55,7 +56,7 @@ def http_client() -> httpx.Client:
     global _http
     with _http_lock:
         if _http is None or _http.is_closed:
-            _http = httpx.Client(timeout=_TIMEOUT, follow_redirects=False,
+            _http = httpx.Client(timeout=POLL_TIMEOUT, follow_redirects=False,
                                  limits=httpx.Limits(max_connections=32, max_keepalive_connections=16))
         return _http
 
