@@ -1,8 +1,9 @@
 """Task poller throughput: tasks completed per second, and AWS calls per poll.
 
-Submits `TASKS` delta, zeta and epsilon tasks (a third each) against the built-in simulators
-told to finish a task at once (`GATEWAY_SIM_TASK_SECONDS=0`), then times the poller draining
-the poll queue the way Lambda's SQS event source drives it (batches of 10, partial failures),
+Submits `TASKS` delta, zeta and epsilon tasks (a third each) to the built-in simulators, polls
+each once while it is still running upstream (AWS calls of a running poll), then tells the
+simulators to answer done at once (`GATEWAY_SIM_TASK_SECONDS=0`) and times the poller draining
+the poll queue the way Lambda's SQS event source drives it (batches of 10, partial failures)
 until every task is settled. AWS calls are counted on the layer's own clients, inside the
 poller function only (the event source's receive and delete are Lambda's, not ours).
 
@@ -96,6 +97,15 @@ def main() -> None:
         url = emulator.queues["TaskPollQueue"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         tasks = TasksRepository()
+        # Phase 1: every task still running upstream: one poll each, which re-enqueues it.
+        os.environ["GATEWAY_SIM_TASK_SECONDS"] = "3600"
+        while sum(polls.values()) < TASKS:
+            sqs_step(sqs, url, arn, 10, handler, "TaskPollerFunction", True)
+        running_polls, running_calls = sum(polls.values()), sum(calls.values())
+        polls.clear()
+        calls.clear()
+        # Phase 2: the upstream answers done at once; timed until every task is settled.
+        os.environ["GATEWAY_SIM_TASK_SECONDS"] = "0"
         started = time.perf_counter()
         while True:
             sqs_step(sqs, url, arn, 10, handler, "TaskPollerFunction", True)
@@ -113,7 +123,9 @@ def main() -> None:
           f"({TASKS / submit_seconds:.1f} submits/s)")
     print(f"poller: {closed}/{TASKS} tasks completed and settled in {elapsed:.2f} s -> "
           f"{closed / elapsed:.1f} tasks/s ({total_polls} polls: {dict(polls)})")
-    print(f"AWS calls in the poller: {total_calls} -> {total_calls / max(total_polls, 1):.2f} per poll, "
+    print(f"AWS calls per poll of a running task: {running_calls / max(running_polls, 1):.2f} "
+          f"({running_calls} calls in {running_polls} polls)")
+    print(f"AWS calls in the finishing poller: {total_calls} -> {total_calls / max(total_polls, 1):.2f} per poll, "
           f"{total_calls / max(closed, 1):.2f} per task; by operation: {dict(sorted(calls.items()))}")
 
 
