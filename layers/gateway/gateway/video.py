@@ -15,14 +15,12 @@ import httpx
 from gateway.auth import Principal
 from gateway.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UpstreamFailed
 from gateway.multipart import event_body, event_header, form_from_event
-from gateway.schemas.video import DeltaVideoRequest, EpsilonVideoRequest, ZetaVideoRequest, parse_generation_request
 from gateway.tasks import engine
 from gateway.tasks.adapters import GENERIC_TASK_STATUS, UpstreamRejected
 from gateway.tasks.adapters.delta import SUBMIT_TASK_STATUS
 from gateway.tasks.adapters.epsilon import CONTENT_VARIANTS, PUBLIC_STATUS, EpsilonAdapter
 from gateway.tasks.adapters.zeta import PUBLIC_SUBMIT_STATUS
 from gateway.tasks.callbacks import UnsafeCallback, check_url
-from gateway.validation import parse_json, parse_model
 
 GENERATIONS_ROUTE = "/v1/video/generations"
 VIDEOS_ROUTE = "/v1/videos"
@@ -34,6 +32,10 @@ _EPSILON = EpsilonAdapter()
 
 def submit_generation(principal: Principal, body: bytes | str | None) -> dict[str, Any]:
     """POST /v1/video/generations: a delta or a zeta task, by the model's family."""
+    # pydantic only on the routes that parse a body (queries and callbacks need none of it)
+    from gateway.schemas.video import DeltaVideoRequest, ZetaVideoRequest, parse_generation_request
+    from gateway.validation import parse_json
+
     request = parse_generation_request(parse_json(body))
     if isinstance(request, DeltaVideoRequest):
         task = engine.submit(principal, engine.NewTask(
@@ -75,6 +77,8 @@ def generic_result(task: dict[str, Any]) -> dict[str, Any]:
 
 def video_request_data(event: dict[str, Any]) -> Any:
     """The body of POST /v1/videos: JSON, or the multipart form the openai SDK sends."""
+    from gateway.validation import parse_json
+
     if (event_header(event, "content-type") or "").lower().startswith("multipart/form-data"):
         form = form_from_event(event)
         if form.files:
@@ -87,6 +91,9 @@ def video_request_data(event: dict[str, Any]) -> Any:
 
 def create_video(principal: Principal, data: Any) -> dict[str, Any]:
     """POST /v1/videos: an epsilon video; the video object with progress 0."""
+    from gateway.schemas.video import EpsilonVideoRequest
+    from gateway.validation import parse_model
+
     request = parse_model(EpsilonVideoRequest, data)
     task = engine.submit(principal, engine.NewTask(
         family="epsilon", model=request.model, upstream_request=request.upstream_body(),
