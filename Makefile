@@ -44,6 +44,7 @@ e2e: $(BIN)/.installed
 bench: $(BIN)/.installed
 	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/relay.py
+	$(BIN)/python bench/tasks.py
 
 ## sam validate --lint, with SAM CLI in its own virtual environment.
 validate: $(SAM_VENV)/bin/sam

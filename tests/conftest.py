@@ -79,6 +79,23 @@ def api_event(method: str, path: str, *, resource: str | None = None, body: str 
     return event
 
 
+def use_environment(**values: str | None) -> dict[str, str | None]:
+    """Sets (or, for None, unsets) environment variables and re-reads settings and channels;
+    answers the previous values, to restore them the same way."""
+    from gateway import channels
+    from gateway.settings import reload_settings
+
+    saved = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    reload_settings()
+    channels.reset_catalog()
+    return saved
+
+
 class LambdaContext:
     function_name = "test-function"
     memory_limit_in_mb = 512

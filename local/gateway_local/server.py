@@ -30,6 +30,7 @@ from gateway_local.template import Function, Template, read_template, schedule_s
 
 _FORBIDDEN = json.dumps({"message": "Missing Authentication Token"}).encode()
 _TOO_LONG = json.dumps({"message": "Request Too Long"}).encode()
+EMPTY_QUEUE_PAUSE = 0.2  # seconds before an empty queue is asked again
 
 
 def load_module(function: Function) -> Any:
@@ -141,10 +142,13 @@ class _Loop(threading.Thread):
 def sqs_step(sqs: Any, queue_url: str, queue_arn: str, batch_size: int, handler: Callable,
              function_id: str, partial_batch: bool) -> None:
     """One receive → invoke → delete round of Lambda's SQS event source mapping."""
-    answer = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=min(batch_size, 10), WaitTimeSeconds=1,
+    # No long polling: the emulator serves one request at a time, so a receive that waited would
+    # hold up every other AWS call of the gateway; an empty queue is asked again shortly instead.
+    answer = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=min(batch_size, 10), WaitTimeSeconds=0,
                                  AttributeNames=["All"], MessageAttributeNames=["All"])
     messages = answer.get("Messages", [])
     if not messages:
+        time.sleep(EMPTY_QUEUE_PAUSE)
         return
     records = [{
         "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
@@ -233,6 +237,12 @@ def main(template_path: str = "template.yaml") -> int:
     simulator_port = simulators.start()
     os.environ["GATEWAY_SIMULATOR_URL"] = f"http://127.0.0.1:{simulator_port}"
     os.environ["GATEWAY_PUBLIC_URL"] = f"http://127.0.0.1:{port}"
+    # Tasks: polled every second or so, callbacks allowed to a receiver on this machine and
+    # signed with a known local secret (deployed: from Secrets Manager, private addresses refused).
+    for name, value in (("GATEWAY_TASK_POLL_SECONDS", "1"), ("GATEWAY_TASK_POLL_MAX_SECONDS", "5"),
+                        ("GATEWAY_TASK_SWEEP_GRACE_SECONDS", "10"), ("GATEWAY_CALLBACK_ALLOW_PRIVATE", "1"),
+                        ("GATEWAY_CALLBACK_RETRY_SECONDS", "1"), ("GATEWAY_CALLBACK_SECRET", "local-callback-secret")):
+        os.environ.setdefault(name, value)
 
     from gateway import keys
     from gateway.admin import ensure_demo_account

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import socket
 from collections import Counter
 
@@ -22,11 +21,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from gateway import channels
 from gateway.multipart import MAX_REQUEST_BYTES
-from gateway.settings import reload_settings
 from gateway_local.simulators import images as simulator
-from tests.conftest import EVENTS, api_event, load_function, serve_asgi
+from tests.conftest import EVENTS, api_event, load_function, serve_asgi, use_environment
 from tests.imagefiles import BMP, JPEG, PNG, TIFF_LE, WEBP, decode_png, multipart
 
 UNITS_PER_IMAGE = {"iota-image-1": 20_000, "iota-image-1-mini": 5_500, "theta-3": 20_000, "eta-image-edit": 15_000}
@@ -87,26 +84,14 @@ def images_fn(aws):
     return load_function("images")
 
 
-def _use_environment(**values: str | None) -> dict[str, str | None]:
-    saved = {name: os.environ.get(name) for name in values}
-    for name, value in values.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    reload_settings()
-    channels.reset_catalog()
-    return saved
-
-
 @pytest.fixture
 def simulated(upstream, store):
     """Every model routes to the simulator, as under the local runner."""
-    saved = _use_environment(GATEWAY_SIMULATOR_URL=upstream, GATEWAY_CHANNELS_FILE=None,
+    saved = use_environment(GATEWAY_SIMULATOR_URL=upstream, GATEWAY_CHANNELS_FILE=None,
                              GATEWAY_CHANNELS_PARAMETER=None)
     hits.clear()
     yield upstream
-    _use_environment(**saved)
+    use_environment(**saved)
 
 
 @pytest.fixture
@@ -117,7 +102,7 @@ def channels_document(simulated, tmp_path):
                                  for i, spec in enumerate(specs)]}
         path = tmp_path / "channels.json"
         path.write_text(json.dumps(document))
-        _use_environment(GATEWAY_CHANNELS_FILE=str(path))
+        use_environment(GATEWAY_CHANNELS_FILE=str(path))
     return install
 
 

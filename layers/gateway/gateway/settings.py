@@ -32,6 +32,15 @@ class Settings:
     ledger_retention_days: int = 0
     # Secret for signing callback payloads (HMAC-SHA256).
     callback_signing_secret: str = ""
+    # Callbacks to private, loopback and link-local addresses: only for tests and the local runner.
+    callback_allow_private: bool = False
+    callback_retry_seconds: float = 10.0  # first retry delay of a failed callback; doubles each time
+    # Task engine: first poll delay (and backoff base), the backoff cap, how late a poll may be
+    # before the sweeper re-enqueues it, and the age at which an unfinished task is failed.
+    task_poll_seconds: float = 5.0
+    task_poll_max_seconds: float = 60.0
+    task_sweep_grace_seconds: float = 120.0
+    task_max_age_seconds: float = 7200.0
 
 
 # Setting -> environment variable.
@@ -43,6 +52,10 @@ ENVIRONMENT = {
     "simulator_url": "GATEWAY_SIMULATOR_URL", "public_url": "GATEWAY_PUBLIC_URL",
     "key_cache_seconds": "GATEWAY_KEY_CACHE_SECONDS", "ledger_retention_days": "GATEWAY_LEDGER_RETENTION_DAYS",
     "callback_signing_secret": "GATEWAY_CALLBACK_SECRET",
+    "callback_allow_private": "GATEWAY_CALLBACK_ALLOW_PRIVATE", "callback_retry_seconds": "GATEWAY_CALLBACK_RETRY_SECONDS",
+    "task_poll_seconds": "GATEWAY_TASK_POLL_SECONDS", "task_poll_max_seconds": "GATEWAY_TASK_POLL_MAX_SECONDS",
+    "task_sweep_grace_seconds": "GATEWAY_TASK_SWEEP_GRACE_SECONDS",
+    "task_max_age_seconds": "GATEWAY_TASK_MAX_AGE_SECONDS",
 }
 
 
@@ -51,6 +64,10 @@ class SettingsError(RuntimeError):
 
 
 def _parse(name: str, kind: type, text: str) -> object:
+    if kind is bool:  # bool("0") is True: read the usual words instead
+        if text.strip().lower() not in ("1", "true", "yes", "0", "false", "no", ""):
+            raise SettingsError(f"{ENVIRONMENT[name]}={text!r} is not true or false")
+        return text.strip().lower() in ("1", "true", "yes")
     try:
         value = kind(text)
     except ValueError:

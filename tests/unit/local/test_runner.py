@@ -21,7 +21,16 @@ def test_every_api_event_of_the_template_is_a_route(template):
     assert ("POST", "/plants") in routes and ("GET", "/api/user/self") in routes
     assert template.route_for("POST", "/plants")[0].function == "PlantsFunction"
     assert template.route_for("GET", "/plants") is None
-    assert template.binary_media_types == ("multipart/form-data",)
+    assert template.binary_media_types == ("multipart/form-data", "video/mp4", "image/webp", "image/jpeg",
+                                           "application/binary")
+
+
+def test_the_task_functions_event_sources_are_read(template):
+    poller, sender = template.functions["TaskPollerFunction"], template.functions["CallbackSenderFunction"]
+    assert poller.queues == (("TaskPollQueue", 10),) and poller.partial_batch
+    assert sender.queues == (("CallbackQueue", 5),) and sender.partial_batch
+    assert template.functions["TaskSweeperFunction"].schedules == ("rate(1 minute)",)
+    assert template.route_for("GET", "/videos/v1/content")[0].function == "VideoFunction"
 
 
 def test_static_segments_beat_parameters_and_greedy_paths_come_last():

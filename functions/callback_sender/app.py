@@ -1,0 +1,42 @@
+"""The callback sender: POSTs a finished task's result to its callback_url, signed.
+
+A failed delivery is retried with backoff (the message's visibility is pushed out, doubling per
+receive), then lands in the dead-letter queue after the queue's maxReceiveCount. A URL that may
+never be called (private, loopback, link-local, not http(s)) is dropped at once, logged.
+"""
+
+import json
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from gateway import video
+from gateway.observability import logger
+from gateway.settings import get_settings
+from gateway.tasks import callbacks, engine, queue
+
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def record_handler(record: SQSRecord) -> str:
+    task_id = queue.task_id_of(record.body)
+    task = engine.tasks().get(task_id)
+    if task is None or not task.get("callback_url"):
+        return "nothing to send"
+    body = json.dumps(video.callback_payload(task), separators=(",", ":")).encode()
+    try:
+        callbacks.deliver(engine.http_client(), task["callback_url"], body, task_id=task_id)
+    except callbacks.UnsafeCallback as exc:
+        logger.warning("callback refused", extra={"task_id": task_id, "error": str(exc)})
+        return "refused"
+    except callbacks.CallbackFailed:
+        receives = int(record.attributes.approximate_receive_count or 1)
+        delay = get_settings().callback_retry_seconds * 2 ** (receives - 1)
+        queue.delay_visibility(get_settings().callback_queue_url, record.receipt_handle, delay)
+        raise
+    return "delivered"
+
+
+@logger.inject_lambda_context
+def lambda_handler(event, context):
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,0 +1,49 @@
+"""Video (delta, zeta, epsilon): submit a task, read its result from the task store, relay content."""
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.logging import correlation_paths
+
+from gateway import video
+from gateway.http import authenticate, create_app, json_response
+from gateway.multipart import event_body
+from gateway.observability import logger
+
+app = create_app()
+
+
+@app.post("/v1/video/generations")
+def generations():
+    principal = authenticate(app)
+    return json_response(video.submit_generation(principal, event_body(app.current_event.raw_event)))
+
+
+@app.get("/v1/video/generations/result")
+def generation_result():
+    principal = authenticate(app)
+    return json_response(video.generation_result(principal, app.current_event.get_query_string_value("taskid")))
+
+
+@app.post("/v1/videos")
+def create_video():
+    principal = authenticate(app)
+    return json_response(video.create_video(principal, video.video_request_data(app.current_event.raw_event)))
+
+
+@app.get("/v1/videos/<video_id>")
+def get_video(video_id: str):
+    principal = authenticate(app)
+    return json_response(video.get_video(principal, video_id))
+
+
+@app.get("/videos/<videoId>/content")
+@app.get("/v1/videos/<videoId>/content")  # where the openai SDK asks for it
+def video_content(videoId: str):  # noqa: N803 - the spec's name of the path parameter
+    principal = authenticate(app)
+    data, media_type = video.video_content(principal, videoId, app.current_event.get_query_string_value("variant"))
+    # Bytes: the resolver base64-encodes them; API Gateway decodes them for a binary media type.
+    return Response(status_code=200, content_type=media_type, body=data)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+def lambda_handler(event, context):
+    return app.resolve(event, context)

@@ -1,0 +1,145 @@
+"""Fixtures of the task tests: the video simulators on 127.0.0.1 with a clock the test moves, the
+video, poller, sweeper and callback functions in-process, and the queues driven by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from gateway.store.aws import client
+from gateway.store.tasks import TasksRepository
+from gateway_local.server import sqs_step
+from gateway_local.simulators import delta, epsilon, zeta
+from tests.conftest import api_event, load_function, serve_asgi, use_environment
+
+SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon}
+TASK_SECONDS = 30  # simulated: a task finishes when the test moves the clock past this
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float = TASK_SECONDS + 1) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(scope="module")
+def simulators_url() -> Iterator[str]:
+    app = Starlette(routes=[Mount(f"/{name}", app=module.app) for name, module in SIMULATORS.items()])
+    with serve_asgi(app) as url:
+        yield url
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setenv("GATEWAY_SIM_TASK_SECONDS", str(TASK_SECONDS))
+    for module in SIMULATORS.values():
+        monkeypatch.setattr(module, "clock", fake)
+    return fake
+
+
+@pytest.fixture
+def tasks_env(simulators_url, store, clock) -> Iterator[str]:
+    """Every model routed to the simulators; polls due at once; callbacks to 127.0.0.1 allowed."""
+    saved = use_environment(GATEWAY_SIMULATOR_URL=simulators_url, GATEWAY_CHANNELS_FILE=None,
+                            GATEWAY_CHANNELS_PARAMETER=None, GATEWAY_TASK_POLL_SECONDS="0",
+                            GATEWAY_CALLBACK_ALLOW_PRIVATE="1", GATEWAY_CALLBACK_RETRY_SECONDS="0",
+                            GATEWAY_CALLBACK_SECRET="test-secret")
+    yield simulators_url
+    use_environment(**saved)
+
+
+@pytest.fixture(scope="module")
+def functions(aws):
+    return {name: load_function(name) for name in ("video", "task_poller", "task_sweeper", "callback_sender")}
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def call(fn, ctx, method: str, path: str, key: str, *, body=None, query=None, resource=None, path_parameters=None):
+    payload = body if body is None or isinstance(body, str) else json.dumps(body)
+    answer = fn.lambda_handler(api_event(method, path, body=payload, headers=auth(key), query=query,
+                                         resource=resource, path_parameters=path_parameters), ctx)
+    return answer
+
+
+def status_and_json(answer: dict) -> tuple[int, dict]:
+    return answer["statusCode"], json.loads(answer["body"])
+
+
+class Queues:
+    """The template's queues, driven the way the local runner drives them."""
+
+    def __init__(self, aws, functions) -> None:
+        self.sqs = client("sqs")
+        self.aws, self.functions = aws, functions
+
+    def url(self, logical_id: str) -> str:
+        return self.aws.queues[logical_id]
+
+    def arn(self, logical_id: str) -> str:
+        return self.sqs.get_queue_attributes(QueueUrl=self.url(logical_id),
+                                             AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+    def depth(self, logical_id: str) -> int:
+        attributes = self.sqs.get_queue_attributes(QueueUrl=self.url(logical_id), AttributeNames=[
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+    def run(self, logical_id: str, function: str, ctx, *, rounds: int = 20) -> int:
+        """Invokes `function` on the queue until it is empty (at most `rounds` batches)."""
+        done = 0
+        for _ in range(rounds):
+            waiting = self.sqs.get_queue_attributes(QueueUrl=self.url(logical_id), AttributeNames=[
+                "ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"]
+            if waiting == "0":
+                return done
+            sqs_step(self.sqs, self.url(logical_id), self.arn(logical_id), 10,
+                     self.functions[function].lambda_handler, function, True)
+            done += 1
+        return done
+
+    def polls(self, ctx, rounds: int = 20) -> int:
+        return self.run("TaskPollQueue", "task_poller", ctx, rounds=rounds)
+
+    def callbacks(self, ctx, rounds: int = 20) -> int:
+        return self.run("CallbackQueue", "callback_sender", ctx, rounds=rounds)
+
+    def purge(self, logical_id: str) -> None:
+        """Receives and deletes everything (a lost message)."""
+        while True:
+            messages = self.sqs.receive_message(QueueUrl=self.url(logical_id), MaxNumberOfMessages=10,
+                                                WaitTimeSeconds=0).get("Messages", [])
+            if not messages:
+                return
+            for message in messages:
+                self.sqs.delete_message(QueueUrl=self.url(logical_id), ReceiptHandle=message["ReceiptHandle"])
+
+
+@pytest.fixture
+def queues(aws, functions, tasks_env) -> Queues:
+    return Queues(aws, functions)
+
+
+def ledger_of(accounts, task_id: str, user_id: int = 1) -> list[dict]:
+    return [entry for entry in accounts.ledger(user_id) if entry["request_id"] == task_id]
+
+
+def stored(task_id: str) -> dict | None:
+    return TasksRepository().get(task_id)
+
+
+def task_count() -> int:
+    return client("dynamodb").scan(TableName=os.environ["TASKS_TABLE"], Select="COUNT")["Count"]

@@ -1,0 +1,251 @@
+"""The task engine under faults: duplicated messages, crashes, lost messages, stuck tasks, and
+callbacks that fail or point where they must not. Each ends with exactly one settlement or
+refund, proven by the ledger."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from gateway import billing
+from gateway.settings import get_settings, reload_settings
+from gateway.store.aws import client
+from gateway.store.tasks import TasksRepository
+from gateway.tasks import callbacks, engine
+from tests.conftest import serve_asgi
+from tests.integration.tasks_support import (clock, functions, ledger_of, queues, simulators_url,  # noqa: F401
+                                             stored, tasks_env)
+from tests.integration.test_video import DELTA, DELTA_UNITS, ZETA, ZETA_UNITS, quota, result, submit
+
+
+def _submit(functions, ctx, key, body=DELTA) -> str:
+    status, answer = submit(functions, ctx, body, key)
+    assert status == 200, answer
+    return answer.get("task_id") or answer["taskId"]
+
+
+def test_a_duplicated_poll_message_ends_with_exactly_one_settlement(tasks_env, functions, queues, demo, accounts,
+                                                                    lambda_context, clock):
+    task_id = _submit(functions, lambda_context, demo["key"])
+    clock.advance()
+    # Given the same poll message delivered three times (SQS is at-least-once)
+    for _ in range(2):
+        queues.sqs.send_message(QueueUrl=queues.url("TaskPollQueue"), MessageBody=json.dumps({"task_id": task_id}))
+    queues.polls(lambda_context)
+    # Then the task finished once, and the money moved once
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", DELTA_UNITS)]
+    assert result(functions, lambda_context, task_id, demo["key"])[1]["task_status"] == "succeeded"
+    assert queues.depth("TaskPollQueue") == 0
+
+
+def test_concurrent_pollers_of_one_task_settle_it_once(tasks_env, functions, demo, accounts, lambda_context, clock):
+    task_id = _submit(functions, lambda_context, demo["key"])
+    clock.advance()
+    outcomes: list[str] = []
+    threads = [threading.Thread(target=lambda: outcomes.append(engine.poll_once(task_id))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert "finished" in outcomes
+    assert [e["outcome"] for e in ledger_of(accounts, task_id)] == ["settled"]
+
+
+def test_a_poller_crash_between_the_upstream_answer_and_the_write_still_settles_once(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock, monkeypatch):
+    task_id = _submit(functions, lambda_context, demo["key"])
+    clock.advance()
+    real_update = TasksRepository.update
+    crashes = []
+
+    def crash_once(self, task, changes, remove=()):
+        if changes.get("status") == "succeeded" and not crashes:
+            crashes.append(task["task_id"])
+            raise RuntimeError("the function died after the upstream answered")
+        return real_update(self, task, changes, remove)
+
+    monkeypatch.setattr(TasksRepository, "update", crash_once)
+    # When the first poll crashes after the upstream said succeeded, before anything was written
+    with pytest.raises(RuntimeError):
+        engine.poll_once(task_id)
+    assert stored(task_id)["status"] == "submitted" and ledger_of(accounts, task_id) == []
+    # Then the message comes back (its batch item failed) and the rerun finishes it, once
+    assert engine.poll_once(task_id) == "finished"
+    assert engine.poll_once(task_id) == "done"
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", DELTA_UNITS)]
+
+
+def test_a_crash_between_the_terminal_write_and_the_settlement_is_finished_by_the_next_message(
+        tasks_env, functions, demo, accounts, lambda_context, clock, monkeypatch):
+    task_id = _submit(functions, lambda_context, demo["key"])
+    clock.advance()
+    real_settle = billing.settle
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("the function died before settling")
+
+    monkeypatch.setattr(billing, "settle", crash)
+    with pytest.raises(RuntimeError):
+        engine.poll_once(task_id)
+    task = stored(task_id)
+    assert task["status"] == "succeeded" and "open_shard" in task and ledger_of(accounts, task_id) == []
+    monkeypatch.setattr(billing, "settle", real_settle)
+    # The redelivered message finishes it; the sweeper, later, finds nothing left to do
+    assert engine.poll_once(task_id) == "finished"
+    assert engine.sweep(now=time.time() + 3600) == {"requeued": 0, "timed_out": 0, "finished": 0, "stale": 0}
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", DELTA_UNITS)]
+    assert "open_shard" not in stored(task_id)
+
+
+def test_a_lost_poll_message_is_re_enqueued_by_the_sweeper_and_settled_once(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock):
+    task_id = _submit(functions, lambda_context, demo["key"])
+    # Given the first poll message is lost
+    queues.purge("TaskPollQueue")
+    clock.advance()
+    # When the sweeper runs before the poll is overdue, it leaves the task alone
+    assert engine.sweep()["requeued"] == 0
+    # And once it is overdue, it re-enqueues it
+    overdue = time.time() + get_settings().task_sweep_grace_seconds + 5
+    assert engine.sweep(now=overdue)["requeued"] == 1
+    queues.polls(lambda_context)
+    assert result(functions, lambda_context, task_id, demo["key"])[1]["task_status"] == "succeeded"
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", DELTA_UNITS)]
+    # And a later sweep finds nothing open
+    assert engine.sweep(now=overdue + 3600)["requeued"] == 0
+
+
+def test_a_task_stuck_past_the_maximum_age_is_failed_and_refunded_once(
+        tasks_env, functions, queues, demo, accounts, lambda_context):
+    before = quota(accounts)
+    task_id = _submit(functions, lambda_context, demo["key"])
+    queues.purge("TaskPollQueue")
+    # The simulator's clock never moves: the task never finishes upstream
+    too_old = time.time() + get_settings().task_max_age_seconds + 1
+    assert engine.sweep(now=too_old)["timed_out"] == 1
+    assert engine.sweep(now=too_old + 60)["timed_out"] == 0
+    answer = result(functions, lambda_context, task_id, demo["key"])[1]
+    assert answer["task_status"] == "failed" and "did not finish within" in answer["message"]
+    assert quota(accounts) == before
+    assert [e["outcome"] for e in ledger_of(accounts, task_id)] == ["refunded"]
+    # A late poll message for it changes nothing
+    assert engine.poll_once(task_id) == "done"
+
+
+def test_the_sweeper_function_answers_a_scheduled_event(tasks_env, functions, lambda_context):
+    from tests.conftest import EVENTS
+
+    event = json.loads((EVENTS / "task_sweeper.json").read_text())
+    assert functions["task_sweeper"].lambda_handler(event, lambda_context) == {
+        "requeued": 0, "timed_out": 0, "finished": 0, "stale": 0}
+
+
+def test_a_poll_message_that_is_not_a_task_is_reported_as_a_batch_item_failure(tasks_env, functions, lambda_context):
+    from tests.conftest import EVENTS
+
+    event = json.loads((EVENTS / "task_poller.json").read_text())
+    event["Records"][0]["body"] = "garbage"
+    answer = functions["task_poller"].lambda_handler(event, lambda_context)
+    assert answer["batchItemFailures"] == [{"itemIdentifier": event["Records"][0]["messageId"]}]
+
+
+# ---------------------------------------------------------------------------------------------
+# Callbacks
+# ---------------------------------------------------------------------------------------------
+
+class Receiver:
+    """A callback receiver on 127.0.0.1 that fails its first `failures` deliveries."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.received = failures, []
+
+    async def handle(self, request: Request) -> JSONResponse:
+        self.received.append((await request.body(), dict(request.headers)))
+        if len(self.received) <= self.failures:
+            return JSONResponse({"error": "try later"}, status_code=503)
+        return JSONResponse({"ok": True})
+
+
+@pytest.fixture
+def receiver():
+    found = Receiver(failures=2)
+    with serve_asgi(Starlette(routes=[Route("/hook", found.handle, methods=["POST"])])) as url:
+        found.url = url + "/hook"
+        yield found
+
+
+def test_a_callback_is_delivered_signed_after_retries(tasks_env, functions, queues, demo, accounts, lambda_context,
+                                                     clock, receiver):
+    task_id = _submit(functions, lambda_context, demo["key"], {**ZETA, "callback_url": receiver.url})
+    clock.advance()
+    queues.polls(lambda_context)
+    # When the receiver fails twice, the sender retries (the message comes back) and then delivers
+    deadline = time.monotonic() + 20
+    while len(receiver.received) < 3 and time.monotonic() < deadline:
+        queues.callbacks(lambda_context, rounds=1)
+    assert len(receiver.received) == 3
+    queues.callbacks(lambda_context)
+    assert len(receiver.received) == 3 and queues.depth("CallbackQueue") == 0
+    body, headers = receiver.received[-1]
+    payload = json.loads(body)
+    assert payload["task_id"] == task_id and payload["task_status"] == "succeeded" and payload["video_results"]
+    assert headers["x-gateway-task-id"] == task_id
+    assert callbacks.verify(body, headers["x-gateway-signature"], "test-secret")
+    assert not callbacks.verify(body + b" ", headers["x-gateway-signature"], "test-secret")
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", ZETA_UNITS)]
+
+
+def test_by_default_a_callback_is_never_sent_to_a_private_address(tasks_env, functions, queues, demo,
+                                                                 lambda_context, clock, receiver, monkeypatch):
+    task_id = _submit(functions, lambda_context, demo["key"], {**ZETA, "callback_url": receiver.url})
+    clock.advance()
+    queues.polls(lambda_context)
+    # When the deployed default is in force (private addresses refused) at delivery time
+    monkeypatch.setenv("GATEWAY_CALLBACK_ALLOW_PRIVATE", "0")
+    reload_settings()
+    queues.callbacks(lambda_context)
+    # Then nothing reached 127.0.0.1 and the message is not retried forever
+    assert receiver.received == [] and queues.depth("CallbackQueue") == 0
+    assert stored(task_id)["status"] == "succeeded"
+
+
+def test_a_failing_callback_goes_to_the_dead_letter_queue_after_its_retries(tasks_env, functions, queues, demo,
+                                                                           lambda_context, clock):
+    failing = Receiver(failures=100)
+    with serve_asgi(Starlette(routes=[Route("/hook", failing.handle, methods=["POST"])])) as url:
+        _submit(functions, lambda_context, demo["key"], {**ZETA, "callback_url": url + "/hook"})
+        clock.advance()
+        queues.polls(lambda_context)
+        deadline = time.monotonic() + 30
+        dead = queues.url("CallbackDeadLetterQueue")
+        while time.monotonic() < deadline:
+            queues.callbacks(lambda_context, rounds=1)
+            if queues.sqs.get_queue_attributes(QueueUrl=dead, AttributeNames=["ApproximateNumberOfMessages"])[
+                    "Attributes"]["ApproximateNumberOfMessages"] != "0":
+                break
+    # maxReceiveCount is 8: eight attempts, then the dead-letter queue
+    assert len(failing.received) == 8
+    moved = client("sqs").receive_message(QueueUrl=dead).get("Messages", [])
+    assert len(moved) == 1 and json.loads(moved[0]["Body"])["task_id"]
+
+
+def test_a_poller_with_no_time_left_fails_its_records_instead_of_starting_a_poll(tasks_env, functions, demo,
+                                                                                 lambda_context, monkeypatch):
+    from tests.conftest import EVENTS
+
+    task_id = _submit(functions, lambda_context, demo["key"])
+    event = json.loads((EVENTS / "task_poller.json").read_text())
+    event["Records"][0]["body"] = json.dumps({"task_id": task_id})
+    monkeypatch.setattr(type(lambda_context), "get_remaining_time_in_millis", staticmethod(lambda: 5_000))
+    # Every record failed: Powertools fails the whole invocation, and the batch comes back
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+    with pytest.raises(BatchProcessingError, match="All records failed"):
+        functions["task_poller"].lambda_handler(event, lambda_context)
+    assert stored(task_id)["polls"] == 0 and stored(task_id)["status"] == "submitted"
