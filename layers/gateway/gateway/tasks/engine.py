@@ -30,8 +30,8 @@ import httpx
 
 from gateway import billing
 from gateway.auth import Principal
-from gateway.channels import Channel, get_catalog, report_failure, report_success
-from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamFailed, UpstreamTimeout
+from gateway.channels import Channel, get_catalog, report_success
+from gateway.errors import NotFound
 from gateway.observability import logger
 from gateway.prices import unit_cost
 from gateway.settings import get_settings
@@ -40,10 +40,9 @@ from gateway.tasks import queue
 from gateway.tasks.adapters import ADAPTERS, TERMINAL, TaskSnapshot, UpstreamRejected
 from gateway.tasks.adapters import poll as poll_upstream
 from gateway.tasks.adapters import submit as submit_upstream
+from gateway.upstreams.verdict import exhausted_error, record_failure
 
 SUBMITTED = "submitted"
-# What an upstream says about the channel's own account, not about the client's request.
-_CHANNEL_ACCOUNT_STATUSES = (401, 402, 403, 407)
 # Submits and polls of a task are quick upstream calls (the work happens later, upstream).
 POLL_TIMEOUT = httpx.Timeout(10.0, connect=3.0)
 
@@ -118,40 +117,18 @@ def submit(principal: Principal, new: NewTask) -> dict[str, Any]:
 
 
 def _first_accepting(channels: list[Channel], new: NewTask) -> tuple[Channel, str]:
-    last: UpstreamRejected | None = None
+    failures: list[UpstreamRejected] = []
     adapter = ADAPTERS[new.family]
     for channel in channels:
         try:
             upstream_task_id = submit_upstream(http_client(), adapter, channel.base_url, channel.api_key,
                                                channel.upstream_model(new.model), new.upstream_request)
         except UpstreamRejected as exc:
-            if not exc.retryable:
-                raise _relayed(exc) from None
-            report_failure(channel)
-            logger.warning("upstream submit failed", extra={"channel": channel.name, "status": exc.status,
-                                                            "error": exc.message})
-            last = exc
+            record_failure(channel, exc, failures)
             continue
         report_success(channel)
         return channel, upstream_task_id
-    assert last is not None  # candidates() never answers an empty list
-    raise _relayed(last)
-
-
-def _relayed(exc: UpstreamRejected) -> GatewayError:
-    """The upstream's final word on a submit, in our own error kinds."""
-    status = exc.status
-    if status in _CHANNEL_ACCOUNT_STATUSES:
-        # Relaying a 401 would tell the client its own key is wrong.
-        return UpstreamFailed(f"{exc.message} (the upstream refused the gateway's own credentials; "
-                              "this is not a problem with your key)")
-    if status == 429:
-        return RateLimited(f"the upstream is rate limited: {exc.message}")
-    if status == 504:
-        return UpstreamTimeout(exc.message)
-    if 400 <= status < 500:
-        return InvalidRequest(exc.message, status=status, code="upstream_rejected")
-    return UpstreamFailed(exc.message)
+    raise exhausted_error(failures)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """What the gateway answers when upstream attempts fail: one rule for every family.
 
-Works on the `UpstreamError` of any client (text or images): both carry `status`, `message`,
-`retryable`, `retry_after` and `timed_out`.
+Works on the `UpstreamError` of any client (text or images) and on the task adapters'
+`UpstreamRejected`: each carries `status`, `message`, `retryable`, `retry_after` and `timed_out`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ CHANNEL_ACCOUNT_STATUSES = (401, 402, 403, 407)
 def relayed_error(exc: Any) -> GatewayError:
     """The upstream's final word on the request (a non-retryable failure), in our own error kinds."""
     status = exc.status
+    if exc.timed_out:  # sent but unanswered: asking again could start the work twice
+        return UpstreamTimeout(exc.message)
     if status is None or status < 400:  # cut off mid-request, or an answer of the wrong shape
         return UpstreamFailed(exc.message)
     if status in CHANNEL_ACCOUNT_STATUSES:

@@ -55,13 +55,21 @@ def retryable_status(status: int) -> bool:
 
 
 class UpstreamRejected(Exception):
-    """The upstream said no (or said nothing readable). `retryable`: asking again may work."""
+    """The upstream said no (or said nothing readable). `retryable`: asking again may work.
+
+    It carries what `gateway.upstreams.verdict` reads of any upstream failure."""
+
+    retry_after: float | None = None  # the task upstreams' answers are not read for it
 
     def __init__(self, status: int, message: str, retryable: bool | None = None):
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
         self.retryable = retryable_status(status) if retryable is None else retryable
+
+    @property
+    def timed_out(self) -> bool:
+        return self.status == 504
 
 
 class TaskAdapter(Protocol):
