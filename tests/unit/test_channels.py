@@ -85,3 +85,14 @@ def test_the_document_is_read_from_the_file_named_in_the_environment(tmp_path, m
     finally:
         monkeypatch.delenv("GATEWAY_CHANNELS_FILE")
         reload_settings()
+
+
+def test_serving_names_an_unserved_model_before_asking_for_its_price():
+    # Given a document whose channels serve m-small (priced) and m-large (not priced)
+    catalog = Catalog.from_document(DOC)
+    # When a billed request asks for a model no channel serves, it is a 404 naming the model
+    with pytest.raises(NotFound, match="nowhere"):
+        catalog.serving("nowhere", ["chat", "messages"])
+    # And a served model with a price answers that price and the channels to try, in order
+    price, tried = catalog.serving("m-small", ["chat", "messages"], prefer="chat")
+    assert price.input_per_million is not None and [c.name for c in tried][-1] == "fallback"

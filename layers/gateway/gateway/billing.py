@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gateway.auth import Principal
-from gateway.errors import AuthenticationFailed, InsufficientQuota
+from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.settings import get_settings
 from gateway.store.accounts import PROFILE, key_pk, reservation_pk, usage_sk, user_pk
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
@@ -112,6 +112,15 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
         raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to {units} "
                                 "units") from None
     return Reservation.from_record(record)
+
+
+def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str) -> Reservation:
+    """`reserve` for a synchronous request, keyed by its request id: a replayed event (the same id
+    again) is a `Conflict`, never a second serving for free."""
+    reservation = reserve(principal, units, model=model, route=route, reservation_id=request_id)
+    if reservation.status != RESERVED:
+        raise Conflict(f"request {request_id} has already been served", code="duplicate_request")
+    return reservation
 
 
 def get_reservation(reservation_id: str) -> Reservation | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
 from gateway.errors import NotFound
-from gateway.prices import PriceTable
+from gateway.prices import Price, PriceTable
 from gateway.settings import get_settings
 
 PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
@@ -146,6 +146,12 @@ class Catalog:
         healthy = [c for c in serving if _health.ok(c.name)]
         resting = [c for c in serving if c not in healthy]
         return _order(healthy, prefer) + _order(resting, prefer)
+
+    def serving(self, model: str, protocols: Iterable[str], prefer: str | None = None) -> tuple[Price, list[Channel]]:
+        """The price and the channels to try for one billed request: a model no channel serves is a
+        404 naming it, then a model with no price is refused, never served for free."""
+        channels = self.candidates(model, protocols, prefer)
+        return self.prices.get(model), channels
 
     def models(self, protocols: Iterable[str] | None = None) -> list[str]:
         """Every model a channel names explicitly (a wildcard channel adds the priced ones)."""

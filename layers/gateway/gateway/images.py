@@ -2,7 +2,7 @@
 
 One request, after its body has passed the rules of `schemas/images.py`:
 
-1. the key may use the model (`require_model`), the model has a price, a channel serves it;
+1. the key may use the model (`require_model`), a channel serves it, it has a price (`Catalog.serving`);
 2. the worst case, price per image x `n`, is reserved before any upstream call;
 3. the channels are tried in order: a connection error, a timeout, a 429 or a 5xx moves on to
    the next one; any other answer is the upstream's verdict on the request and ends it;
@@ -22,7 +22,7 @@ import httpx
 from gateway import billing, outbound
 from gateway.auth import Principal
 from gateway.channels import Channel, get_catalog, report_success
-from gateway.errors import Conflict, GatewayError, UpstreamFailed
+from gateway.errors import GatewayError, UpstreamFailed
 from gateway.observability import logger
 from gateway.prices import unit_cost
 from gateway.schemas.images import GenerationRequest, ImageEditRequest
@@ -76,18 +76,13 @@ def edit(principal: Principal, request: ImageEditRequest, request_id: str, *,
 def _serve(principal: Principal, model: str, n: int, route: str, request_id: str, call: Call, *,
            urls_possible: bool, time_left: float | None) -> dict[str, Any]:
     principal.require_model(model)
-    catalog = get_catalog()
-    price = catalog.prices.get(model)  # an unpriced model is refused, never served for free
-    channels = catalog.candidates(model, PROTOCOLS, prefer=PROTOCOLS[0])
+    price, channels = get_catalog().serving(model, PROTOCOLS, prefer=PROTOCOLS[0])
     budget = TIME_BUDGET_SECONDS if time_left is None else min(TIME_BUDGET_SECONDS,
                                                                time_left - TIME_RESERVE_SECONDS)
     deadline = time.monotonic() + budget
 
-    reservation = billing.reserve(principal, unit_cost(price, images=n), model=model, route=route,
-                                  reservation_id=request_id)
-    if reservation.status != billing.RESERVED:
-        # The reservation is keyed by request id: a replayed event must not be served again for free.
-        raise Conflict(f"request {request_id} has already been served", code="duplicate_request")
+    reservation = billing.reserve_request(principal, unit_cost(price, images=n), model=model, route=route,
+                                          request_id=request_id)
     try:
         answer, channel = _first_answer(channels, call, deadline)
         result = _result(answer, n)

@@ -34,7 +34,7 @@ import httpx
 
 from gateway import auth, billing
 from gateway.channels import Channel, get_catalog, report_success
-from gateway.errors import Conflict, InvalidRequest
+from gateway.errors import InvalidRequest
 from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter, convert_request, convert_response
 from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
 from gateway.observability import logger
@@ -291,15 +291,10 @@ def _prepare(operation: str, dialect: str, inbound: Inbound) -> _Prepared:
     principal = auth.authenticate(inbound.headers, inbound.query)
     call = parse_call(operation, dialect, inbound)
     principal.require_model(call.model)
-    catalog = get_catalog()
-    channels = catalog.candidates(call.model, call.protocols, prefer=_NATIVE[call.dialect])  # 404 naming it
-    price = catalog.prices.get(call.model)  # an unpriced model is refused, never served for free
+    price, channels = get_catalog().serving(call.model, call.protocols, prefer=_NATIVE[call.dialect])
     hold = token_cost(price, input_tokens=call.input_tokens, output_tokens=call.output_tokens)
-    reservation = billing.reserve(principal, hold, model=call.model, route=call.route,
-                                  reservation_id=inbound.request_id)
-    if reservation.status != billing.RESERVED:
-        # Keyed by request id: a replayed request must not be served again for free.
-        raise Conflict(f"request {inbound.request_id} has already been served", code="duplicate_request")
+    reservation = billing.reserve_request(principal, hold, model=call.model, route=call.route,
+                                          request_id=inbound.request_id)
     return _Prepared(call, principal, price, channels, reservation)
 
 
@@ -350,9 +345,7 @@ async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer
     payload = convert_request(call.body, source=call.dialect, target=upstream, model=target_model,
                               stream=call.stream)
     if not call.stream:
-        answer = await _call(client, upstream, target_model, payload)
-        if not isinstance(answer, dict):
-            raise UpstreamError(None, "upstream answered with JSON that is not an object", retryable=True)
+        answer = _object(await _call(client, upstream, target_model, payload))
         usage = _USAGE_READERS[upstream](answer.get("usageMetadata" if upstream == CONTENT else "usage"))
         body = convert_response(answer, source=upstream, target=call.dialect, model=call.model, now=int(time.time()))
         return BufferedAnswer(body, usage, **common)
@@ -392,9 +385,15 @@ def _open(client: Any, dialect: str, model: str, payload: dict[str, Any]) -> Eve
     return client.stream_generate_content(model, payload)
 
 
-def _renamed(answer: Any, model: str) -> dict[str, Any]:
+def _object(answer: Any) -> dict[str, Any]:
     if not isinstance(answer, dict):
         raise UpstreamError(None, "upstream answered with JSON that is not an object", retryable=True)
+    return answer
+
+
+def _renamed(answer: Any, model: str) -> dict[str, Any]:
+    """The upstream's answer under the public model name the client asked for."""
+    answer = _object(answer)
     return {**answer, "model": model} if "model" in answer else answer
 
 

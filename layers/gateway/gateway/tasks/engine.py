@@ -83,9 +83,7 @@ class NewTask:
 def submit(principal: Principal, new: NewTask) -> dict[str, Any]:
     """Reserve, submit upstream, store, enqueue the first poll; the stored task."""
     principal.require_model(new.model)
-    catalog = get_catalog()
-    price = catalog.prices.get(new.model)  # an unpriced model is refused, never served for free
-    channels = catalog.candidates(new.model, (new.family,))
+    price, channels = get_catalog().serving(new.model, (new.family,))
     task_id = new.id_prefix + uuid.uuid4().hex
     reservation = billing.reserve(principal, unit_cost(price, seconds=new.billable_seconds), model=new.model,
                                   route=new.route, reservation_id=task_id)
