@@ -178,12 +178,14 @@ def _failed(message: str, word: str = "failed") -> TaskSnapshot:
                         duration=None, raw={})
 
 
-def _reschedule(task: dict[str, Any], *, now: float | None = None) -> str:
+def _reschedule(task: dict[str, Any], changes: dict[str, Any] | None = None, *, now: float | None = None) -> str:
+    """Writes `changes` with the next poll time, then enqueues that poll."""
     now = time.time() if now is None else now
     delay = poll_delay(int(task.get("polls", 0)))
-    updated = tasks().update(task, {"next_poll_at": int(now + delay), "polls": int(task.get("polls", 0)) + 1})
+    updated = tasks().update(task, {**(changes or {}), "next_poll_at": int(now + delay),
+                                    "polls": int(task.get("polls", 0)) + 1})
     if updated is None:
-        return "stale"
+        return "stale"  # another poller moved it first and enqueued its next poll
     queue.send_poll(task["task_id"], delay)
     return "running"
 
@@ -204,12 +206,7 @@ def record(task: dict[str, Any], snapshot: TaskSnapshot, *, now: float | None = 
     if snapshot.duration:
         changes["duration"] = snapshot.duration
     if not snapshot.terminal:
-        delay = poll_delay(int(task.get("polls", 0)))
-        changes.update(next_poll_at=int(now + delay), polls=int(task.get("polls", 0)) + 1)
-        if tasks().update(task, changes) is None:
-            return "stale"  # another poller moved it first and enqueued its next poll
-        queue.send_poll(task["task_id"], delay)
-        return "running"
+        return _reschedule(task, changes, now=now)
     changes.update(result_urls=snapshot.result_urls, error=snapshot.error, completed_at=int(now),
                    next_poll_at=int(now))
     updated = tasks().update(task, changes)
