@@ -1,9 +1,9 @@
 """The task sweeper (on a schedule): re-enqueues overdue polls, times out stuck tasks."""
 
-from gateway.observability import logger
+from gateway import observability
 from gateway.tasks import engine
 
 
-@logger.inject_lambda_context
+@observability.lambda_handler()
 def lambda_handler(event, context):
     return engine.sweep()

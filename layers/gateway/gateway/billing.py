@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from gateway import observability
 from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.settings import get_settings
@@ -179,4 +180,6 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
         if is_condition_failure(exc):
             return False  # already settled or refunded: nothing moves twice
         raise
+    if outcome == SETTLED:
+        observability.units_billed(units, route=reservation.route, model=reservation.model)
     return True

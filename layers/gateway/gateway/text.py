@@ -413,20 +413,3 @@ async def content(inbound: Inbound, **options: Any) -> Answer:
 
 
 embeddings = partial(serve, EMBED, CHAT)
-
-MODEL_LIST_CREATED = 1700000000  # the list shape wants a creation time; the catalog has none
-
-
-def list_models(inbound: Inbound) -> dict[str, Any]:
-    """GET /v1/models: the text models this key may use, in the chat dialect's list shape."""
-    principal = auth.authenticate(inbound.headers, inbound.query)
-    catalog = get_catalog()
-    names = [name for name in catalog.models(TEXT_PROTOCOLS)
-             if principal.may_use(name) and name in catalog.prices and _per_token(catalog.prices.get(name))]
-    return {"object": "list", "data": [{"id": name, "object": "model", "created": MODEL_LIST_CREATED,
-                                        "owned_by": "gateway"} for name in names]}
-
-
-def _per_token(price: Price) -> bool:
-    return price.input_per_million is not None or price.output_per_million is not None
-
