@@ -99,6 +99,11 @@ class TextCall:
             return ("content",)
         return TEXT_PROTOCOLS if self.operation == GENERATE else ("chat",)
 
+    @property
+    def stop_sequences(self) -> list[str] | None:
+        """A messages client's stop sequences (the gateway applies them where a channel cannot)."""
+        return self.body.get("stop_sequences") if self.dialect == MESSAGES else None
+
     def upstream_dialect(self, channel: Channel) -> str:
         # A chat channel serves the responses dialect itself; anything else is converted.
         if self.dialect == RESPONSES and channel.protocol == "chat":
@@ -347,7 +352,8 @@ async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer
     if not call.stream:
         answer = _object(await _call(client, upstream, target_model, payload))
         usage = _USAGE_READERS[upstream](answer.get("usageMetadata" if upstream == CONTENT else "usage"))
-        body = convert_response(answer, source=upstream, target=call.dialect, model=call.model, now=int(time.time()))
+        body = convert_response(answer, source=upstream, target=call.dialect, model=call.model, now=int(time.time()),
+                                stop=call.stop_sequences)
         return BufferedAnswer(body, usage, **common)
     events = _open(client, upstream, target_model, payload)
     try:
@@ -361,7 +367,7 @@ async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer
         await events.aclose()
         raise
     converter = StreamConverter(upstream, call.dialect, model=call.model, include_usage=call.include_usage,
-                                now=int(time.time()))
+                                now=int(time.time()), stop=call.stop_sequences)
     return StreamedAnswer(events, iterator, first, converter, **common)
 
 

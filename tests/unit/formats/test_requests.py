@@ -198,7 +198,8 @@ def test_messages_to_chat_moves_system_media_tools_and_thinking():
     assert body["max_completion_tokens"] == 16000 and "max_tokens" not in body
     # And a streamed request asks the chat upstream for usage
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-    assert body["stop"] == ["END"] and body["user"] == "u-1"
+    # The stop sequences stay with the gateway, which can then tell the client which one ended it
+    assert "stop" not in body and body["user"] == "u-1"
     assert "top_k" not in body
 
 
@@ -467,7 +468,7 @@ def test_messages_to_content_keeps_the_exact_budget_and_top_k():
     assert body["contents"][2] == {"role": "user", "parts": [
         {"functionResponse": {"name": "get_weather", "response": {"error": "service down"}}}]}
     # And thinking keeps its exact budget, with the thoughts sent back as messages clients expect
-    assert body["generationConfig"] == {"topK": 40, "maxOutputTokens": 16000, "stopSequences": ["END"],
+    assert body["generationConfig"] == {"topK": 40, "maxOutputTokens": 16000,  # stop sequences: the gateway's
                                         "thinkingConfig": {"thinkingBudget": 10000, "includeThoughts": True}}
     assert body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY"}}
 
