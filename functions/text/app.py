@@ -22,9 +22,9 @@ from starlette.routing import Route
 from gateway import count_tokens, observability
 from gateway import models as model_list
 from gateway import text
+from gateway.channels import check_at_start
 from gateway.errors import GatewayError, NotFound, dialect_for_path, render
 from gateway.observability import logger
-from gateway.channels import check_at_start
 
 check_at_start()  # a bad channels document fails the cold start, naming the field
 

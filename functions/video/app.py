@@ -4,10 +4,10 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import video
+from gateway.channels import check_at_start
 from gateway.http import authenticate, create_app, json_response
 from gateway.multipart import event_body
 from gateway import observability
-from gateway.channels import check_at_start
 
 check_at_start()  # a bad channels document fails the cold start, naming the field
 

@@ -28,6 +28,13 @@ def test_a_json_schema_becomes_one_forced_tool_whose_input_is_the_answer():
     assert "thinking" not in body  # the dialect refuses thinking with a forced tool
 
 
+def test_a_messages_output_format_reaches_a_chat_channel_as_a_response_format():
+    body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "x"}],
+            "output_format": {"type": "json_schema", "schema": SCHEMA}}
+    converted = convert_request(body, source="messages", target="chat", model="up")
+    assert converted["response_format"]["json_schema"]["schema"] == SCHEMA
+
+
 def test_json_object_is_any_object_and_the_content_dialect_asks_the_same_way():
     chat = {**CHAT_JSON, "response_format": {"type": "json_object"}}
     assert convert_request(chat, source="chat", target="messages", model="up")["tools"][0]["input_schema"] == {
@@ -142,6 +149,9 @@ def test_a_stream_without_a_sequence_is_relayed_whole():
     ("content", {"contents": [{"role": "user", "parts": [{"text": "x"}]}], "cachedContent": "cachedContents/1"},
      "cachedContent"),
     ("responses", {"model": "m", "input": "x", "background": True}, "background"),
+    ("responses", {"model": "m", "input": "x", "prompt": {"id": "pmpt_1"}}, "prompt"),
+    ("content", {"contents": [{"role": "user", "parts": [{"text": "x"}]}],
+                 "generationConfig": {"responseMimeType": "text/x.enum"}}, "generationConfig.responseMimeType"),
 ])
 def test_an_answer_shaping_field_another_dialect_cannot_carry_is_refused(source, body, field):
     target = "messages" if source != "messages" else "chat"

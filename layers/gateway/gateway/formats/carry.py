@@ -43,9 +43,12 @@ ANSWER_FIELDS: dict[str, list[tuple[str, Callable[[Any], bool], str]]] = {
         ("generationConfig.logprobs", _set, "log probabilities"),
         ("generationConfig.responseModalities", _not_text_only, "output other than text"),
         ("generationConfig.speechConfig", _set, "speech output"),
+        ("generationConfig.responseMimeType", lambda v: v not in (None, "", "text/plain", "application/json"),
+         "output of another media type"),
     ],
     RESPONSES: [
         ("background", _set, "a background response"),
+        ("prompt", _set, "a prompt stored upstream"),
         ("conversation", _set, "an upstream conversation"),
         ("top_logprobs", _set, "log probabilities"),
         ("include", lambda v: isinstance(v, list) and any("logprobs" in str(i) for i in v), "log probabilities"),

@@ -9,7 +9,7 @@ from gateway.errors import InvalidRequest
 
 from .neutral import (
     ASSISTANT, CONTENT_FILTER, LENGTH, MIN_THINKING_BUDGET, STOP, STOP_SEQUENCE, TOOL_CALLS, USER,
-    End, Failure, Finish, Media, Part, Reply, Request, Start, StreamEvent, Text, TextDelta,
+    End, Failure, Finish, Media, Part, Reply, Request, ResponseFormat, Start, StreamEvent, Text, TextDelta,
     Thinking, ThinkingDelta, Tool, ToolArgs, ToolCall, ToolChoice, ToolResult, ToolStart,
     UsageUpdate, append_text, arguments_object, budget_for, dump_json, guess_mime_type,
     restyle_id, safe_tool_id, unsupported,
@@ -87,6 +87,9 @@ def parse_request(body: dict[str, Any]) -> Request:
         request.tool_choice = ToolChoice(mode, choice.get("name"))  # type: ignore[arg-type]
     if "disable_parallel_tool_use" in choice:
         request.parallel_tool_calls = not choice["disable_parallel_tool_use"]
+    output = body.get("output_format") or {}  # the dialect's structured output
+    if output.get("type") == "json_schema":
+        request.response_format = ResponseFormat(output.get("schema"))
     return request
 
 
