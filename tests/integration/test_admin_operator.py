@@ -97,3 +97,10 @@ def test_a_stack_that_cannot_be_read_is_a_clear_error(store, tmp_path):
     done = admin_process(["--stack", "no-such-stack", "--region", "us-east-1", "list-users"], tmp_path,
                          {"AWS_ENDPOINT_URL": store.endpoint_url, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x"})
     assert done.returncode == 2 and "--stack no-such-stack" in done.stderr
+
+
+def test_with_no_gateway_running_and_no_aws_settings_it_says_what_to_do(tmp_path):
+    done = admin_process(["list-users"], tmp_path, {"AWS_CONFIG_FILE": str(tmp_path / "none"),
+                                                    "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "make run" in json.loads(done.stderr)["hint"]

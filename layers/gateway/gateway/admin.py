@@ -174,6 +174,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, GatewayError, TargetError) as exc:
         print(json.dumps({"error": str(exc)}), file=sys.stderr)
         return 2
+    except Exception as exc:
+        if not type(exc).__module__.startswith("botocore"):
+            raise
+        # No region, no credentials, nothing listening: say where it looked and what to do.
+        print(json.dumps({"error": f"AWS: {exc}", "hint": (
+            "start the local gateway (make run) and run this from its folder, or set AWS_ENDPOINT_URL, "
+            "or name a deployed stack with --stack (and --profile / --region)")}), file=sys.stderr)
+        return 2
     print(json.dumps(result, indent=2, default=str))
     return 0
 
