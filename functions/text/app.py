@@ -11,6 +11,7 @@ Every answer names it in `x-request-id`.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import anyio
@@ -134,7 +135,20 @@ async def _unexpected(request: Request, error: Exception) -> Response:
     return _error(request, GatewayError("internal error; quote the request id when reporting it"))
 
 
+# How long a shutdown waits for the bills of the requests it cancelled.
+SHUTDOWN_SETTLE_SECONDS = 10
+
+
+@contextlib.asynccontextmanager
+async def lifespan(_app):
+    yield
+    left = await text.settle_pending(SHUTDOWN_SETTLE_SECONDS)
+    if left:  # the sweeper refunds them once their hold runs out
+        logger.error("shutting down with unsettled requests", extra={"unsettled": left})
+
+
 app = RequestIds(Starlette(
+    lifespan=lifespan,
     routes=[
         _route("/v1/chat/completions", text.chat_completions),
         _route("/v1/messages", text.messages),

@@ -30,9 +30,13 @@ def request_id(app: APIGatewayRestResolver) -> str:
     return app.current_event.request_context.request_id or ""
 
 
+CATCH_ALL_RESOURCES = ("/", "/{proxy+}")  # template.yaml's catch-all routes: a 404 for any other path
+
+
 def route_dialect(app: APIGatewayRestResolver) -> Dialect:
     event = app.current_event
-    return dialect_for_path(event.resource or event.path or "")
+    resource = event.resource if event.resource not in CATCH_ALL_RESOURCES else None
+    return dialect_for_path(resource or event.path or "")
 
 
 def error_response(app: APIGatewayRestResolver, error: GatewayError) -> Response:

@@ -28,6 +28,7 @@ import json
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -177,6 +178,7 @@ class Answer:
     def __init__(self, call: TextCall, price: Price, reservation: billing.Reservation, channel: Channel):
         self.call, self.price, self.reservation, self.channel = call, price, reservation, channel
         self._closed = False
+        _unsettled.add(self)
 
     async def send_to(self, send: Send) -> None:
         raise NotImplementedError
@@ -197,6 +199,7 @@ class Answer:
             try:
                 self._settle(usage, outcome)
             finally:
+                _unsettled.discard(self)
                 done.set()
 
         threading.Thread(target=settle, name=f"settle-{self.reservation.reservation_id}", daemon=False).start()
@@ -219,6 +222,20 @@ class Answer:
                                                          "units": units})
             return
         logger.info("text served", extra={"model": self.call.model, "units": units, **detail})
+
+
+# Answers committed to a client and not yet billed (weak: an answer dropped unsent leaves it).
+_unsettled: "weakref.WeakSet[Answer]" = weakref.WeakSet()
+
+
+async def settle_pending(timeout: float) -> int:
+    """Waits, at most `timeout` seconds, until every committed answer is billed; how many were
+    left. A shutdown calls it after cancelling the relays (uvicorn on SIGTERM cancels every
+    request, then exits by the signal): their settlements, started as the relays unwind, finish first."""
+    deadline = anyio.current_time() + timeout
+    while len(_unsettled) and anyio.current_time() < deadline:
+        await anyio.sleep(0.01)
+    return len(_unsettled)
 
 
 class BufferedAnswer(Answer):

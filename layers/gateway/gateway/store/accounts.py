@@ -240,6 +240,8 @@ class AccountsRepository:
         high = usage_sk(end, "\uffff") if end else "USAGE#\uffff"
         params: dict[str, Any] = {
             "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            # A bill is readable the moment its answer is: the settlement was written before it.
+            "ConsistentRead": True,
             "ExpressionAttributeValues": to_values({":pk": user_pk(user_id), ":low": low, ":high": high}),
         }
         if key_id:
