@@ -185,7 +185,10 @@ class ObservedASGI:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        begin(NONE, **({"correlation_id": rid} if (rid := _api_gateway_request_id(headers)) else {}))
+        # The gateway's own request id (set by the app's outer middleware) is the one billed and
+        # answered in x-request-id; API Gateway's is the fallback.
+        rid = (scope.get("state") or {}).get("request_id") or _api_gateway_request_id(headers)
+        begin(NONE, **({"correlation_id": rid} if rid else {}))
         status, started = [500], [False]
 
         async def observed_send(message: dict) -> None:

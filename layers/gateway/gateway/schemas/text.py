@@ -313,6 +313,9 @@ class MessagesRequest(Open):
     def output_limit(self) -> int:
         return self.max_tokens or DEFAULT_MAX_TOKENS
 
+    def choices(self) -> int:
+        return 1
+
 
 # ---------------------------------------------------------------------------------------------
 # POST /v1beta/models/{model}:generateContent and :streamGenerateContent
@@ -453,6 +456,11 @@ class ContentRequest(GeminiObject):
     def output_limit(self) -> int | None:
         config = self.generationConfig
         return config.maxOutputTokens if config else None
+
+    def choices(self) -> int:
+        """Candidates generated, each up to the output limit."""
+        config = self.generationConfig
+        return (config.candidateCount if config else None) or 1
 
 
 class CountTokensRequest(GeminiObject):
@@ -698,6 +706,10 @@ class ChatRequest(Open):
     def output_limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
 
+    def choices(self) -> int:
+        """Choices generated (`n`), each up to the output limit."""
+        return self.n or 1
+
 
 # ---------------------------------------------------------------------------------------------
 # POST /v1/responses and /v1/responses/compact
@@ -813,6 +825,9 @@ class ResponsesRequest(Open):
 
     def output_limit(self) -> int | None:
         return self.max_output_tokens
+
+    def choices(self) -> int:
+        return 1
 
 
 # ---------------------------------------------------------------------------------------------

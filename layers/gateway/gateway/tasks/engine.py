@@ -86,7 +86,7 @@ def submit(principal: Principal, new: NewTask) -> dict[str, Any]:
     price, channels = get_catalog().serving(new.model, (new.family,))
     task_id = new.id_prefix + uuid.uuid4().hex
     reservation = billing.reserve(principal, unit_cost(price, seconds=new.billable_seconds), model=new.model,
-                                  route=new.route, reservation_id=task_id)
+                                  route=new.route, reservation_id=task_id, hold_seconds=billing.task_hold_seconds())
     try:
         channel, upstream_task_id = _first_accepting(channels, new)
         now = time.time()
