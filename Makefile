@@ -8,6 +8,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 PIP_QUIET := --quiet --disable-pip-version-check
+# SAM CLI sends usage telemetry unless told not to.
+SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
 .PHONY: run test unit integration e2e bench validate build deploy admin clean
 
@@ -48,13 +50,18 @@ bench: $(BIN)/.installed
 
 ## sam validate --lint, with SAM CLI in its own virtual environment.
 validate: $(SAM_VENV)/bin/sam
-	$(SAM_VENV)/bin/sam validate --lint
+	$(SAM) validate --lint
 
 build: $(SAM_VENV)/bin/sam
-	PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam build
+	PATH="$(dir $(PYTHON)):$$PATH" $(SAM) build
 
 deploy: build
-	$(SAM_VENV)/bin/sam deploy
+	$(SAM) deploy
+
+## The admin command line, e.g. make admin ARGS="create-user --username ann". Under `make run` it
+## finds the running gateway by itself (.local/gateway.json); on AWS add --stack (and --profile, --region).
+admin: $(BIN)/.installed
+	$(BIN)/python -m gateway.admin $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache

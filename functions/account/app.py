@@ -4,7 +4,7 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import account
 from gateway.http import authenticate, create_app, json_response
-from gateway.observability import logger
+from gateway import observability
 
 app = create_app()
 
@@ -27,6 +27,6 @@ def user_self():
     return json_response(account.user_self(headers.get("authorization"), headers.get("x-api-user")))
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 def lambda_handler(event, context):
     return app.resolve(event, context)

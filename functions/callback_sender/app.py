@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gateway import video
+from gateway import observability
 from gateway.observability import logger
 from gateway.settings import get_settings
 from gateway.tasks import callbacks, engine, queue
@@ -37,6 +38,6 @@ def record_handler(record: SQSRecord) -> str:
     return "delivered"
 
 
-@logger.inject_lambda_context
+@observability.lambda_handler()
 def lambda_handler(event, context):
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -9,8 +9,11 @@ time left for is failed at once rather than cut off mid-poll.
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from gateway.observability import logger
+from gateway import observability
+from gateway.channels import check_at_start
 from gateway.tasks import engine, queue
+
+check_at_start()  # a bad channels document fails the cold start, naming the field
 
 processor = BatchProcessor(event_type=EventType.SQS)
 # One poll takes at most the upstream client's timeouts (engine.POLL_TIMEOUT) and a few AWS calls.
@@ -23,6 +26,6 @@ def record_handler(record: SQSRecord, lambda_context) -> str:
     return engine.poll_once(queue.task_id_of(record.body))
 
 
-@logger.inject_lambda_context
+@observability.lambda_handler()
 def lambda_handler(event, context):
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -18,13 +18,19 @@ import anyio
 import anyio.lowlevel
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway import count_tokens, observability
+from gateway import models as model_list
 from gateway import text
+from gateway.channels import check_at_start
 from gateway.errors import GatewayError, NotFound, dialect_for_path, render
 from gateway.observability import logger
+
+check_at_start()  # a bad channels document fails the cold start, naming the field
 
 
 class Relayed(Response):
@@ -105,13 +111,27 @@ def _route(path: str, serve, methods=("POST",)) -> Route:
 
 
 async def models(request: Request) -> Response:
-    inbound = await _inbound(request)
-    return JSONResponse(await anyio.to_thread.run_sync(text.list_models, inbound))
+    """The model list and one model, in the shape of the SDK that asks (and its error envelope)."""
+    try:
+        body = await anyio.to_thread.run_sync(model_list.answer, request.url.path, dict(request.headers),
+                                              dict(request.query_params), request.path_params.get("model"))
+    except GatewayError as error:
+        observability.note_error(error)
+        dialect = model_list.dialect_of(request.url.path, request.headers)
+        rendered = render(error, dialect, _request_id(request))
+        return JSONResponse(rendered.body, rendered.status, rendered.headers or None)
+    return JSONResponse(body)
 
 
 async def healthz(request: Request) -> Response:
     # The Lambda Web Adapter's readiness check.
     return JSONResponse({"ok": True})
+
+
+async def health(request: Request) -> Response:
+    """GET /health for load balancers and uptime checks: no key, no upstream call, no AWS call.
+    It answers once the function is up, which needs a valid channels document (read at start)."""
+    return JSONResponse({"status": "ok"}, headers={"cache-control": "no-store"})
 
 
 def _error(request: Request, error: GatewayError) -> Response:
@@ -120,6 +140,7 @@ def _error(request: Request, error: GatewayError) -> Response:
 
 
 async def _gateway_error(request: Request, error: GatewayError) -> Response:
+    observability.note_error(error)
     if error.status >= 500:
         logger.warning("request failed", extra={"status": error.status, "error": error.message})
     return _error(request, error)
@@ -131,6 +152,7 @@ async def _http_error(request: Request, error: HTTPException) -> Response:
 
 
 async def _unexpected(request: Request, error: Exception) -> Response:
+    observability.note_error(error)
     logger.exception("unexpected error", extra={"request_id": _request_id(request)})
     return _error(request, GatewayError("internal error; quote the request id when reporting it"))
 
@@ -152,12 +174,18 @@ app = RequestIds(Starlette(
     routes=[
         _route("/v1/chat/completions", text.chat_completions),
         _route("/v1/messages", text.messages),
+        _route("/v1/messages/count_tokens", count_tokens.count_tokens),
         _route("/v1/responses", text.responses),
         _route("/v1/responses/compact", text.compact_responses),
         _route("/v1beta/models/{proxy:path}", text.content),
         _route("/v1/embeddings", text.embeddings),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model:path}", models, methods=["GET"]),
+        Route("/v1beta/models", models, methods=["GET"]),
+        Route("/v1beta/models/{model:path}", models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
     ],
     exception_handlers={GatewayError: _gateway_error, HTTPException: _http_error, Exception: _unexpected},
+    middleware=[Middleware(observability.ObservedASGI)],
 ))

@@ -237,8 +237,34 @@ def _queue_arn(sqs: Any, url: str) -> str:
     return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
 
+ENDPOINT_FILE = Path(".local") / "gateway.json"
+
+
+def write_endpoint_file(root: Path, emulator: Emulator, port: int) -> Path:
+    """Where the admin command line finds this running gateway's AWS emulator and tables
+    (`.local/gateway.json`, git-ignored), so it needs no AWS variables."""
+    path = Path(os.environ.get("GATEWAY_LOCAL_ENDPOINT_FILE") or root / ENDPOINT_FILE)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    environment = {**emulator.environment(), "AWS_ENDPOINT_URL": emulator.endpoint_url,
+                   "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
+                   "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
+    path.write_text(json.dumps({"pid": os.getpid(), "gateway_url": f"http://127.0.0.1:{port}",
+                                "environment": environment}, indent=2))
+    return path
+
+
+def remove_endpoint_file(path: Path) -> None:
+    try:
+        if json.loads(path.read_text()).get("pid") == os.getpid():  # another runner may have taken it over
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
 def main(template_path: str = "template.yaml") -> int:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    # One EMF line per request would drown the console; POWERTOOLS_METRICS_DISABLED=false shows them.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     port = int(os.environ.get("PORT", "3000"))
     simulator_port = int(os.environ.get("GATEWAY_SIMULATOR_PORT", str(port + 1)))
     schedule_pause = float(os.environ.get("GATEWAY_LOCAL_SCHEDULE_SECONDS", "5"))
@@ -261,6 +287,16 @@ def main(template_path: str = "template.yaml") -> int:
     from gateway.settings import reload_settings
 
     reload_settings()
+    from gateway.channels import ChannelsConfigError, check_at_start
+
+    try:
+        check_at_start()
+    except ChannelsConfigError as exc:  # the README's promise: a bad document stops the start
+        print(f"gateway not started: bad channels document: {exc}", file=sys.stderr, flush=True)
+        simulators.stop()
+        emulator.stop()
+        return 2
+    endpoint_file = write_endpoint_file(template.root, emulator, port)
     demo_key = os.environ.get("GATEWAY_DEMO_KEY") or keys.new_key()
     access_token = os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN") or keys.new_secret()
     quota = int(os.environ.get("GATEWAY_DEMO_QUOTA", "500000000"))
@@ -316,6 +352,7 @@ def main(template_path: str = "template.yaml") -> int:
             loop.stopping.set()
         for loop in loops:
             loop.join(timeout=5)
+        remove_endpoint_file(endpoint_file)
         simulators.stop()
         emulator.stop()
         print("gateway stopped", flush=True)

@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 
-from gateway import text
+from gateway import count_tokens, models, text
 from gateway.channels import Catalog, reset_catalog
 from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamFailed
 from gateway.formats import usage_of_response
@@ -64,7 +64,8 @@ def catalog(monkeypatch):
 
     def use(channels: list[dict[str, Any]], prices: dict[str, Any] | None = None) -> Catalog:
         built = Catalog.from_document({"channels": channels, "prices": prices or {}})
-        monkeypatch.setattr(text, "get_catalog", lambda: built)
+        for module in (text, models, count_tokens):
+            monkeypatch.setattr(module, "get_catalog", lambda: built)
         return built
 
     reset_catalog()
@@ -364,7 +365,7 @@ def test_the_app_stops_the_upstream_when_the_client_disconnects_and_settles_once
 
 
 def test_the_model_list_holds_the_priced_text_models_the_key_may_use(demo, catalog, accounts, app):
-    catalog([channel("chat", models=["m-small", "m-large", "m-unpriced"]), channel("messages", models=["m-embed"])])
+    catalog([channel("chat", models=["m-small", "m-large", "m-unpriced"]), channel("content", models=["m-embed"])])
     key, _ = accounts.create_key(1, name="two", allowed_models=["m-small", "m-embed"])
 
     async def scenario():

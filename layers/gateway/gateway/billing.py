@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from gateway import observability
 from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
@@ -220,6 +221,8 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
         if units > reservation.units and "ConditionalCheckFailed" in reasons[1:3] and reasons[0] != "ConditionalCheckFailed":
             raise _QuotaShort() from None
         return False  # already settled or refunded: nothing moves twice
+    if outcome == SETTLED:
+        observability.units_billed(units, route=reservation.route, model=reservation.model)
     return True
 
 

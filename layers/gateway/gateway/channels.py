@@ -273,6 +273,20 @@ def get_catalog() -> Catalog:
         return catalog
 
 
+def check_at_start() -> None:
+    """Reads the channels document when a function starts, so a bad one fails the cold start (and
+    the local runner) at once, naming the file, the field and the rule, instead of every request
+    answering 500. A store that cannot be reached right now is left for the first request."""
+    try:
+        get_catalog()
+    except ChannelsConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - only a bad document is fatal here
+        from gateway.observability import logger
+
+        logger.warning("channels document not read at start", extra={"error": repr(exc)})
+
+
 def reset_catalog() -> None:
     """Forget the catalog and channel health (tests, and the local runner after a change)."""
     global _cached

@@ -15,6 +15,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 from gateway import auth
 from gateway.errors import Dialect, GatewayError, NotFound, dialect_for_path, render
+from gateway import observability
 from gateway.observability import logger
 
 
@@ -62,18 +63,21 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.exception_handler(GatewayError)
     def _gateway_error(error: GatewayError) -> Response:
+        observability.note_error(error)
         if error.status >= 500:
             logger.warning("request failed", extra={"status": error.status, "error": error.message})
         return error_response(app, error)
 
     @app.not_found
     def _not_found(_: Exception) -> Response:
+        observability.note_error(NotFound(""))
         event = app.current_event
         return error_response(app, NotFound(f"no route for {event.http_method} {event.path}",
                                             code="route_not_found"))
 
     @app.exception_handler(Exception)
     def _unexpected(error: Exception) -> Response:
+        observability.note_error(error)
         logger.exception("unexpected error")
         return error_response(app, GatewayError(
             "internal error; quote the request id when reporting it"))
@@ -83,8 +87,7 @@ def create_app() -> APIGatewayRestResolver:
 
 def authenticate(app: APIGatewayRestResolver) -> auth.Principal:
     event = app.current_event
-    principal = auth.authenticate(event.headers, event.query_string_parameters)
-    logger.append_keys(key=principal.fingerprint, user_id=principal.user_id)
+    principal = auth.authenticate(event.headers, event.query_string_parameters)  # logs its fingerprint
     return principal
 
 

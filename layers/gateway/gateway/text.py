@@ -110,6 +110,11 @@ class TextCall:
             return ("content",)
         return TEXT_PROTOCOLS if self.operation == GENERATE else ("chat",)
 
+    @property
+    def stop_sequences(self) -> list[str] | None:
+        """A messages client's stop sequences (the gateway applies them where a channel cannot)."""
+        return self.body.get("stop_sequences") if self.dialect == MESSAGES else None
+
     def upstream_dialect(self, channel: Channel) -> str:
         # A chat channel serves the responses dialect itself; anything else is converted.
         if self.dialect == RESPONSES and channel.protocol == "chat":
@@ -403,7 +408,8 @@ async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer
     if not call.stream:
         answer = _object(await _call(client, upstream, target_model, payload))
         usage = _USAGE_READERS[upstream](answer.get("usageMetadata" if upstream == CONTENT else "usage"))
-        body = convert_response(answer, source=upstream, target=call.dialect, model=call.model, now=int(time.time()))
+        body = convert_response(answer, source=upstream, target=call.dialect, model=call.model, now=int(time.time()),
+                                stop=call.stop_sequences)
         return BufferedAnswer(body, usage, **common)
     events = _open(client, upstream, target_model, payload)
     try:
@@ -417,7 +423,7 @@ async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer
         await events.aclose()
         raise
     converter = StreamConverter(upstream, call.dialect, model=call.model, include_usage=call.include_usage,
-                                now=int(time.time()))
+                                now=int(time.time()), stop=call.stop_sequences)
     return StreamedAnswer(events, iterator, first, converter, **common)
 
 
@@ -469,20 +475,3 @@ async def content(inbound: Inbound, **options: Any) -> Answer:
 
 
 embeddings = partial(serve, EMBED, CHAT)
-
-MODEL_LIST_CREATED = 1700000000  # the list shape wants a creation time; the catalog has none
-
-
-def list_models(inbound: Inbound) -> dict[str, Any]:
-    """GET /v1/models: the text models this key may use, in the chat dialect's list shape."""
-    principal = auth.authenticate(inbound.headers, inbound.query)
-    catalog = get_catalog()
-    names = [name for name in catalog.models(TEXT_PROTOCOLS)
-             if principal.may_use(name) and name in catalog.prices and _per_token(catalog.prices.get(name))]
-    return {"object": "list", "data": [{"id": name, "object": "model", "created": MODEL_LIST_CREATED,
-                                        "owned_by": "gateway"} for name in names]}
-
-
-def _per_token(price: Price) -> bool:
-    return price.input_per_million is not None or price.output_per_million is not None
-

@@ -102,6 +102,49 @@ def create_video(principal: Principal, data: Any) -> dict[str, Any]:
     return video_object(task)
 
 
+LIST_LIMIT, MAX_LIST_LIMIT = 20, 100
+
+
+def list_videos(principal: Principal, query: dict[str, str] | None) -> dict[str, Any]:
+    """GET /v1/videos: the caller's epsilon videos, newest first (`order=asc`: oldest first),
+    `limit` (1 to 100, default 20) per page, `after` the last id of the previous page."""
+    from gateway.store.tasks import TasksRepository
+
+    query = query or {}
+    limit = query.get("limit") or str(LIST_LIMIT)
+    if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIST_LIMIT:
+        raise InvalidRequest(f"limit: must be an integer from 1 to {MAX_LIST_LIMIT}", param="limit")
+    order = query.get("order") or "desc"
+    if order not in ("asc", "desc"):
+        raise InvalidRequest("order: must be asc or desc", param="order")
+    newest_first, limit = order == "desc", int(limit)
+    cursor = None
+    if query.get("after"):
+        after = _owned_video(principal, query["after"])  # someone else's id is a 404, as anywhere
+        cursor = (int(after["created_at"]), after["task_id"])
+
+    # Ties inside one creation second are ordered by id, so a page boundary never skips or repeats
+    # one: read until the page is full and the second being read is past the page's last one.
+    def key(task: dict[str, Any]) -> tuple[int, str]:
+        return int(task["created_at"]), task["task_id"]
+
+    def beyond(k: tuple[int, str], edge: tuple[int, str]) -> bool:
+        return k < edge if newest_first else k > edge
+
+    picked: list[dict[str, Any]] = []
+    for task in TasksRepository().by_owner(principal.user_id, family="epsilon", newest_first=newest_first,
+                                           at_most=cursor[0] if cursor else None):
+        if cursor and not beyond(key(task), cursor):
+            continue
+        if len(picked) > limit and int(task["created_at"]) != int(picked[-1]["created_at"]):
+            break
+        picked.append(task)
+    picked.sort(key=key, reverse=newest_first)
+    page = [video_object(t) for t in picked[:limit]]
+    return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None, "has_more": len(picked) > limit}
+
+
 def get_video(principal: Principal, video_id: str) -> dict[str, Any]:
     return video_object(_owned_video(principal, video_id))
 

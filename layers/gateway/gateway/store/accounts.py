@@ -231,6 +231,56 @@ class AccountsRepository:
             UpdateExpression="SET last_used_at = :now", ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeValues=to_values({":now": now}))
 
+    # Operator actions (admin command line) ---------------------------------------------------
+
+    def list_users(self) -> list[dict[str, Any]]:
+        """Every user profile, by id (a Scan: an operator's occasional question, not a request path)."""
+        params: dict[str, Any] = {"TableName": self.table, "FilterExpression": "sk = :profile",
+                                  "ExpressionAttributeValues": to_values({":profile": PROFILE})}
+        users: list[dict[str, Any]] = []
+        while True:
+            answer = self._db.scan(**params)
+            users.extend(from_item(item) for item in answer.get("Items", []))
+            if "LastEvaluatedKey" not in answer:
+                return sorted(users, key=lambda u: int(u["id"]))
+            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+    def set_user_enabled(self, user_id: int, enabled: bool) -> list[str]:
+        """Disables a user (profile status 2, each active key `disabled`, so every key is refused at
+        once) or enables it again (status 1, the keys this disabled become active; a revoked key
+        stays revoked). Returns the ids of the keys it changed."""
+        try:
+            self._db.update_item(
+                TableName=self.table, Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                UpdateExpression="SET #s = :status", ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={"#s": "status"}, ExpressionAttributeValues=to_values({":status": 1 if enabled else 2}))
+        except Exception as exc:
+            if is_condition_failure(exc):
+                raise UserNotFound(user_id) from None
+            raise
+        before, after = ("disabled", "active") if enabled else ("active", "disabled")
+        changed = []
+        for record in self.list_keys(user_id):
+            try:
+                self._db.update_item(
+                    TableName=self.table, Key=to_item({"pk": record["pk"], "sk": "KEY"}),
+                    UpdateExpression="SET #s = :after", ConditionExpression="#s = :before",
+                    ExpressionAttributeNames={"#s": "status"},
+                    ExpressionAttributeValues=to_values({":after": after, ":before": before}))
+                changed.append(record["key_id"])
+            except Exception as exc:
+                if not is_condition_failure(exc):
+                    raise
+        return changed
+
+    def delete_key(self, key_id: str) -> None:
+        """Removes a key and its id pointer together; its ledger entries stay (they name the key id)."""
+        key_hash = self.key_hash_for_id(key_id)
+        self._db.transact_write_items(TransactItems=[
+            {"Delete": {"TableName": self.table, "Key": to_item({"pk": key_pk(key_hash), "sk": "KEY"})}},
+            {"Delete": {"TableName": self.table, "Key": to_item({"pk": f"KEYID#{key_id}", "sk": "KEYID"})}},
+        ])
+
     # Ledger --------------------------------------------------------------------------------
 
     def ledger(self, user_id: int, *, start: datetime | None = None, end: datetime | None = None,

@@ -19,6 +19,7 @@ from gateway.settings import get_settings
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
 OPEN_INDEX = "open_tasks"
+OWNER_INDEX = "by_owner"
 # Spreads open tasks over a few index partitions; the sweeper reads each one.
 OPEN_SHARDS = 4
 
@@ -89,3 +90,28 @@ class TasksRepository:
                 Limit=limit)
             for item in answer.get("Items", []):
                 yield from_item(item)
+
+    def by_owner(self, owner_id: int | str, *, family: str | None = None, at_most: int | None = None,
+                 newest_first: bool = True) -> Iterator[dict[str, Any]]:
+        """The owner's tasks by creation second (`created_at`), page by page; `at_most`
+        (seconds) starts the newest-first walk there, or the oldest-first one there when
+        `newest_first` is false; `family` keeps only that family's tasks."""
+        condition, values = "owner_id = :owner", {":owner": str(owner_id)}
+        if at_most is not None:
+            condition += " AND created_at " + ("<= :edge" if newest_first else ">= :edge")
+            values[":edge"] = int(at_most)
+        extra: dict[str, Any] = {}
+        if family is not None:
+            extra = {"FilterExpression": "#family = :family", "ExpressionAttributeNames": {"#family": "family"}}
+            values[":family"] = family
+        start: dict[str, Any] | None = None
+        while True:
+            answer = client("dynamodb").query(
+                TableName=self.table, IndexName=OWNER_INDEX, KeyConditionExpression=condition,
+                ExpressionAttributeValues=to_values(values), ScanIndexForward=not newest_first,
+                **extra, **({"ExclusiveStartKey": start} if start else {}))
+            for item in answer.get("Items", []):
+                yield from_item(item)
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                return

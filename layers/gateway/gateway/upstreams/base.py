@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from gateway import observability
 from gateway.errors import GatewayError
 from gateway.sse import SSEEvent, SSEParser
 from gateway.upstreams.verdict import exhausted_error, relayed_error
@@ -145,6 +146,7 @@ class UpstreamClient:
     async def call(self, path: str, payload: dict[str, Any] | None = None, *, method: str = "POST") -> dict[str, Any]:
         """A non-streamed exchange: the decoded JSON answer, or an `UpstreamError`."""
         request = self._request(method, path, payload, stream=False)
+        started = time.perf_counter()
         try:
             async with asyncio.timeout(self.timeouts.total):
                 response = await self._client.send(request)
@@ -153,6 +155,7 @@ class UpstreamClient:
                                 retryable=True, timed_out=True) from None
         except httpx.HTTPError as exc:
             raise self.transport_error(exc) from None
+        observability.upstream_latency(time.perf_counter() - started)
         if response.status_code >= 400:
             raise self.status_error(response.status_code, response.headers, response.content)
         try:
@@ -247,6 +250,7 @@ class EventStream:
         except httpx.HTTPError as exc:
             raise self._owner.transport_error(exc) from None
         self._response, self.status, self.headers = response, response.status_code, response.headers
+        observability.upstream_latency(loop.time() - start)  # to the response headers
         if response.status_code >= 400:
             try:
                 async with asyncio.timeout(timeouts.idle):

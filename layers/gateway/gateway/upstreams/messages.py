@@ -44,3 +44,6 @@ class MessagesClient(UpstreamClient):
 
     def stream_messages(self, payload: dict[str, Any]) -> EventStream:
         return self.stream("/v1/messages", {**payload, "stream": True})
+
+    async def count_tokens(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return await self.call("/v1/messages/count_tokens", payload)
