@@ -113,6 +113,41 @@ def test_plain_streamed_and_failed_requests_are_listed_newest_first_with_their_u
     assert len(theirs["data"]["items"]) == 1 and theirs["data"]["items"][0]["request_id"] not in ledger
 
 
+def test_a_request_the_client_abandons_before_the_answer_is_a_refund_not_an_error(
+        account_fn, demo, catalog, monkeypatch, lambda_context):  # noqa: F811
+    # Given an upstream that takes the connection and never answers, and a client that gives up
+    import socket
+
+    import anyio
+    import httpx
+
+    from gateway import text
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    catalog([{"name": "silent", "protocol": "chat", "base_url": f"http://127.0.0.1:{silent.getsockname()[1]}",
+              "api_key": "sk-upstream", "models": ["*"]}])
+    request = inbound("chat", demo["key"], "anyone there?")
+
+    async def abandon():
+        async with httpx.AsyncClient() as http:
+            with anyio.move_on_after(0.5):
+                await text.chat_completions(request, http=http)
+                raise AssertionError("the silent upstream answered")
+
+    try:
+        anyio.run(abandon)
+    finally:
+        silent.close()
+    # When the log is read
+    _, body = get(account_fn, lambda_context, "/api/log/self", self_headers(demo))
+    # Then the request is there as a refund (type 6), not a failure, with nothing charged
+    (item,) = body["data"]["items"]
+    assert (item["request_id"], item["type"], item["quota"]) == (request.request_id, 6, 0)
+    assert "refunded" in item["content"]
+
+
 def demo_ledger():
     from gateway.store.accounts import AccountsRepository
 
