@@ -75,9 +75,9 @@ def subscription(principal: Principal, accounts: AccountsRepository | None = Non
     }
 
 
-def user_self(authorization: str | None, api_user: str | None,
-              accounts: AccountsRepository | None = None) -> dict[str, Any]:
-    """The account envelope for the user named by both the access token and `X-Api-User`."""
+def access_token_user(authorization: str | None, api_user: str | None,
+                      accounts: AccountsRepository | None = None) -> int:
+    """The user id named by both the system access token and `X-Api-User` (else a 401)."""
     accounts = accounts or AccountsRepository()
     token = (authorization or "").strip()
     if token[:7].lower() == "bearer ":
@@ -89,6 +89,14 @@ def user_self(authorization: str | None, api_user: str | None,
     user_id = accounts.user_id_for_access_token(token)
     if user_id is None or user_id != int(api_user):
         raise AuthenticationFailed("the access token does not belong to the user in X-Api-User")
+    return user_id
+
+
+def user_self(authorization: str | None, api_user: str | None,
+              accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """The account envelope for the user named by both the access token and `X-Api-User`."""
+    accounts = accounts or AccountsRepository()
+    user_id = access_token_user(authorization, api_user, accounts)
     user = accounts.get_user(user_id, consistent=True)
     if user is None:
         raise AuthenticationFailed("the access token's user no longer exists")

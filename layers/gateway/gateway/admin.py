@@ -8,6 +8,7 @@
     python -m gateway.admin add-quota --user 2 --usd 10        (or --key <key id>, or --units N)
     python -m gateway.admin set-access-token --user 2          (prints a new system access token)
     python -m gateway.admin usage --user 2 [--start 2026-11-01] [--end 2026-11-30] [--key <key id>]
+    python -m gateway.admin logs --user 2 [--key <key id>] [--since 2h] [--until ...] [--model m] [--type 5] [--limit 50] [--cursor c]
 
 The accounts table is `ACCOUNTS_TABLE` (the stack output `AccountsTableName` when deployed).
 Every command prints one JSON object. A key and an access token are printed once, when made.
@@ -18,13 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
+from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Sequence
 
-from gateway import keys
+from gateway import keys, requestlog
 from gateway.account import parse_date
 from gateway.errors import GatewayError
 from gateway.prices import UNITS_PER_USD, usd_to_units
@@ -107,9 +110,47 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
         return {"user_id": args.user, "requests": len(entries), "units": units,
                 "usd": str(Decimal(units) / UNITS_PER_USD), "quota_left": user["quota"],
                 "used_quota": user["used_quota"], "request_count": user["request_count"]}
+    if args.command == "logs":
+        return _logs(args, accounts)
     if args.command in OPERATOR_COMMANDS:
         return OPERATOR_COMMANDS[args.command](args, accounts)
     raise AssertionError(args.command)  # argparse only lets known commands through
+
+
+def _logs(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    """The request log of a user (or one of its keys), as the log routes show it, plus the key id."""
+    if accounts.get_user(args.user, consistent=True) is None:
+        raise UserNotFound(args.user)
+    names = {key["key_id"]: key.get("name", "") for key in accounts.list_keys(args.user)}
+    if args.key and args.key not in names:
+        raise KeyNotFound(f"{args.key} (not a key of user {args.user})")
+    params = {"page_size": str(args.limit), "start_timestamp": args.since, "end_timestamp": args.until,
+              "model_name": args.model, "type": args.type, "cursor": args.cursor}
+    query = requestlog.LogQuery({k: v for k, v in params.items() if v is not None})
+    return {"user_id": args.user, **requestlog.read(args.user, query, key_ids=(args.key,) if args.key else None,
+                                                    key_names=names, accounts=accounts)}
+
+
+_RELATIVE = re.compile(r"([0-9]+)([smhd])")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _moment(text: str) -> str:
+    """Epoch seconds (as text) from `2h` / `30m` / `7d` ago, a YYYY-MM-DD date, an ISO time or epoch seconds."""
+    value = text.strip()
+    if value.isdigit():
+        return value
+    relative = _RELATIVE.fullmatch(value)
+    if relative:
+        return str(int(time.time()) - int(relative.group(1)) * _SECONDS[relative.group(2)])
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time: {text} (use 2h, 30m, 7d, YYYY-MM-DD, an ISO time "
+                                         "or epoch seconds)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return str(int(moment.timestamp()))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -158,6 +199,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--end", help="ms timestamp or YYYY-MM-DD")
     p.add_argument("--key", help="only this key id")
     p.add_argument("--by", choices=["model"], help="spend per model and day")
+
+    p = commands.add_parser("logs", help="a user's request log, newest first")
+    p.add_argument("--user", type=int, required=True)
+    p.add_argument("--key", help="only this key id")
+    p.add_argument("--since", type=_moment, help="2h, 30m, 7d ago, YYYY-MM-DD, an ISO time or epoch seconds")
+    p.add_argument("--until", type=_moment, help="same forms as --since (inclusive)")
+    p.add_argument("--model", help="only this model")
+    p.add_argument("--type", choices=["2", "5", "6"], help="2 consume, 5 error, 6 refund")
+    p.add_argument("--limit", type=int, default=20, help=f"entries (1 to {requestlog.PAGE_SIZE_MAX})")
+    p.add_argument("--cursor", help="next_cursor of an earlier answer")
     _add_operator_commands(commands)
     _add_target_options(parser)
     return parser

@@ -31,11 +31,15 @@ from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
 from gateway.settings import get_settings
-from gateway.store.accounts import (HOLD_SHARDS, PROFILE, hold_index_keys, hold_shard, key_pk, reservation_pk,
-                                    usage_sk, user_pk)
+from gateway.store.accounts import (HOLD_SHARDS, PROFILE, hold_index_keys, hold_shard, key_pk, ledger_index,
+                                    reservation_pk, usage_sk, user_pk)
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
 RESERVED, SETTLED, REFUNDED = "reserved", "settled", "refunded"
+# The request log's entry types (`gateway.requestlog`): a settled request; a refund because the
+# request failed (the upstream failed or refused it, its function died: a stale hold); any other
+# refund (the client went away first, a task was cancelled).
+LOG_CONSUME, LOG_ERROR, LOG_REFUND = 2, 5, 6
 # How long after it was reserved a request's hold may still be in use: the longest request
 # function's timeout (the text function's 900 s) plus a margin for the settlement itself.
 REQUEST_HOLD_SECONDS = 900 + 120
@@ -179,9 +183,14 @@ def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | Non
     raise AssertionError("unreachable: the last attempt charges no more than the hold")
 
 
-def refund(reservation: Reservation, *, reason: str = "") -> bool:
-    """Gives the whole hold back. True if this call refunded it."""
-    return _close(reservation, REFUNDED, 0, {"reason": reason} if reason else None)
+def refund(reservation: Reservation, *, reason: str = "", error: bool = True,
+           detail: dict[str, Any] | None = None) -> bool:
+    """Gives the whole hold back. True if this call refunded it.
+
+    `error` says the request failed (the log's type 5); False is a refund for another cause
+    (type 6: the client went away before the answer, a task was cancelled)."""
+    detail = {**(detail or {}), **({"reason": reason} if reason else {})}
+    return _close(reservation, REFUNDED, 0, detail or None, log_type=LOG_ERROR if error else LOG_REFUND)
 
 
 class _QuotaShort(Exception):
@@ -202,7 +211,7 @@ def _left(reservation: Reservation) -> int:
 
 
 def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None, *,
-           wanted: int | None = None) -> bool:
+           wanted: int | None = None, log_type: int = LOG_CONSUME) -> bool:
     """One transaction: the reservation leaves `reserved`, the quotas take `units` and get the
     rest of the hold back, the ledger entry is written. False if it was already closed."""
     now = datetime.now(timezone.utc)
@@ -210,7 +219,8 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
         _closed_reservation(reservation, outcome, units, now),
         _user_counts(reservation, outcome, units),
         _key_counts(reservation, units),
-        _ledger_entry(reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0)),
+        _ledger_entry(reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0),
+                      log_type=log_type),
     ]
     try:
         _db().transact_write_items(TransactItems=writes)
@@ -269,13 +279,16 @@ def _key_counts(reservation: Reservation, units: int) -> dict[str, Any]:
 
 
 def _ledger_entry(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None,
-                  now: datetime, *, shortfall: int) -> dict[str, Any]:
+                  now: datetime, *, shortfall: int, log_type: int) -> dict[str, Any]:
     entry = {
         "pk": user_pk(reservation.user_id), "sk": usage_sk(now, reservation.reservation_id),
         "request_id": reservation.reservation_id, "key_id": reservation.key_id, "model": reservation.model,
         "route": reservation.route, "units": units, "reserved_units": reservation.units, "outcome": outcome,
         "at": int(now.timestamp() * 1000), "detail": detail or None,
+        "log_type": log_type, "started_at": reservation.created_at or None,
     }
+    # The request log reads one key's or one model's entries through these index keys.
+    entry.update(ledger_index(reservation.user_id, reservation.key_id, reservation.model, entry["sk"]))
     if shortfall:
         entry["shortfall"] = shortfall  # priced but not charged: the quota had no more
     retention = get_settings().ledger_retention_days

@@ -368,7 +368,10 @@ async def serve(operation: str, dialect: str, inbound: Inbound, *, http: httpx.A
     except BaseException as exc:
         reason = getattr(exc, "message", type(exc).__name__)[:200]
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(lambda: billing.refund(prepared.reservation, reason=reason))
+            # A cancellation (the client went away first) is a refund; any exception a failure.
+            await anyio.to_thread.run_sync(lambda: billing.refund(
+                prepared.reservation, reason=reason, error=isinstance(exc, Exception),
+                detail={"stream": prepared.call.stream}))
         raise
 
 

@@ -7,7 +7,7 @@
 | key id pointer | `KEYID#<key id>` | `KEYID` |
 | system access token | `ACCESS#<sha256 of token>` | `ACCESS` |
 | reservation | `RES#<reservation id>` | `RES` (billing; while open, gsi1: `HOLD#<shard>` / `<hold until>#<id>`) |
-| ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (billing) |
+| ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (billing; gsi1: `KEYLOG#<key id>` / the same sk; gsi2: `USER#<id>#MODEL#<model>` / the same sk) |
 | user id counter | `COUNTER` | `USER` |
 
 Secrets (keys, access tokens) are stored only as SHA-256 hashes.
@@ -57,6 +57,16 @@ def hold_index_keys(reservation_id: str, hold_until: int) -> dict[str, str]:
 
 def usage_sk(at: datetime, request_id: str) -> str:
     return f"USAGE#{at.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z#{request_id}"
+
+
+def ledger_index(user_id: int, key_id: str, model: str, sk: str) -> dict[str, str]:
+    """The index keys of a ledger entry: the request log reads one key's (gsi1) or one model's
+    (gsi2) entries newest first without reading the rest of the account's ledger."""
+    return {"gsi1pk": f"KEYLOG#{key_id}", "gsi1sk": sk, "gsi2pk": f"{user_pk(user_id)}#MODEL#{model}", "gsi2sk": sk}
+
+
+# The request log's access paths: (index name or None, partition attribute, sort attribute).
+LOG_BY_USER, LOG_BY_KEY, LOG_BY_MODEL = (None, "pk", "sk"), ("gsi1", "gsi1pk", "gsi1sk"), ("gsi2", "gsi2pk", "gsi2sk")
 
 
 def iso_of(epoch_seconds: float) -> datetime:
@@ -304,3 +314,34 @@ class AccountsRepository:
             if "LastEvaluatedKey" not in answer:
                 return entries
             params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+    def log_query(self, user_id: int, path: tuple[str | None, str, str], partition: str, *, low: str, high: str,
+                  limit: int, start_after: str | None = None, count_only: bool = False,
+                  filter_expression: str | None = None, names: dict[str, str] | None = None,
+                  values: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int, int, str | None]:
+        """One read of a user's ledger entries on an access path, newest first: examines at most
+        `limit` entries with sort keys in [low, high] below `start_after`. Returns the entries that
+        pass the filter (none when `count_only`), how many passed, how many were examined, and the
+        sort key to continue after (None when the path is exhausted)."""
+        index, pk_name, sk_name = path
+        params: dict[str, Any] = {
+            "TableName": self.table, "KeyConditionExpression": "#p = :p AND #s BETWEEN :low AND :high",
+            "ExpressionAttributeNames": {"#p": pk_name, "#s": sk_name, **(names or {})},
+            "ExpressionAttributeValues": to_values({":p": partition, ":low": low, ":high": high, **(values or {})}),
+            "ScanIndexForward": False, "Limit": limit,
+        }
+        if index:
+            params["IndexName"] = index
+        if filter_expression:
+            params["FilterExpression"] = filter_expression
+        if count_only:
+            params["Select"] = "COUNT"
+        if start_after:
+            # A position on an index is the entry's table key plus its index key.
+            params["ExclusiveStartKey"] = to_item({"pk": user_pk(user_id), "sk": start_after,
+                                                   pk_name: partition, sk_name: start_after})
+        answer = self._db.query(**params)
+        items = [from_item(item) for item in answer.get("Items", [])]
+        last = answer.get("LastEvaluatedKey")
+        return (items, int(answer.get("Count", len(items))), int(answer.get("ScannedCount", len(items))),
+                from_item(last)[sk_name] if last else None)

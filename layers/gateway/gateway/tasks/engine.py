@@ -226,7 +226,8 @@ def finish(task: dict[str, Any], *, now: float | None = None) -> None:
                                                    "channel": task["channel"]})
         outcome = billing.SETTLED
     else:
-        billing.refund(reservation, reason=(task.get("error") or task["status"])[:200])
+        billing.refund(reservation, reason=(task.get("error") or task["status"])[:200],
+                       error=task["status"] == "failed")
         outcome = billing.REFUNDED
     if task.get("callback_url"):
         queue.send_callback(task["task_id"])

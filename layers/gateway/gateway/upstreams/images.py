@@ -60,10 +60,12 @@ class ImagesClient:
         """POST {base}/v1/images/generations with a JSON body; the upstream's JSON answer."""
         return await self._send("/v1/images/generations", json=payload)
 
-    async def edit(self, fields: dict[str, str], image: UploadedFile) -> dict[str, Any]:
-        """POST {base}/v1/images/edits as multipart: the text fields plus the one `image` file."""
-        files = {"image": (image.filename or "image", image.data, image.content_type or "application/octet-stream")}
-        return await self._send("/v1/images/edits", data=fields, files=files)
+    async def edit(self, fields: dict[str, str], files: list[tuple[str, UploadedFile]]) -> dict[str, Any]:
+        """POST {base}/v1/images/edits as multipart: the text fields plus the files, each under its
+        form name (`image`, `image[]` repeated, `mask`), in order."""
+        parts = [(name, (f.filename or name.rstrip("[]"), f.data, f.content_type or "application/octet-stream"))
+                 for name, f in files]
+        return await self._send("/v1/images/edits", data=fields, files=parts)
 
     async def _send(self, path: str, **body: Any) -> dict[str, Any]:
         url = self._base + path
