@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gateway import keys
-from gateway.errors import AuthenticationFailed, NotFound
+from gateway.errors import AuthenticationFailed, NotFound, shown
 from gateway.settings import get_settings
 from gateway.store.accounts import AccountsRepository
 
@@ -39,7 +39,7 @@ class Principal:
     def require_model(self, model: str) -> None:
         """A model outside the key's allowlist is answered as if it did not exist."""
         if not self.may_use(model):
-            raise NotFound(f"model '{model}' does not exist or this key may not use it",
+            raise NotFound(f"model '{shown(model)}' does not exist or this key may not use it",
                            param="model", code="model_not_found")
 
 
