@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 PIP_QUIET := --quiet --disable-pip-version-check
 
-.PHONY: run test unit integration e2e bench validate build deploy admin clean
+.PHONY: run test unit integration e2e bench validate build deploy admin clean openapi
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ integration: $(BIN)/.installed
 
 e2e: $(BIN)/.installed
 	$(BIN)/python -m pytest tests/e2e
+
+## docs/openapi.json from the code (template.yaml routes, request models, error envelopes);
+## a test fails while the committed copy is stale.
+openapi: $(BIN)/.installed
+	PYTHONPATH=layers/gateway:local $(BIN)/python -m gateway_local.openapi docs/openapi.json
 
 ## Benchmarks print figures; they are not tests.
 bench: $(BIN)/.installed

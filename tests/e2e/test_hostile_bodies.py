@@ -141,3 +141,19 @@ def test_a_forged_authorization_header_is_a_401(gateway_url, authorization):
             answer = client.post(path, content=b"{}", headers=[(b"authorization", authorization),
                                                                 (b"content-type", b"application/json")])
         assert answer.status_code == 401, (path, answer.status_code, answer.text[:200])
+
+
+@pytest.mark.parametrize("api_user", ["9" * 5000, "\u00b2", "1" * 20, "-1", ""])
+def test_an_x_api_user_that_is_no_int64_is_a_401_in_the_account_envelope(http, api_user):
+    answer = http.get("/api/user/self", headers=[(b"Authorization", b"e2e-access-token"),
+                                                 (b"X-Api-User", api_user.encode("utf-8"))])
+    assert answer.status_code == 401, answer.text[:200]
+    assert answer.json()["success"] is False
+
+
+def test_a_thinking_budget_near_the_output_limit_is_not_pushed_past_it_by_the_default_max_tokens(http):
+    answer = http.post("/v1/messages", headers=HEADERS, json={
+        "model": "m-small", "messages": [{"role": "user", "content": "hi"}],
+        "thinking": {"type": "enabled", "budget_tokens": 999_999}})
+    # The gateway's own default stays within the limit, so the upstream is not asked for more
+    assert answer.status_code == 200, answer.text[:300]

@@ -276,7 +276,7 @@ class MessagesTool(Open):
 
 class Thinking(Open):
     type: Literal["enabled"]
-    budget_tokens: Annotated[Int, Field(gt=1024, le=MAX_OUTPUT_TOKENS)]
+    budget_tokens: Annotated[Int, Field(gt=1024, lt=MAX_OUTPUT_TOKENS)]
 
 
 class MessagesRequest(Open):
@@ -313,7 +313,8 @@ class MessagesRequest(Open):
     def _default_max_tokens(self) -> MessagesRequest:
         if self.max_tokens is None:
             # Assigning marks the field as set, so it is part of the payload sent upstream.
-            self.max_tokens = DEFAULT_MAX_TOKENS + (self.thinking.budget_tokens if self.thinking else 0)
+            budget = self.thinking.budget_tokens if self.thinking else 0
+            self.max_tokens = min(DEFAULT_MAX_TOKENS + budget, MAX_OUTPUT_TOKENS)
         return self
 
     def estimate_input_tokens(self) -> int:
