@@ -25,7 +25,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent.parent
 # Examples per operation and generation mode; FUZZ_EXAMPLES raises it for a longer local run.
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10"))
 
 
 @pytest.fixture(scope="module")
