@@ -11,7 +11,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e bench validate build deploy admin clean
+.PHONY: run test unit integration e2e bench validate build deploy admin clean openapi
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ integration: $(BIN)/.installed
 
 e2e: $(BIN)/.installed
 	$(BIN)/python -m pytest tests/e2e
+
+## docs/openapi.json from the code (template.yaml routes, request models, error envelopes);
+## a test fails while the committed copy is stale.
+openapi: $(BIN)/.installed
+	PYTHONPATH=layers/gateway:local $(BIN)/python -m gateway_local.openapi docs/openapi.json
 
 ## Benchmarks print figures; they are not tests.
 bench: $(BIN)/.installed

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import anyio
 import uvicorn
 
-from gateway_local import apigw
+from gateway_local import apigw, docs
 from gateway_local.emulator import Emulator, start_emulator
 from gateway_local.template import Function, Template, read_template, schedule_seconds
 
@@ -80,7 +80,10 @@ class GatewayApp:
             await send(message)
 
         found = self.template.route_for(method, path)
-        if found is None:  # only without the template's catch-all route
+        documentation = docs.answer(self.template.root, method, path)  # /docs and /openapi.json: the runner's own
+        if documentation is not None:
+            await self._answer(logged_send, *documentation, request_id)
+        elif found is None:  # only without the template's catch-all route
             await self._answer(logged_send, 403, [("content-type", "application/json")], _FORBIDDEN, request_id)
         else:
             route, params = found
@@ -340,7 +343,9 @@ def main(template_path: str = "template.yaml") -> int:
         print("\n".join([
             "", "Unified AI gateway, local", f"  URL:            http://127.0.0.1:{port}",
             f"  demo API key:   {demo_key}", f"  access token:   {access_token}   (X-Api-User: 1)",
-            f"  simulators:     http://127.0.0.1:{simulator_port}", f"  AWS emulator:   {emulator.endpoint_url}",
+            f"  simulators:     http://127.0.0.1:{simulator_port}",
+            f"  API docs:       http://127.0.0.1:{port}/docs (Swagger UI of /openapi.json)",
+            f"  AWS emulator:   {emulator.endpoint_url}",
             f"  try: curl -X POST localhost:{port}/plants -H \"Authorization: Bearer {demo_key}\" "
             "-d '{\"id\":1,\"name\":\"fern\"}'", "", f"gateway ready on http://127.0.0.1:{port}"]), flush=True)
 

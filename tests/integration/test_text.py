@@ -18,10 +18,11 @@ import pytest
 
 from gateway import count_tokens, models, text
 from gateway.channels import Catalog, reset_catalog
-from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamFailed
+from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamFailed, UpstreamTimeout
 from gateway.formats import usage_of_response
 from gateway.prices import SHIPPED, token_cost
 from gateway.sse import SSEParser
+from gateway.upstreams.base import Timeouts
 from gateway.store.accounts import AccountsRepository
 from gateway_local.server import simulators_app
 from tests.conftest import load_function
@@ -197,6 +198,20 @@ def test_a_5xx_on_the_only_channel_is_a_502_and_refunded(demo, catalog):
     request = inbound("content", demo["key"], stream=True)
     with pytest.raises(UpstreamFailed):
         run("content", request)
+    assert quota() == before and ledger(request.request_id)["outcome"] == "refunded"
+
+
+@pytest.mark.parametrize("dialect", ["chat", "messages", "content"])
+def test_a_plain_answer_not_started_within_the_first_byte_time_is_a_504_and_refunded(demo, catalog, monkeypatch,
+                                                                                       dialect):
+    # Given a channel whose upstream answers only after 2 s, and a first-byte time of 0.3 s
+    monkeypatch.setenv("GATEWAY_SIM_SLOW_SECONDS", "2")
+    catalog([channel("chat", fault="slow")])
+    before = quota()
+    request = inbound(dialect, demo["key"])
+    # When a non-streamed request is served, then it is a 504 and the hold is refunded
+    with pytest.raises(UpstreamTimeout):
+        run(dialect, request, timeouts=Timeouts(first_byte=0.3))
     assert quota() == before and ledger(request.request_id)["outcome"] == "refunded"
 
 

@@ -84,7 +84,9 @@ def access_token_user(authorization: str | None, api_user: str | None,
         token = token[7:].strip()
     if not token:
         raise AuthenticationFailed("no system access token was given in Authorization")
-    if not (api_user or "").strip().isdigit():
+    api_user = (api_user or "").strip()
+    # ASCII digits of an int64 only: int() of "²" or of 5000 digits would fail after the check.
+    if not (api_user.isascii() and api_user.isdigit() and len(api_user) <= 19):
         raise AuthenticationFailed("X-Api-User must be the numeric id of the access token's user")
     user_id = accounts.user_id_for_access_token(token)
     if user_id is None or user_id != int(api_user):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gateway import keys, observability
-from gateway.errors import AuthenticationFailed, NotFound
+from gateway.errors import AuthenticationFailed, NotFound, shown
 from gateway.settings import get_settings
 from gateway.store.accounts import AccountsRepository
 
@@ -40,7 +40,7 @@ class Principal:
         """A model outside the key's allowlist is answered as if it did not exist."""
         observability.set_model(model)  # every billed request passes here: its metrics' model
         if not self.may_use(model):
-            raise NotFound(f"model '{model}' does not exist or this key may not use it",
+            raise NotFound(f"model '{shown(model)}' does not exist or this key may not use it",
                            param="model", code="model_not_found")
 
 

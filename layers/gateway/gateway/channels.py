@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
-from gateway.errors import NotFound
+from gateway.errors import NotFound, shown
 from gateway.prices import Price, PriceTable
 from gateway.settings import get_settings
 
@@ -142,7 +142,7 @@ class Catalog:
         allowed = set(protocols)
         serving = [c for c in self.channels if c.protocol in allowed and c.serves(model) and c.weight > 0]
         if not serving:
-            raise NotFound(f"model '{model}' is not served by any channel", param="model", code="model_not_found")
+            raise NotFound(f"model '{shown(model)}' is not served by any channel", param="model", code="model_not_found")
         healthy = [c for c in serving if _health.ok(c.name)]
         resting = [c for c in serving if c not in healthy]
         return _order(healthy, prefer) + _order(resting, prefer)

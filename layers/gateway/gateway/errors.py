@@ -41,6 +41,16 @@ def dialect_for_path(path: str) -> Dialect:
     return Dialect.CHAT
 
 
+# A message quotes what the client sent (a model name, a value); it never grows with it.
+MAX_MESSAGE_CHARS = 1000
+
+
+def shown(value: object, limit: int = 100) -> str:
+    """`value` as quoted in an error message: cut to `limit` characters, marked when cut."""
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
 class GatewayError(Exception):
     """Base of every error the gateway answers on purpose."""
 
@@ -50,6 +60,7 @@ class GatewayError(Exception):
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None,
                  status: int | None = None, headers: dict[str, str] | None = None):
+        message = shown(message, MAX_MESSAGE_CHARS)
         super().__init__(message)
         self.message = message
         self.param = param

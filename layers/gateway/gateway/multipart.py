@@ -224,6 +224,9 @@ def parse_multipart(body: bytes, content_type: str) -> Form:
             raise _malformed(f"more than {MAX_PARTS} parts")
         _add_part(form, body[pos:end])
         pos = end + len(_CRLF) + len(delimiter)
+    from gateway.validation import check_text_fields  # pydantic only where a body is parsed
+
+    check_text_fields(form.fields)  # the JSON routes' text rule, for form fields too
     return form
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any, Mapping
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, shown
 
 UNITS_PER_USD = 500_000
 MILLION = Decimal(1_000_000)
@@ -97,7 +97,7 @@ class PriceTable:
     def get(self, model: str) -> Price:
         price = self._prices.get(model)
         if price is None:
-            raise InvalidRequest(f"model '{model}' has no price configured, so it cannot be served",
+            raise InvalidRequest(f"model '{shown(model)}' has no price configured, so it cannot be served",
                                  param="model", code="model_not_priced")
         return price
 

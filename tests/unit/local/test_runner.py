@@ -68,3 +68,9 @@ def test_a_handler_answer_becomes_http():
 
 def test_schedule_rates_are_understood():
     assert schedule_seconds("rate(5 minutes)") == 300 and schedule_seconds("rate(1 hour)") == 3600
+
+
+def test_a_path_parameter_may_hold_a_newline_as_api_gateway_allows(template):
+    # A decoded %0A in a model name still reaches the content route (which then refuses it)
+    found = template.route_for("POST", "/v1beta/models/a\nb:generateContent")
+    assert found is not None and found[1]["proxy"] == "a\nb:generateContent"

@@ -82,6 +82,13 @@ Num = Annotated[float, Strict()]  # strict float still takes an int such as 1
 Bool = StrictBool
 Str = StrictStr
 NonEmptyStr = Annotated[StrictStr, Field(min_length=1)]
+# Longer than any model id, short enough to echo in an error.
+MAX_MODEL_NAME = 256
+ModelName = Annotated[StrictStr, Field(min_length=1, max_length=MAX_MODEL_NAME)]
+# An output limit above this is no limit any model has: a 400 naming the field, rather than a
+# reservation no quota could hold.
+MAX_OUTPUT_TOKENS = 1_000_000
+OutputTokens = Annotated[Int, Field(ge=1, le=MAX_OUTPUT_TOKENS)]
 
 
 class Open(BaseModel):
@@ -122,7 +129,9 @@ def _by_type(variants: dict[str, Any], fallback: Any = None, *, what: str = "typ
     def choose(value: Any) -> Any:
         if not isinstance(value, dict):
             return None
-        return variants.get(value.get(what), fallback)
+        kind = value.get(what)
+        # An unhashable or non-string `type` / `role` gets the fallback, whose Literal names it.
+        return variants.get(kind, fallback) if isinstance(kind, str) else fallback
 
     return choose
 
@@ -267,14 +276,14 @@ class MessagesTool(Open):
 
 class Thinking(Open):
     type: Literal["enabled"]
-    budget_tokens: Annotated[Int, Field(gt=1024)]
+    budget_tokens: Annotated[Int, Field(gt=1024, lt=MAX_OUTPUT_TOKENS)]
 
 
 class MessagesRequest(Open):
-    model: NonEmptyStr
+    model: ModelName
     messages: Annotated[list[MessagesMessage], Field(min_length=1)]
     system: MessagesSystem | None = None
-    max_tokens: Annotated[Int, Field(ge=1)] | None = None
+    max_tokens: OutputTokens | None = None
     temperature: Annotated[Num, Field(ge=0, le=2)] | None = None
     top_p: Annotated[Num, Field(ge=0, le=1)] | None = None
     top_k: Annotated[Int, Field(ge=0)] | None = None
@@ -304,7 +313,8 @@ class MessagesRequest(Open):
     def _default_max_tokens(self) -> MessagesRequest:
         if self.max_tokens is None:
             # Assigning marks the field as set, so it is part of the payload sent upstream.
-            self.max_tokens = DEFAULT_MAX_TOKENS + (self.thinking.budget_tokens if self.thinking else 0)
+            budget = self.thinking.budget_tokens if self.thinking else 0
+            self.max_tokens = min(DEFAULT_MAX_TOKENS + budget, MAX_OUTPUT_TOKENS)
         return self
 
     def estimate_input_tokens(self) -> int:
@@ -397,7 +407,7 @@ def _thinking_level(value: str) -> str:
 
 class ThinkingConfig(GeminiObject):
     thinkingLevel: Annotated[Str, AfterValidator(_thinking_level)] | None = None
-    thinkingBudget: Annotated[Int, Field(ge=-1)] | None = None  # -1 lets the model decide
+    thinkingBudget: Annotated[Int, Field(ge=-1, le=MAX_OUTPUT_TOKENS)] | None = None  # -1 lets the model decide
     includeThoughts: Bool | None = None
 
 
@@ -405,7 +415,7 @@ class GenerationConfig(GeminiObject):
     temperature: Annotated[Num, Field(ge=0, le=2)] | None = None
     topP: Annotated[Num, Field(ge=0, le=1)] | None = None
     topK: Annotated[Int, Field(ge=0)] | None = None
-    maxOutputTokens: Annotated[Int, Field(ge=1)] | None = None
+    maxOutputTokens: OutputTokens | None = None
     candidateCount: Annotated[Int, Field(ge=1)] | None = None
     stopSequences: list[Str] | None = None
     responseMimeType: Str | None = None
@@ -479,6 +489,8 @@ class EmbedContent(GeminiObject):
 
 
 class EmbedContentRequest(GeminiObject):
+    # batchEmbedContents names the model in each request (the gateway replaces it upstream).
+    model: ModelName | None = None
     content: EmbedContent
     taskType: Str | None = None
     outputDimensionality: Annotated[Int, Field(ge=1)] | None = None
@@ -506,6 +518,8 @@ def parse_model_action(proxy: str) -> tuple[str, str]:
         raise NotFound(f"models/{proxy}: no action given; use one of :{', :'.join(CONTENT_ACTIONS)}")
     if not model or "/" in model:
         raise InvalidRequest("model: must be a model name", param="model")
+    if len(model) > MAX_MODEL_NAME:
+        raise InvalidRequest(f"model: must be at most {MAX_MODEL_NAME} characters", param="model")
     if action not in CONTENT_ACTIONS:
         raise NotFound(f"models/{model}:{action}: unknown action; use one of :{', :'.join(CONTENT_ACTIONS)}")
     return model, action
@@ -674,13 +688,13 @@ Penalty = Annotated[Num, Field(ge=-2, le=2)]
 
 
 class ChatRequest(Open):
-    model: NonEmptyStr
+    model: ModelName
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     temperature: Annotated[Num, Field(ge=0, le=2)] | None = None
     top_p: Annotated[Num, Field(ge=0, le=1)] | None = None
     n: Annotated[Int, Field(ge=1, le=128)] | None = None
-    max_tokens: Annotated[Int, Field(ge=1)] | None = None
-    max_completion_tokens: Annotated[Int, Field(ge=1)] | None = None
+    max_tokens: OutputTokens | None = None
+    max_completion_tokens: OutputTokens | None = None
     stream: Bool | None = None
     stream_options: StreamOptions | None = None
     tools: list[ChatTool] | None = None
@@ -797,10 +811,11 @@ class ResponsesStreamOptions(Open):
 
 
 class ResponsesRequest(Open):
-    model: NonEmptyStr
-    input: ResponsesInput | None = None
+    model: ModelName
+    # Absent is allowed (previous_response_id may carry the conversation); null is not a value.
+    input: ResponsesInput = None
     instructions: Str | None = None
-    max_output_tokens: Annotated[Int, Field(ge=1)] | None = None
+    max_output_tokens: OutputTokens | None = None
     temperature: Annotated[Num, Field(ge=0, le=2)] | None = None
     top_p: Annotated[Num, Field(ge=0, le=1)] | None = None
     stream: Bool | None = None
@@ -877,7 +892,7 @@ EmbeddingInput = _by_shape(_choose_embedding_input,
 
 
 class EmbeddingsRequest(Open):
-    model: NonEmptyStr
+    model: ModelName
     input: EmbeddingInput
     encoding_format: Literal["float", "base64"] | None = None
     dimensions: Annotated[Int, Field(ge=1)] | None = None

@@ -26,9 +26,10 @@ from gateway.upstreams.verdict import exhausted_error, relayed_error
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds. `first_byte` (stream opened to first body byte) and `idle` (longest gap between
-    two chunks) apply to streams; a non-streamed answer only arrives when generation is over, so
-    it is bounded by `total` alone."""
+    """Seconds. `first_byte`: request sent to the first byte of the answer (a stream's first body
+    byte; a non-streamed answer's status line, so an upstream still silent then is given up on,
+    as documented, rather than waited for until `total`). `idle`: the longest gap between two
+    chunks of a body once it has begun. `total`: the whole exchange."""
 
     connect: float = 10.0
     first_byte: float = 60.0
@@ -147,24 +148,52 @@ class UpstreamClient:
         """A non-streamed exchange: the decoded JSON answer, or an `UpstreamError`."""
         request = self._request(method, path, payload, stream=False)
         started = time.perf_counter()
+        timeouts = self.timeouts
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeouts.total
+        first_byte_by = min(loop.time() + timeouts.first_byte, deadline)
         try:
-            async with asyncio.timeout(self.timeouts.total):
-                response = await self._client.send(request)
+            async with asyncio.timeout_at(first_byte_by):
+                response = await self._client.send(request, stream=True)
         except TimeoutError:
-            raise UpstreamError(None, f"upstream gave no answer within {self.timeouts.total:g}s",
+            raise UpstreamError(None, f"upstream gave no answer within {min(timeouts.first_byte, timeouts.total):g}s",
                                 retryable=True, timed_out=True) from None
         except httpx.HTTPError as exc:
             raise self.transport_error(exc) from None
         observability.upstream_latency(time.perf_counter() - started)
-        if response.status_code >= 400:
-            raise self.status_error(response.status_code, response.headers, response.content)
         try:
-            body = response.json()
-        except ValueError:
+            content = await self._read_body(response, deadline)
+        finally:
+            await response.aclose()
+        if response.status_code >= 400:
+            raise self.status_error(response.status_code, response.headers, content)
+        try:
+            body = json.loads(content)
+        except (ValueError, RecursionError):
             raise UpstreamError(None, "upstream answered with a body that is not JSON", retryable=True) from None
         if not isinstance(body, (dict, list)):
             raise UpstreamError(None, "upstream answered with JSON that is not an object", retryable=True)
         return body
+
+    async def _read_body(self, response: httpx.Response, deadline: float) -> bytes:
+        """A whole answer body, each chunk within `idle` of the last and all before `deadline`."""
+        loop = asyncio.get_running_loop()
+        chunks: list[bytes] = []
+        stream = response.aiter_bytes()
+        while True:
+            limit = min(loop.time() + self.timeouts.idle, deadline)
+            try:
+                async with asyncio.timeout_at(limit):
+                    chunk = await anext(stream)
+            except StopAsyncIteration:
+                return b"".join(chunks)
+            except TimeoutError:
+                why = f"exceeded {self.timeouts.total:g}s in total" if limit >= deadline else \
+                    f"was idle for more than {self.timeouts.idle:g}s"
+                raise UpstreamError(None, f"upstream answer {why}", retryable=True, timed_out=True) from None
+            except httpx.HTTPError as exc:
+                raise self.transport_error(exc) from None
+            chunks.append(chunk)
 
     def stream(self, path: str, payload: dict[str, Any]) -> EventStream:
         """A streamed exchange; use `async with client.stream(...) as events: async for ...`."""
