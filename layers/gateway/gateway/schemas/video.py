@@ -664,8 +664,8 @@ def video_family(model: str) -> str:
                          param="model")
 
 
-def parse_generation_request(data: Any) -> DeltaVideoRequest | ZetaVideoRequest:
-    """The body of `POST /v1/video/generations`, validated by its family's model."""
+def generic_family(data: Any) -> str:
+    """The family of a `POST /v1/video/generations` body, by its model; a 400 naming the field."""
     if not isinstance(data, dict):
         raise InvalidRequest("request body must be a JSON object")
     if "model" not in data:
@@ -673,4 +673,9 @@ def parse_generation_request(data: Any) -> DeltaVideoRequest | ZetaVideoRequest:
     family = video_family(data["model"])
     if family == "epsilon":
         raise InvalidRequest("model: epsilon videos are created with POST /v1/videos", param="model")
-    return parse_model(VIDEO_REQUESTS[family], data)  # type: ignore[return-value]
+    return family
+
+
+def parse_generation_request(data: Any) -> DeltaVideoRequest | ZetaVideoRequest:
+    """The body of `POST /v1/video/generations`, validated by its family's model."""
+    return parse_model(VIDEO_REQUESTS[generic_family(data)], data)  # type: ignore[return-value]

@@ -16,25 +16,9 @@ from typing import Any
 import httpx
 
 from gateway.multipart import UploadedFile
+from gateway.upstreams.errors import UpstreamError
 
 _MESSAGE_MAX = 500  # an upstream's error text is relayed, not a whole HTML error page
-
-
-class UpstreamError(Exception):
-    """A failed upstream call: its HTTP status (None when no answer came) and whether to retry."""
-
-    def __init__(self, status: int | None, message: str, retryable: bool, *,
-                 retry_after: float | None = None, timed_out: bool = False):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.retryable = retryable
-        self.retry_after = retry_after
-        # A timeout is told apart so that a caller out of channels can answer 504, not 502.
-        self.timed_out = timed_out
-
-    def __repr__(self) -> str:
-        return f"UpstreamError(status={self.status!r}, message={self.message!r}, retryable={self.retryable!r})"
 
 
 def _retryable_status(status: int) -> bool:

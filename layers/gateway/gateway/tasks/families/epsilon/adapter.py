@@ -12,16 +12,10 @@ from urllib.parse import quote
 import httpx
 
 from gateway.errors import InvalidRequest
-from gateway.tasks.adapters.base import TaskSnapshot, UpstreamRejected, join, read_json, unified
+from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, read_json, unified
 
 STATUSES: Mapping[str, str] = {
     "queued": "queued", "in_progress": "in_progress", "completed": "succeeded", "failed": "failed",
-}
-#: Public words of the epsilon video object's `status`. It has no cancelled: a cancelled
-#: video never completed.
-PUBLIC_STATUS: Mapping[str, str] = {
-    "submitted": "queued", "queued": "queued", "in_progress": "in_progress",
-    "succeeded": "completed", "failed": "failed", "cancelled": "failed",
 }
 #: `variant` of the content endpoint -> the media type of its bytes.
 CONTENT_VARIANTS: Mapping[str, str] = {
@@ -50,7 +44,7 @@ class EpsilonAdapter:
         body = read_json(response, _error_text, retry_unreadable=False)
         video_id = body.get("id")
         if not isinstance(video_id, str) or not video_id:
-            raise UpstreamRejected(502, "upstream accepted the video without an id", retryable=False)
+            raise UpstreamError(502, "upstream accepted the video without an id", retryable=False)
         return video_id
 
     def build_poll(self, base_url: str, api_key: str, upstream_task_id: str) -> httpx.Request:
