@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gateway.observability import logger
+from gateway.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.tasks import callbacks, engine, queue
 from gateway.tasks.families import family_of
@@ -25,7 +26,7 @@ def record_handler(record: SQSRecord) -> str:
         return "nothing to send"
     body = json.dumps(family_of(task.family).callback_payload(task), separators=(",", ":")).encode()
     try:
-        callbacks.deliver(engine.http_client(), task.callback_url, body, task_id=task_id)
+        callbacks.deliver(sync_client, task.callback_url, body, task_id=task_id)
     except callbacks.UnsafeCallback as exc:
         logger.warning("callback refused", extra={"task_id": task_id, "error": str(exc)})
         return "refused"

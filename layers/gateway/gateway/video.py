@@ -11,8 +11,8 @@ from gateway.auth import Principal
 from gateway.errors import InvalidRequest, NotFound
 from gateway.multipart import event_body, event_header, form_from_event
 from gateway.tasks import engine
-from gateway.tasks.families import family_of
-from gateway.tasks.families.base import generic_result
+from gateway.tasks.families import FAMILIES, families, family_of
+from gateway.tasks.families.base import TaskFamily, generic_result
 
 GENERATIONS_ROUTE = "/v1/video/generations"
 VIDEOS_ROUTE = "/v1/videos"
@@ -22,14 +22,33 @@ def _epsilon() -> Any:
     return family_of("epsilon")
 
 
+def video_family(model: Any) -> TaskFamily:
+    """The task family a model id belongs to, or a 400 naming the model."""
+    family = next((family for family in families() if family.owns_model(model)), None)
+    if family is None:
+        raise InvalidRequest(f"model: {model!r} is not a model of any task family ({', '.join(FAMILIES)})",
+                             param="model")
+    return family
+
+
+def generic_family(data: Any) -> TaskFamily:
+    """The family of a `POST /v1/video/generations` body, by its model; a 400 naming the field."""
+    if not isinstance(data, dict):
+        raise InvalidRequest("request body must be a JSON object")
+    if "model" not in data:
+        raise InvalidRequest("model: is required", param="model")
+    family = video_family(data["model"])
+    if not family.generic_route:
+        raise InvalidRequest(f"model: {family.name} tasks are created with {family.submit_route}", param="model")
+    return family
+
+
 def submit_generation(principal: Principal, body: bytes | str | None) -> dict[str, Any]:
     """POST /v1/video/generations: a task of the model's family."""
-    # pydantic only on the routes that parse a body (queries and callbacks need none of it)
-    from gateway.schemas.video import generic_family
-    from gateway.validation import parse_json
+    from gateway.validation import parse_json  # pydantic only on the routes that parse a body
 
     data = parse_json(body)
-    family = family_of(generic_family(data))
+    family = generic_family(data)
     task = engine.submit(principal, family.generic_task(data, GENERATIONS_ROUTE))
     return family.submit_answer(task)
 

@@ -5,8 +5,9 @@ import base64
 import httpx
 import pytest
 
-from gateway.errors import InvalidRequest
-from gateway.schemas.video import DeltaVideoRequest, EpsilonVideoRequest, ZetaVideoRequest
+from gateway.tasks.families.delta.schema import DeltaVideoRequest
+from gateway.tasks.families.epsilon.schema import EpsilonVideoRequest
+from gateway.tasks.families.zeta.schema import ZetaVideoRequest
 from gateway.tasks.adapter import UNIFIED, poll, submit
 from gateway.tasks.families import FAMILIES, epsilon, family_of, zeta
 from gateway.tasks.families.base import GENERIC_TASK_STATUS
@@ -242,9 +243,8 @@ def test_epsilon_fail_mode_ends_failed_with_the_upstream_message(sim, clock):
 
 
 def test_epsilon_content_variant_is_checked_before_anything_is_sent():
-    with pytest.raises(InvalidRequest) as invalid:
+    with pytest.raises(ValueError, match="poster"):
         ADAPTERS["epsilon"].build_content("http://up.test", KEY, "video_1", "poster")
-    assert invalid.value.param == "variant"
     request = ADAPTERS["epsilon"].build_content("http://up.test", KEY, "video_1", "thumbnail")
     assert str(request.url) == "http://up.test/v1/videos/video_1/content?variant=thumbnail"
 
@@ -288,3 +288,19 @@ def test_a_garbled_poll_answer_may_be_retried():
     with pytest.raises(UpstreamError) as rejected:
         ADAPTERS["zeta"].parse_poll(answer)
     assert (rejected.value.status, rejected.value.retryable) == (502, True)
+
+
+def test_every_submit_and_poll_carries_the_task_timeout():
+    # A request built by hand has no timeout of its own: without one a client would wait forever
+    from gateway.tasks.adapter import UPSTREAM_TIMEOUT
+
+    seen = []
+
+    def handler(request):
+        seen.append(request.extensions.get("timeout"))
+        return httpx.Response(200, json={"id": "t1", "status": "running"})
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    assert submit(client, ADAPTERS["zeta"], "http://u.test", KEY, ZETA_PRO, zeta_request()) == "t1"
+    assert poll(client, ADAPTERS["zeta"], "http://u.test", KEY, "t1").status == "in_progress"
+    assert seen == [UPSTREAM_TIMEOUT.as_dict()] * 2

@@ -51,7 +51,7 @@ def test_the_callback_private_address_switch_reads_true_and_false_words(monkeypa
 def test_the_readme_quotes_the_zeta_command_rules_the_schema_enforces():
     from pathlib import Path
 
-    from gateway.schemas.video import ZETA_COMMAND_RULES_DOC
+    from gateway.tasks.families.zeta.schema import ZETA_COMMAND_RULES_DOC
 
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     assert ZETA_COMMAND_RULES_DOC.split("\n", 1)[1] in readme

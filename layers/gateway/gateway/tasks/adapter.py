@@ -15,6 +15,9 @@ import httpx
 
 from gateway.upstreams.errors import UpstreamError
 
+#: Submits and polls of a task are quick upstream calls (the work happens later, upstream).
+UPSTREAM_TIMEOUT = httpx.Timeout(10.0, connect=3.0)
+
 #: The gateway's own task states, for its bookkeeping (upstreams.md).
 UNIFIED = ("submitted", "queued", "in_progress", "succeeded", "failed", "cancelled")
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
@@ -61,6 +64,12 @@ class Accepted:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+class Sender(Protocol):
+    """What sends a built request: the shared `outbound.sync_client`, or any `httpx.Client`."""
+
+    def send(self, request: httpx.Request) -> httpx.Response: ...
+
+
 class TaskAdapter(Protocol):
     protocol: str
     #: upstream status word -> one of UNIFIED
@@ -99,11 +108,17 @@ def read_json(response: httpx.Response, error_text: Callable[[Any], str | None],
     return body
 
 
-def submit(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: str,
+def timed(request: httpx.Request, timeout: httpx.Timeout = UPSTREAM_TIMEOUT) -> httpx.Request:
+    """`request` with its timeout (a request built by hand carries none, so a client would wait forever)."""
+    request.extensions["timeout"] = timeout.as_dict()
+    return request
+
+
+def submit(client: Sender, adapter: TaskAdapter, base_url: str, api_key: str,
            upstream_model: str, request: dict) -> str:
     """Build, send and parse a submit; the upstream task id, or UpstreamError."""
     try:
-        response = client.send(adapter.build_submit(base_url, api_key, upstream_model, request))
+        response = client.send(timed(adapter.build_submit(base_url, api_key, upstream_model, request)))
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise UpstreamError(502, f"upstream unreachable: {exc}", retryable=True) from exc
     except httpx.TimeoutException as exc:
@@ -114,11 +129,11 @@ def submit(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: s
     return adapter.parse_submit(response)
 
 
-def poll(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: str,
+def poll(client: Sender, adapter: TaskAdapter, base_url: str, api_key: str,
          upstream_task_id: str) -> TaskSnapshot:
     """Build, send and parse a poll; a poll is safe to repeat, so transport trouble is retryable."""
     try:
-        response = client.send(adapter.build_poll(base_url, api_key, upstream_task_id))
+        response = client.send(timed(adapter.build_poll(base_url, api_key, upstream_task_id)))
     except httpx.TimeoutException as exc:
         raise UpstreamError(504, f"upstream timed out: {exc}", retryable=True) from exc
     except httpx.HTTPError as exc:

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from gateway.settings import get_settings
+from gateway.tasks.adapter import Sender
 
 SIGNATURE_HEADER = "X-Gateway-Signature"
 TIMEOUT = httpx.Timeout(10.0, connect=3.0)
@@ -91,7 +92,7 @@ def verify(body: bytes, header: str, secret: str, *, tolerance: int = 300, now: 
     return hmac.compare_digest(signature(body, secret, timestamp), f"t={timestamp},v1={fields.get('v1', '')}")
 
 
-def deliver(client: httpx.Client, url: str, body: bytes, *, task_id: str) -> int:
+def deliver(client: Sender, url: str, body: bytes, *, task_id: str) -> int:
     """POSTs one signed callback; the receiver's status, or `CallbackFailed` / `UnsafeCallback`."""
     secret = get_settings().callback_signing_secret
     if not secret:
@@ -100,7 +101,9 @@ def deliver(client: httpx.Client, url: str, body: bytes, *, task_id: str) -> int
     headers = {"Content-Type": "application/json", "User-Agent": "unified-ai-gateway-callback/1",
                SIGNATURE_HEADER: signature(body, secret, int(time.time())), "X-Gateway-Task-Id": task_id}
     try:
-        answer = client.post(url, content=body, headers=headers, timeout=TIMEOUT, follow_redirects=False)
+        # A built request: the shared client never follows redirects (a redirect could point anywhere).
+        answer = client.send(httpx.Request("POST", url, content=body, headers=headers,
+                                           extensions={"timeout": TIMEOUT.as_dict()}))
     except httpx.HTTPError as exc:
         raise CallbackFailed(f"callback to {url} failed: {type(exc).__name__}: {exc}") from None
     if not answer.is_success:

@@ -23,46 +23,29 @@ Everything a family decides (its prices, its upstream, its statuses, its answers
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from gateway import billing
 from gateway.auth import Principal
-from gateway.channels import Channel, get_catalog, report_success
+from gateway.channels import Channel, get_catalog
 from gateway.errors import InvalidRequest, NotFound
 from gateway.observability import logger
+from gateway.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.store.tasks import Task, TasksRepository, open_shard
 from gateway.tasks import queue
-from gateway.tasks.adapter import TERMINAL, Accepted, TaskSnapshot
+from gateway.tasks.adapter import TERMINAL, TaskSnapshot
 from gateway.tasks.callbacks import UnsafeCallback, check_url
 from gateway.tasks.families import family_of
 from gateway.upstreams.errors import UpstreamError
-from gateway.upstreams.verdict import exhausted_error, record_failure
+from gateway.upstreams.verdict import first_success
 
 SUBMITTED = "submitted"
-# Submits and polls of a task are quick upstream calls (the work happens later, upstream).
-POLL_TIMEOUT = httpx.Timeout(10.0, connect=3.0)
-# What one poll may take: the upstream client's timeouts and a few AWS calls.
+# What one poll may take: the upstream call's timeouts (`adapter.UPSTREAM_TIMEOUT`) and a few AWS calls.
 POLL_SECONDS_NEEDED = 15.0
-
-_http_lock = threading.Lock()
-_http: httpx.Client | None = None
-
-
-def http_client() -> httpx.Client:
-    """One pooled client per execution environment (the adapters are synchronous)."""
-    global _http
-    with _http_lock:
-        if _http is None or _http.is_closed:
-            _http = httpx.Client(timeout=POLL_TIMEOUT, follow_redirects=False,
-                                 limits=httpx.Limits(max_connections=32, max_keepalive_connections=16))
-        return _http
 
 
 def tasks() -> TasksRepository:
@@ -100,7 +83,8 @@ def submit(principal: Principal, new: NewTask) -> Task:
     reservation = billing.reserve(principal, family.units_to_hold(new, price), model=new.model,
                                   route=new.route, reservation_id=task_id)
     try:
-        channel, accepted = _first_accepting(channels, new)
+        accepted, channel = first_success(channels, lambda channel: family.submit_upstream(
+            sync_client, channel, channel.upstream_model(new.model), new))
         now = time.time()
         task = tasks().put(Task(
             task_id=task_id, owner_id=str(principal.user_id), family=new.family, model=new.model,
@@ -120,20 +104,6 @@ def submit(principal: Principal, new: NewTask) -> Task:
     logger.info("task submitted", extra={"task_id": task_id, "family": new.family, "model": new.model,
                                          "channel": channel.name, "units": reservation.units})
     return task
-
-
-def _first_accepting(channels: list[Channel], new: NewTask) -> tuple[Channel, Accepted]:
-    failures: list[UpstreamError] = []
-    family = family_of(new.family)
-    for channel in channels:
-        try:
-            accepted = family.submit_upstream(http_client(), channel, channel.upstream_model(new.model), new)
-        except UpstreamError as exc:
-            record_failure(channel, exc, failures)
-            continue
-        report_success(channel)
-        return channel, accepted
-    raise exhausted_error(failures)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,7 +174,7 @@ def _poll_group(group: list[Task], *, now: float | None) -> dict[str, str | Base
     snapshots: list[TaskSnapshot | UpstreamError]
     try:
         channel = channel_named(group[0].channel)
-        snapshots = list(family_of(group[0].family).poll_upstream(http_client(), channel, group))
+        snapshots = list(family_of(group[0].family).poll_upstream(sync_client, channel, group))
         if len(snapshots) != len(group):
             raise UpstreamError(502, f"the family answered {len(snapshots)} snapshots for {len(group)} tasks",
                                 retryable=True)
@@ -212,7 +182,7 @@ def _poll_group(group: list[Task], *, now: float | None) -> dict[str, str | Base
         snapshots = [exc] * len(group)
     except Exception as exc:
         return {task.task_id: exc for task in group}
-    for task, snapshot in zip(group, snapshots):
+    for task, snapshot in zip(group, snapshots, strict=True):
         try:
             if isinstance(snapshot, UpstreamError):
                 if snapshot.retryable:

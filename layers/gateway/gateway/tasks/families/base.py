@@ -23,11 +23,9 @@ import uuid
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import httpx
-
 from gateway.prices import Price, unit_cost
 from gateway.store.tasks import Task
-from gateway.tasks.adapter import Accepted, TaskAdapter, TaskSnapshot, poll, submit
+from gateway.tasks.adapter import Accepted, Sender, TaskAdapter, TaskSnapshot, poll, submit
 from gateway.upstreams.errors import UpstreamError
 
 if TYPE_CHECKING:
@@ -92,6 +90,8 @@ class TaskFamily:
     callback_on_change: ClassVar[bool] = False
     #: Whether `POST /v1/video/generations` takes this family's models (see `generic_task`).
     generic_route: ClassVar[bool] = False
+    #: Where a client submits this family's tasks otherwise ("POST /v1/videos"), for a 400 that says so.
+    submit_route: ClassVar[str | None] = None
     #: Whether `poll_upstream` asks once for all the tasks of a channel in a batch of polls.
     polls_in_batches: ClassVar[bool] = False
 
@@ -136,13 +136,13 @@ class TaskFamily:
 
     # --- the upstream --------------------------------------------------------------------------
 
-    def submit_upstream(self, http: httpx.Client, channel: Channel, upstream_model: str,
+    def submit_upstream(self, http: Sender, channel: Channel, upstream_model: str,
                         request: NewTask) -> Accepted:
         """Submits on one channel; `UpstreamError` when it does not take the task."""
         return Accepted(submit(http, self.adapter, channel.base_url, channel.api_key, upstream_model,
                                request.upstream_request))
 
-    def poll_upstream(self, http: httpx.Client, channel: Channel,
+    def poll_upstream(self, http: Sender, channel: Channel,
                       tasks: Sequence[Task]) -> Sequence[TaskSnapshot | UpstreamError]:
         """One snapshot per task, in order, all of one channel (a single task unless the family
         `polls_in_batches`); an `UpstreamError` in place of a task's snapshot, or raised for the

@@ -18,7 +18,7 @@ class DeltaFamily(TaskFamily):
     generic_route = True
 
     def generic_task(self, data: dict[str, Any], route: str) -> NewTask:
-        from gateway.schemas.video import DeltaVideoRequest  # pydantic only where a body is parsed
+        from gateway.tasks.families.delta.schema import DeltaVideoRequest  # pydantic only where a body is parsed
         from gateway.validation import parse_model
 
         request = parse_model(DeltaVideoRequest, data)

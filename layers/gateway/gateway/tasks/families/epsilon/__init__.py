@@ -13,8 +13,10 @@ import httpx
 
 from gateway.auth import Principal
 from gateway.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UpstreamFailed
+from gateway.outbound import sync_client
 from gateway.store.tasks import Task
 from gateway.tasks import engine
+from gateway.tasks.adapter import timed
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.base import Quantities, TaskFamily
 from gateway.tasks.families.epsilon.adapter import CONTENT_VARIANTS, STATUSES, EpsilonAdapter
@@ -27,6 +29,8 @@ PUBLIC_STATUS: Mapping[str, str] = {
 }
 # A buffered Lambda answer is at most 6 MB after base64 (4/3): what is left for the bytes.
 MAX_CONTENT_BYTES = 6 * 1024 * 1024 * 3 // 4 - 64 * 1024
+# Within API Gateway's 29 s, with time left to answer.
+CONTENT_TIMEOUT = httpx.Timeout(25.0, connect=3.0)
 
 
 class EpsilonFamily(TaskFamily):
@@ -36,10 +40,11 @@ class EpsilonFamily(TaskFamily):
     public_statuses = PUBLIC_STATUS
     id_prefix = "video_"
     result_links = False
+    submit_route = "POST /v1/videos"
 
     def create_task(self, data: Any, route: str) -> NewTask:
         """The task of a `POST /v1/videos` body."""
-        from gateway.schemas.video import EpsilonVideoRequest  # pydantic only where a body is parsed
+        from gateway.tasks.families.epsilon.schema import EpsilonVideoRequest  # pydantic only where a body is parsed
         from gateway.validation import parse_model
 
         request = parse_model(EpsilonVideoRequest, data)
@@ -84,8 +89,8 @@ class EpsilonFamily(TaskFamily):
                            param="video_id", code="video_not_ready")
         try:
             channel = engine.channel_named(task.channel)
-            answer = engine.http_client().send(self.adapter.build_content(channel.base_url, channel.api_key,
-                                                                          task.upstream_task_id, variant))
+            answer = sync_client.send(timed(self.adapter.build_content(
+                channel.base_url, channel.api_key, task.upstream_task_id, variant), CONTENT_TIMEOUT))
         except UpstreamError as exc:
             raise UpstreamFailed(exc.message) from None
         except httpx.HTTPError as exc:

@@ -26,7 +26,7 @@ class ZetaFamily(TaskFamily):
     generic_route = True
 
     def generic_task(self, data: dict[str, Any], route: str) -> NewTask:
-        from gateway.schemas.video import ZetaVideoRequest  # pydantic only where a body is parsed
+        from gateway.tasks.families.zeta.schema import ZetaVideoRequest  # pydantic only where a body is parsed
         from gateway.validation import parse_model
 
         request = parse_model(ZetaVideoRequest, data)
