@@ -3,11 +3,15 @@
 Routes parse nothing themselves: they hand the request to `gateway.text` and write its answer.
 An answer's body goes out through `Relayed`, which also watches for the client going away, so
 the upstream read stops at once; the layer settles the bill either way.
+
+Each request gets its id here, from the gateway, never from a header: a client can send any
+header, `x-amzn-request-context` included, and the id is what its reservation is billed under.
+Every answer names it in `x-request-id`.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import uuid
 
 import anyio
@@ -62,14 +66,29 @@ class Relayed(Response):
 
 
 def _request_id(request: Request) -> str:
-    # Under the Lambda Web Adapter, API Gateway's request context arrives as a header.
-    context = request.headers.get("x-amzn-request-context")
-    if context:
-        try:
-            return json.loads(context).get("requestId") or uuid.uuid4().hex
-        except ValueError:
-            pass
-    return uuid.uuid4().hex
+    return request.scope["state"]["request_id"]
+
+
+class RequestIds:
+    """Gives every request the gateway's own id and names it in the answer's `x-request-id`."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def named(message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (b"x-request-id", request_id.encode())]}
+            await send(message)
+
+        await self.app(scope, receive, named)
 
 
 async def _inbound(request: Request) -> text.Inbound:
@@ -112,11 +131,24 @@ async def _http_error(request: Request, error: HTTPException) -> Response:
 
 
 async def _unexpected(request: Request, error: Exception) -> Response:
-    logger.exception("unexpected error")
+    logger.exception("unexpected error", extra={"request_id": _request_id(request)})
     return _error(request, GatewayError("internal error; quote the request id when reporting it"))
 
 
-app = Starlette(
+# How long a shutdown waits for the bills of the requests it cancelled.
+SHUTDOWN_SETTLE_SECONDS = 10
+
+
+@contextlib.asynccontextmanager
+async def lifespan(_app):
+    yield
+    left = await text.settle_pending(SHUTDOWN_SETTLE_SECONDS)
+    if left:  # the sweeper refunds them once their hold runs out
+        logger.error("shutting down with unsettled requests", extra={"unsettled": left})
+
+
+app = RequestIds(Starlette(
+    lifespan=lifespan,
     routes=[
         _route("/v1/chat/completions", text.chat_completions),
         _route("/v1/messages", text.messages),
@@ -128,4 +160,4 @@ app = Starlette(
         Route("/healthz", healthz, methods=["GET"]),
     ],
     exception_handlers={GatewayError: _gateway_error, HTTPException: _http_error, Exception: _unexpected},
-)
+))

@@ -2,7 +2,8 @@
 
 - every `Api` event of the template is served on 127.0.0.1: a buffered function gets a REST proxy
   event in a worker thread (as Lambda runs one invocation at a time per environment); the
-  streaming function's ASGI app gets the request itself, so streaming is real;
+  streaming function's ASGI app gets the request itself, so streaming is real. A client's own
+  `x-amzn-*` headers are dropped first: they are the platform's to set, never a client's;
 - moto's server stands in for DynamoDB and SQS, with the template's tables and queues;
 - each SQS event source is a loop (receive, invoke, delete what succeeded), each schedule a timer;
 - the simulated upstreams run on a second port, and the demo account is made at start.
@@ -31,6 +32,7 @@ from gateway_local.template import Function, Template, read_template, schedule_s
 _FORBIDDEN = json.dumps({"message": "Missing Authentication Token"}).encode()
 _TOO_LONG = json.dumps({"message": "Request Too Long"}).encode()
 EMPTY_QUEUE_PAUSE = 0.2  # seconds before an empty queue is asked again
+SHUTDOWN_SETTLE_SECONDS = 10
 
 
 def load_module(function: Function) -> Any:
@@ -58,12 +60,19 @@ class GatewayApp:
         if scope["type"] == "lifespan":
             while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
+            # As the text function's own shutdown does: the streams a stop cancelled are billed
+            # before the emulator they are billed in goes away.
+            from gateway.text import settle_pending
+
+            await settle_pending(SHUTDOWN_SETTLE_SECONDS)
             await send({"type": "lifespan.shutdown.complete"})
             return
         if scope["type"] != "http":
             return
         started, method, path = time.perf_counter(), scope["method"], scope["path"]
         status_seen: list[int] = []
+        scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if not k.lower().startswith(b"x-amzn-")]}
+        request_id = str(uuid.uuid4())  # API Gateway's, for the runner's own answers and the event
 
         async def logged_send(message: dict) -> None:
             if message["type"] == "http.response.start":
@@ -71,25 +80,25 @@ class GatewayApp:
             await send(message)
 
         found = self.template.route_for(method, path)
-        if found is None:
-            await self._answer(logged_send, 403, [("content-type", "application/json")], _FORBIDDEN)
+        if found is None:  # only without the template's catch-all route
+            await self._answer(logged_send, 403, [("content-type", "application/json")], _FORBIDDEN, request_id)
         else:
             route, params = found
             if route.function in self.streaming_apps:
                 await self.streaming_apps[route.function](scope, receive, logged_send)
             else:
-                await self._invoke(scope, receive, logged_send, route.function, route.path, params)
+                await self._invoke(scope, receive, logged_send, route.function, route.path, params, request_id)
         self.log(f"{method} {path} {status_seen[0] if status_seen else '-'} "
                  f"{(time.perf_counter() - started) * 1000:.1f}ms")
 
     async def _invoke(self, scope: dict, receive: Callable, send: Callable, function_id: str, resource: str,
-                      params: dict[str, str]) -> None:
+                      params: dict[str, str], request_id: str) -> None:
         body = bytearray()
         while True:
             message = await receive()
             body += message.get("body", b"")
             if len(body) > apigw.API_PAYLOAD_LIMIT:
-                await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG)
+                await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG, request_id)
                 return
             if not message.get("more_body"):
                 break
@@ -100,9 +109,9 @@ class GatewayApp:
             method=scope["method"], path=scope["path"], resource=resource, path_parameters=params,
             raw_headers=raw_headers, raw_query=raw_query, body=bytes(body),
             binary_media_types=self.template.binary_media_types,
-            source_ip=(scope.get("client") or ("127.0.0.1", 0))[0])
+            source_ip=(scope.get("client") or ("127.0.0.1", 0))[0], request_id=request_id)
         if len(json.dumps(event)) > apigw.LAMBDA_EVENT_LIMIT:
-            await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG)
+            await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG, request_id)
             return
         context = apigw.LambdaContext(function_id)
         try:
@@ -110,14 +119,17 @@ class GatewayApp:
             status, headers, data = apigw.response_parts(answer)
         except Exception as exc:  # what API Gateway answers when the function itself fails
             self.log(f"function {function_id} failed: {exc!r}")
-            status, headers, data = 502, [("content-type", "application/json")], b'{"message": "Internal server error"}'
-        await self._answer(send, status, headers, data)
+            status, headers = 502, [("content-type", "application/json")]
+            data = json.dumps({"message": f"Internal server error (request id: {request_id})"}).encode()
+        await self._answer(send, status, headers, data, request_id)
 
     @staticmethod
-    async def _answer(send: Callable, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+    async def _answer(send: Callable, status: int, headers: list[tuple[str, str]], data: bytes,
+                      request_id: str) -> None:
         encoded = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers
-                   if k.lower() != "content-length"]
+                   if k.lower() not in ("content-length", "x-request-id")]
         encoded.append((b"content-length", str(len(data)).encode()))
+        encoded.append((b"x-request-id", request_id.encode()))
         await send({"type": "http.response.start", "status": status, "headers": encoded})
         await send({"type": "http.response.body", "body": data})
 

@@ -6,7 +6,7 @@ Units (interface spec, Limits): 500000 quota units per USD; `total_usage` is in 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -28,27 +28,31 @@ _ACCOUNT_FIELDS = (
 _FIXED = {"password": "", "verification_code": "", "access_token": None, "deleted_at": None}
 
 
-def parse_date(name: str, value: str | None) -> datetime | None:
-    """A millisecond timestamp (the spec's form) or, for convenience, a YYYY-MM-DD date."""
+def parse_date(name: str, value: str | None, *, end: bool = False) -> datetime | None:
+    """A millisecond timestamp (the spec's form) or, for convenience, a YYYY-MM-DD date. Both
+    bounds are inclusive: as an `end`, a millisecond means up to its last microsecond and a date
+    the whole of that day."""
     if value is None or value == "":
         return None
     text = value.strip()
     if text.isdigit():
         try:
-            return datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
+            moment = datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
             raise InvalidRequest(f"{name}: timestamp {text} is out of range", param=name) from None
+        return moment + timedelta(microseconds=999) if end else moment
     try:
-        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
     except ValueError:
         raise InvalidRequest(f"{name}: must be a timestamp in milliseconds (or YYYY-MM-DD), got '{value}'",
                              param=name) from None
+    return day + timedelta(days=1, microseconds=-1) if end else day
 
 
 def billing_usage(principal: Principal, start_date: str | None, end_date: str | None,
                   accounts: AccountsRepository | None = None) -> dict[str, Any]:
     """What this key has spent between the dates (both optional, inclusive), in cents."""
-    start, end = parse_date("start_date", start_date), parse_date("end_date", end_date)
+    start, end = parse_date("start_date", start_date), parse_date("end_date", end_date, end=True)
     if start and end and start > end:
         raise InvalidRequest("start_date: must not be after end_date", param="start_date")
     entries = (accounts or AccountsRepository()).ledger(principal.user_id, start=start, end=end,

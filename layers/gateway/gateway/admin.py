@@ -98,7 +98,7 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
         if user is None:
             raise UserNotFound(args.user)
         entries = accounts.ledger(args.user, start=parse_date("start", args.start),
-                                  end=parse_date("end", args.end), key_id=args.key)
+                                  end=parse_date("end", args.end, end=True), key_id=args.key)
         units = sum(int(e.get("units", 0)) for e in entries)
         return {"user_id": args.user, "requests": len(entries), "units": units,
                 "usd": str(Decimal(units) / UNITS_PER_USD), "quota_left": user["quota"],

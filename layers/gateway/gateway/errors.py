@@ -143,8 +143,11 @@ class Rendered:
 
 
 def render(error: GatewayError, dialect: Dialect, request_id: str = "") -> Rendered:
-    """Status and body of `error` in the envelope of `dialect`."""
+    """Status and body of `error` in the envelope of `dialect`; a 5xx names `request_id`, for
+    the operator the client quotes it to."""
     status, kind, message = error.status, error.kind, error.message
+    if status >= 500 and request_id and dialect not in (Dialect.ALPHA, Dialect.GAMMA):
+        message = f"{message} (request id: {request_id})"  # those two envelopes carry it already
     if dialect is Dialect.MESSAGES:
         body: dict[str, Any] = {"type": "error",
                                 "error": {"type": _MESSAGES_TYPES.get(kind, "api_error"), "message": message}}

@@ -41,7 +41,9 @@ def test_the_sweeper_runs_every_minute_with_the_configurable_maximum_age(templat
     function = template["Resources"]["TaskSweeperFunction"]["Properties"]
     (event,) = function["Events"].values()
     assert event["Type"] == "Schedule" and event["Properties"]["Schedule"] == "rate(1 minute)"
-    assert function["Environment"]["Variables"]["GATEWAY_TASK_MAX_AGE_SECONDS"] == {"Ref": "TaskMaxAgeSeconds"}
+    # Every function sees it: whoever reserves for a task holds it that long (billing.task_hold_seconds)
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert variables["GATEWAY_TASK_MAX_AGE_SECONDS"] == {"Ref": "TaskMaxAgeSeconds"}
     assert template["Parameters"]["TaskMaxAgeSeconds"]["Default"] == 7200
 
 

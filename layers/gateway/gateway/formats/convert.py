@@ -14,7 +14,7 @@ from gateway.tokens import estimate_tokens
 
 from . import chat, content, messages, responses
 from .neutral import (
-    CHAT, CONTENT, MESSAGES, RESPONSES, End, Failure, Start, StreamEvent, TextDelta, ThinkingDelta,
+    CHAT, CONTENT, MESSAGES, RESPONSES, End, Failure, Finish, Start, StreamEvent, TextDelta, ThinkingDelta,
     ToolArgs, ToolStart, UsageUpdate,
 )
 from .usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
@@ -111,7 +111,10 @@ class StreamConverter:
     For billing: `usage` is the latest cumulative usage the upstream reported (None if none),
     `output_chars` the generated characters relayed (text, thinking, tool names and arguments),
     `output_tokens` the gateway's own estimate of them (`estimate_tokens` of each piece),
-    `completed` whether the upstream's terminal event arrived, `error` the upstream's own error.
+    `completed` whether the upstream's terminal event arrived, `error` the upstream's own error,
+    `ending` whether the answer has begun to end (a finish reason, the terminal event or an
+    error has come): what follows is the stream's close, which the caller may hold back until
+    the request is billed.
 
     With the same dialect on both sides events pass through, renamed to `model` when given,
     except that a chat client that did not ask for usage does not get the usage the gateway
@@ -134,6 +137,7 @@ class StreamConverter:
         self.output_chars = 0
         self.output_tokens = 0
         self.completed = False
+        self.ending = False
         self.truncated = False
         self.error: str | None = None
 
@@ -168,6 +172,8 @@ class StreamConverter:
 
     def _track(self, events: list[StreamEvent]) -> None:
         for event in events:
+            if isinstance(event, (Finish, End, Failure)):
+                self.ending = True
             if isinstance(event, (Start, UsageUpdate)) and event.usage is not None:
                 self.usage = event.usage
             elif isinstance(event, (TextDelta, ThinkingDelta)):

@@ -238,6 +238,9 @@ class MessagesRequest(Open):
     def output_limit(self) -> int:
         return self.max_tokens or DEFAULT_MAX_TOKENS
 
+    def choices(self) -> int:
+        return 1
+
 
 # ---------------------------------------------------------------------------------------------
 # POST /v1beta/models/{model}:generateContent and :streamGenerateContent
@@ -378,6 +381,11 @@ class ContentRequest(GeminiObject):
     def output_limit(self) -> int | None:
         config = self.generationConfig
         return config.maxOutputTokens if config else None
+
+    def choices(self) -> int:
+        """Candidates generated, each up to the output limit."""
+        config = self.generationConfig
+        return (config.candidateCount if config else None) or 1
 
 
 class CountTokensRequest(GeminiObject):
@@ -623,6 +631,10 @@ class ChatRequest(Open):
     def output_limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
 
+    def choices(self) -> int:
+        """Choices generated (`n`), each up to the output limit."""
+        return self.n or 1
+
 
 # ---------------------------------------------------------------------------------------------
 # POST /v1/responses and /v1/responses/compact
@@ -738,6 +750,9 @@ class ResponsesRequest(Open):
 
     def output_limit(self) -> int | None:
         return self.max_output_tokens
+
+    def choices(self) -> int:
+        return 1
 
 
 # ---------------------------------------------------------------------------------------------

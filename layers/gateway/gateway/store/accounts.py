@@ -6,7 +6,7 @@
 | API key | `KEY#<sha256 of key>` | `KEY` (gsi1: `USER#<id>#KEYS` / `<created>#<key id>`) |
 | key id pointer | `KEYID#<key id>` | `KEYID` |
 | system access token | `ACCESS#<sha256 of token>` | `ACCESS` |
-| reservation | `RES#<reservation id>` | `RES` (billing) |
+| reservation | `RES#<reservation id>` | `RES` (billing; while open, gsi1: `HOLD#<shard>` / `<hold until>#<id>`) |
 | ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (billing) |
 | user id counter | `COUNTER` | `USER` |
 
@@ -16,6 +16,7 @@ Secrets (keys, access tokens) are stored only as SHA-256 hashes.
 from __future__ import annotations
 
 import time
+import zlib
 from datetime import datetime, timezone
 from typing import Any
 
@@ -36,6 +37,22 @@ def key_pk(key_hash: str) -> str:
 
 def reservation_pk(reservation_id: str) -> str:
     return f"RES#{reservation_id}"
+
+
+# Open reservations spread over this many index keys, so that no one gsi1 partition takes every
+# request's writes; the sweeper reads each in turn.
+HOLD_SHARDS = 8
+
+
+def hold_shard(shard: int) -> str:
+    return f"HOLD#{shard}"
+
+
+def hold_index_keys(reservation_id: str, hold_until: int) -> dict[str, str]:
+    """The gsi1 keys of an open reservation: its shard, then its deadline (epoch seconds, padded
+    so that string order is time order)."""
+    return {"gsi1pk": hold_shard(zlib.crc32(reservation_id.encode()) % HOLD_SHARDS),
+            "gsi1sk": f"{int(hold_until):012d}#{reservation_id}"}
 
 
 def usage_sk(at: datetime, request_id: str) -> str:
@@ -223,6 +240,8 @@ class AccountsRepository:
         high = usage_sk(end, "\uffff") if end else "USAGE#\uffff"
         params: dict[str, Any] = {
             "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            # A bill is readable the moment its answer is: the settlement was written before it.
+            "ConsistentRead": True,
             "ExpressionAttributeValues": to_values({":pk": user_pk(user_id), ":low": low, ":high": high}),
         }
         if key_id:

@@ -81,7 +81,7 @@ def submit(principal: Principal, new: NewTask) -> Task:
     price, channels = get_catalog().serving(new.model, family.protocols)
     task_id = family.new_task_id()
     reservation = billing.reserve(principal, family.units_to_hold(new, price), model=new.model,
-                                  route=new.route, reservation_id=task_id)
+                                  route=new.route, reservation_id=task_id, hold_seconds=billing.task_hold_seconds())
     try:
         accepted, channel = first_success(channels, lambda channel: family.submit_upstream(
             sync_client, channel, channel.upstream_model(new.model), new))
