@@ -4,7 +4,7 @@
 - `base64_data`: bare base64, standard or URL-safe, padded or not, line breaks allowed (what the
   upstreams themselves decode); never a data: URL, never a length no decoder can read.
 - `data_url`: `data:<type>/<subtype>[;...];base64,<base64 data>`, optionally of one media kind.
-- `mime_type`: `<type>/<subtype>`.
+- `mime_type`: `<type>/<subtype>`; `Prompt`: a string that is not blank.
 - `StrictBody` refuses unknown fields; `Problems` collects the violations of rules that need
   several fields, each at its own field location, so a 400 still names the field.
 """
@@ -15,13 +15,19 @@ import re
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StrictStr, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]+")
 _SPACE = re.compile(r"\s+")
 _MIME = re.compile(r"[a-z]+/[A-Za-z0-9.+-]+")
 _DATA_URL = re.compile(r"data:(?P<type>[a-z]+/[A-Za-z0-9.+-]+)(?:;[^;,]*)*;base64,(?P<data>.*)", re.DOTALL)
+
+
+def not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
 
 
 def http_url(value: str) -> str:
@@ -67,6 +73,7 @@ def http_or_data_url(value: str) -> str:
         raise ValueError("must be an http(s) URL or a data: URL with base64 data") from None
 
 
+Prompt = Annotated[StrictStr, Field(min_length=1), AfterValidator(not_blank)]
 HttpUrl = Annotated[StrictStr, AfterValidator(http_url)]
 Base64 = Annotated[StrictStr, AfterValidator(base64_data)]
 HttpOrDataUrl = Annotated[StrictStr, AfterValidator(http_or_data_url)]

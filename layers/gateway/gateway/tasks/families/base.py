@@ -86,7 +86,8 @@ class TaskFamily:
     result_links: ClassVar[bool] = True
     #: What the ledger's settlement detail counts the results as.
     result_noun: ClassVar[str] = "videos"
-    #: Callbacks on every change of status or progress, not only once finished.
+    #: Callbacks on every change of status or progress, not only once finished (each one sends
+    #: `callback_payload` of the task as it is when the sender delivers it).
     callback_on_change: ClassVar[bool] = False
     #: Whether `POST /v1/video/generations` takes this family's models (see `generic_task`).
     generic_route: ClassVar[bool] = False

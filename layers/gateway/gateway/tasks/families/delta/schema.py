@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
-from gateway.schemas.shared import Base64, MimeType, Problems, StrictBody
+from gateway.schemas.shared import Base64, MimeType, Problems, Prompt, StrictBody
 
 #: Every delta model id and its generation ("2", "3.0" or "3.1").
 DELTA_MODELS: dict[str, str] = {
@@ -67,19 +67,12 @@ class DeltaMedia(StrictBody):
 
 
 class DeltaInstance(StrictBody):
-    prompt: StrictStr = Field(min_length=1)
+    prompt: Prompt
     image: DeltaMedia | None = None
     lastFrame: DeltaMedia | None = None
     video: DeltaMedia | None = None
     mask: DeltaMedia | None = None
     referenceImages: list[DeltaMedia] | None = Field(None, min_length=1)
-
-    @field_validator("prompt")
-    @classmethod
-    def _prompt_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value
 
 
 class DeltaParameters(StrictBody):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, StrictStr, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
-from gateway.schemas.shared import Problems, StrictBody
+from gateway.schemas.shared import Problems, Prompt, StrictBody
 
 EPSILON_MODELS = ("epsilon-2", "epsilon-2-pro")
 EPSILON_SECONDS = ("4", "8", "12")
@@ -17,7 +17,7 @@ EPSILON_PRO_SIZES = frozenset({"1024x1792", "1792x1024"})
 class EpsilonVideoRequest(StrictBody):
     """`POST /v1/videos`."""
 
-    prompt: StrictStr = Field(min_length=1)
+    prompt: Prompt
     model: Literal["epsilon-2", "epsilon-2-pro"] = "epsilon-2"
     seconds: Literal["4", "8", "12"] = "4"  # the shortest, so a bare request is the cheapest
     size: Literal["720x1280", "1280x720", "1024x1792", "1792x1024"] = "1280x720"
@@ -27,13 +27,6 @@ class EpsilonVideoRequest(StrictBody):
     def _seconds_is_a_string(cls, value: Any) -> Any:
         if not isinstance(value, str) or value not in EPSILON_SECONDS:
             raise ValueError('must be one of the strings "4", "8" or "12"')
-        return value
-
-    @field_validator("prompt")
-    @classmethod
-    def _prompt_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
         return value
 
     @model_validator(mode="after")
