@@ -412,7 +412,7 @@ def test_the_sample_event_is_served_as_the_web_adapter_would_hand_it_over(demo, 
 
 
 def test_content_embeddings_are_billed_on_the_input_estimate_and_counting_is_free(demo, catalog):
-    from gateway.schemas.text import estimate_value_tokens
+    from gateway.tokens import estimate_value_tokens
 
     catalog([channel("content")])
     body = {"requests": [{"model": "models/m-embed", "content": {"parts": [{"text": "Hello there"}]}}]}

@@ -4,8 +4,9 @@ One request, after its body has passed the rules of `schemas/images.py`:
 
 1. the key may use the model (`require_model`), a channel serves it, it has a price (`Catalog.serving`);
 2. the worst case, price per image x `n`, is reserved before any upstream call;
-3. the channels are tried in order: a connection error, a timeout, a 429 or a 5xx moves on to
-   the next one; any other answer is the upstream's verdict on the request and ends it;
+3. the channels are tried in order (`verdict.first_success`): a connection error, a timeout, a
+   408, 409, 429 or 5xx moves on to the next one; any other answer is the upstream's verdict on
+   the request and ends it;
 4. success settles to the images actually returned x price (never above the reservation);
    any failure refunds the whole reservation. Either way the ledger gets one entry.
 
@@ -25,13 +26,13 @@ import httpx
 
 from gateway import billing, outbound
 from gateway.auth import Principal
-from gateway.channels import Channel, get_catalog, report_success
+from gateway.channels import Channel, get_catalog
 from gateway.errors import GatewayError, UpstreamFailed
 from gateway.observability import logger
 from gateway.prices import unit_cost
 from gateway.schemas.images import EditRequest, GenerationRequest
-from gateway.upstreams.images import ImagesClient, UpstreamError
-from gateway.upstreams.verdict import exhausted_error, record_failure
+from gateway.upstreams.images import ImagesClient
+from gateway.upstreams.verdict import first_success
 
 PROTOCOLS = ("chat",)  # the chat dialect carries the images endpoints
 GENERATION_ROUTE = "/v1/images/generations"
@@ -129,28 +130,15 @@ def _serve(principal: Principal, model: str, n: int, route: str, request_id: str
     return result
 
 
-def _attempt_timeout(deadline: float) -> httpx.Timeout | None:
-    remaining = deadline - time.monotonic()
-    if remaining < MIN_ATTEMPT_SECONDS:
-        return None
-    return httpx.Timeout(remaining, connect=min(CONNECT_TIMEOUT_SECONDS, remaining))
-
-
 def _first_answer(channels: list[Channel], call: Call, deadline: float) -> tuple[dict[str, Any], Channel]:
-    failures: list[UpstreamError] = []
-    for channel in channels:
-        timeout = _attempt_timeout(deadline)
-        if timeout is None:
-            break
-        try:
-            answer = outbound.run(lambda http: call(
-                ImagesClient(channel.base_url, channel.api_key, http, timeout=timeout), channel))
-        except UpstreamError as exc:
-            record_failure(channel, exc, failures)
-            continue
-        report_success(channel)
-        return answer, channel
-    raise exhausted_error(failures, "no time was left to reach an upstream within the 29 s limit")
+    def attempt(channel: Channel) -> dict[str, Any]:
+        remaining = max(deadline - time.monotonic(), MIN_ATTEMPT_SECONDS)
+        timeout = httpx.Timeout(remaining, connect=min(CONNECT_TIMEOUT_SECONDS, remaining))
+        return outbound.run(lambda http: call(ImagesClient(channel.base_url, channel.api_key, http, timeout=timeout),
+                                              channel))
+
+    return first_success(channels, attempt, can_try=lambda: deadline - time.monotonic() >= MIN_ATTEMPT_SECONDS,
+                         no_attempt="no time was left to reach an upstream within the 29 s limit")
 
 
 def _result(answer: dict[str, Any], n: int) -> dict[str, Any]:

@@ -129,10 +129,11 @@ def token_cost(price: Price, *, input_tokens: int, output_tokens: int, cached_in
     return usd_to_units(usd)
 
 
-def unit_cost(price: Price, *, images: int = 0, seconds: Decimal | int = 0, calls: int = 0,
+def unit_cost(price: Price, *, images: Decimal | int = 0, seconds: Decimal | int = 0, calls: Decimal | int = 0,
               image_input_tokens: int = 0) -> int:
-    """Units for a request priced per image, per second of output, or per call; the input images'
-    tokens of an edit add to the per-image price when the model prices them (else they are free)."""
+    """Units for a request priced per image, per second of output, or per call (counts may carry
+    a family's multiplier, so they may be fractional; the total is rounded up once); the input
+    images' tokens of an edit add to the per-image price when the model prices them (else free)."""
     usd = Decimal(0)
     if images:
         if price.per_image is None:

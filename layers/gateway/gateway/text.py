@@ -35,22 +35,23 @@ from functools import partial
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 import httpx
 
 from gateway import auth, billing
-from gateway.channels import Channel, get_catalog, report_success
+from gateway.channels import Channel, get_catalog
 from gateway.errors import InvalidRequest
 from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter, convert_request, convert_response
 from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
 from gateway.observability import logger
+from gateway.outbound import client as http_client
 from gateway.prices import Price, token_cost
 from gateway.sse import encode
+from gateway.tokens import estimate_value_tokens
 from gateway.upstreams.base import EventStream, Timeouts, UpstreamClient, UpstreamError
 from gateway.upstreams.chat import ChatClient
 from gateway.upstreams.content import ContentClient
 from gateway.upstreams.messages import MessagesClient
-from gateway.upstreams.verdict import exhausted_error, record_failure
+from gateway.upstreams.verdict import first_success_async
 
 # The output a request may generate when it sets no limit of its own, for the reservation only:
 # the settlement is always the real usage.
@@ -146,7 +147,7 @@ def parse_call(operation: str, dialect: str, inbound: Inbound) -> TextCall:
         route = f"/v1beta/models/{{model}}:{action}"
         if action in _CONTENT_METHODS:
             body = parse_model(schemas.CONTENT_ACTIONS[action], data).model_dump(exclude_unset=True)
-            tokens = schemas.estimate_value_tokens(body) if action != COUNT_TOKENS else 0
+            tokens = estimate_value_tokens(body) if action != COUNT_TOKENS else 0
             return TextCall(action, CONTENT, route, model, body, stream=False, include_usage=False,
                             input_tokens=tokens, output_tokens=0)
         stream = action == "streamGenerateContent"
@@ -325,19 +326,6 @@ def _converted(converter: StreamConverter, event: Any) -> list[bytes]:
 # ---------------------------------------------------------------------------------------------
 # Serving.
 
-_http: tuple[Any, httpx.AsyncClient] | None = None
-
-
-def http_client() -> httpx.AsyncClient:
-    """One pooled client per event loop (one per execution environment under Lambda)."""
-    global _http
-    loop = anyio.lowlevel.current_token()
-    if _http is None or _http[0] != loop or _http[1].is_closed:
-        _http = (loop, httpx.AsyncClient(timeout=None, follow_redirects=False,
-                                         limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)))
-    return _http[1]
-
-
 @dataclass
 class _Prepared:
     call: TextCall
@@ -367,26 +355,20 @@ async def serve(operation: str, dialect: str, inbound: Inbound, *, http: httpx.A
         return await _first_answer(prepared, http or http_client(), timeouts)
     except BaseException as exc:
         reason = getattr(exc, "message", type(exc).__name__)[:200]
+        failed = isinstance(exc, Exception)  # a cancellation (the client went away first) is no failure
         with anyio.CancelScope(shield=True):
-            # A cancellation (the client went away first) is a refund; any exception a failure.
             await anyio.to_thread.run_sync(lambda: billing.refund(
-                prepared.reservation, reason=reason, error=isinstance(exc, Exception),
-                detail={"stream": prepared.call.stream}))
+                prepared.reservation, reason=reason, error=failed, detail={"stream": prepared.call.stream}))
         raise
 
 
 async def _first_answer(prepared: _Prepared, http: httpx.AsyncClient, timeouts: Timeouts | None) -> Answer:
-    failures: list[UpstreamError] = []
-    for channel in prepared.channels:
+    def attempt(channel: Channel) -> Awaitable[Answer]:
         client = _CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)
-        try:
-            answer = await _attempt(prepared, channel, client)
-        except UpstreamError as exc:
-            record_failure(channel, exc, failures)
-            continue
-        report_success(channel)
-        return answer
-    raise exhausted_error(failures)
+        return _attempt(prepared, channel, client)
+
+    answer, _ = await first_success_async(prepared.channels, attempt)
+    return answer
 
 
 async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer:

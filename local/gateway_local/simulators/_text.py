@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount
 
-from gateway.schemas.text import estimate_tokens
+from gateway.tokens import estimate_tokens
 
 _FAULT = re.compile(r"#fault=([A-Za-z0-9]+)")
 _TOOL = re.compile(r"#tool\b")

@@ -18,7 +18,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.errors import InvalidRequest
-from gateway.schemas.text import MessagesRequest, estimate_value_tokens
+from gateway.schemas.text import MessagesRequest
+from gateway.tokens import estimate_value_tokens
 from gateway.sse import encode
 from gateway.validation import parse_model
 

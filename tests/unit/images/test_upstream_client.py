@@ -174,8 +174,9 @@ def test_transport_failures_say_whether_to_retry(exc, retryable):
     assert (error.status, error.retryable) == (None, retryable)
 
 
-@pytest.mark.parametrize("status,retryable", [(400, False), (401, False), (403, False), (404, False),
-                                              (413, False), (429, True), (500, True), (502, True), (503, True)])
+@pytest.mark.parametrize("status,retryable", [(400, False), (401, False), (403, False), (404, False), (408, True),
+                                              (409, True), (413, False), (429, True), (500, True), (502, True),
+                                              (503, True)])
 def test_statuses_say_whether_to_retry(status, retryable):
     error = failure(against(lambda r: httpx.Response(status, json={"error": {"message": "nope"}}),
                             lambda c: c.generate({})))

@@ -10,7 +10,7 @@ import copy
 from types import ModuleType
 from typing import Any
 
-from gateway.schemas.text import estimate_tokens
+from gateway.tokens import estimate_tokens
 
 from . import chat, content, messages, responses
 from .neutral import (

@@ -13,8 +13,6 @@ the one shape that fits so the error names the real field instead of every union
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Annotated, Any, Literal
@@ -25,54 +23,8 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainValidat
 from pydantic_core import PydanticCustomError
 
 from gateway.errors import InvalidRequest, NotFound
-
-# ---------------------------------------------------------------------------------------------
-# Token estimate, shared by validation (embedding limits), billing and the simulators.
-
-# Worst-case prompt tokens counted for one image, document, audio clip or file reference. An
-# image of about a megapixel costs up to ~1600 tokens upstream; reserving that much never
-# undercharges a reservation for a picture.
-MEDIA_TOKENS = 1600
-
-_WORDS = re.compile(r"[A-Za-z0-9]+|[\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]")
-
-
-def estimate_tokens(text: str) -> int:
-    """A deterministic, deliberately generous token count for `text`.
-
-    ASCII text: the larger of one token per 4 characters and one per word or punctuation mark
-    (real tokenizers give ~4 characters per token in English prose, but never fewer tokens than
-    short words and symbols). Every non-ASCII character counts as one token, since CJK text runs
-    at about one token per character and accented or emoji text at one or more. So the estimate
-    may run high, but never far below what a real tokenizer says.
-    """
-    if not text:
-        return 0
-    ascii_chars = len(text.encode("ascii", "ignore"))
-    other = len(text) - ascii_chars
-    return max(math.ceil(ascii_chars / 4), len(_WORDS.findall(text))) + other
-
-
-_MEDIA_KEYS = frozenset({"data", "file_data", "url", "image_url", "file_id", "fileUri", "file_uri",
-                         "bytesBase64Encoded"})
-
-
-def estimate_value_tokens(value: Any, key: str = "") -> int:
-    """Tokens of every string inside a JSON value; media payloads count `MEDIA_TOKENS` each.
-
-    Role names and part types are counted too, standing in for the per-message overhead real
-    upstreams add.
-    """
-    if isinstance(value, str):
-        if key in _MEDIA_KEYS or value.startswith("data:"):
-            return MEDIA_TOKENS
-        return estimate_tokens(value)
-    if isinstance(value, dict):
-        return sum(estimate_value_tokens(v, k) for k, v in value.items())
-    if isinstance(value, list):
-        return sum(estimate_value_tokens(v, key) for v in value)
-    return 0
-
+from gateway.schemas.shared import Base64, HttpOrDataUrl, HttpUrl
+from gateway.tokens import estimate_tokens, estimate_value_tokens
 
 # ---------------------------------------------------------------------------------------------
 # Building blocks.
@@ -134,33 +86,6 @@ def _by_type(variants: dict[str, Any], fallback: Any = None, *, what: str = "typ
         return variants.get(kind, fallback) if isinstance(kind, str) else fallback
 
     return choose
-
-
-_BASE64 = re.compile(r"[A-Za-z0-9+/_\-\s]*={0,2}\s*")
-
-
-def _base64(value: str) -> str:
-    if not value or not _BASE64.fullmatch(value):
-        raise ValueError("must be non-empty base64 data")
-    return value
-
-
-Base64 = Annotated[StrictStr, AfterValidator(_base64)]
-
-
-def _http_url(value: str) -> str:
-    if not value.startswith(("http://", "https://")):
-        raise ValueError("must be an http or https URL")
-    return value
-
-
-def _http_or_data_url(value: str) -> str:
-    if not value.startswith(("http://", "https://", "data:")):
-        raise ValueError("must be an http(s) URL or a data: URL")
-    return value
-
-
-HttpUrl = Annotated[StrictStr, AfterValidator(_http_url)]
 
 
 def _only_when_streaming(value: Any, info: ValidationInfo) -> Any:
@@ -534,7 +459,7 @@ class ChatTextPart(Open):
 
 
 class ImageUrl(Open):
-    url: Annotated[StrictStr, AfterValidator(_http_or_data_url)]
+    url: HttpOrDataUrl
     detail: Literal["auto", "low", "high"] | None = None
 
 
@@ -735,7 +660,7 @@ class ResponsesInputText(Open):
 
 class ResponsesInputImage(Open):
     type: Literal["input_image"]
-    image_url: Annotated[StrictStr, AfterValidator(_http_or_data_url)] | None = None
+    image_url: HttpOrDataUrl | None = None
     file_id: Str | None = None
     detail: Literal["auto", "low", "high"] | None = None
 

@@ -23,6 +23,7 @@ from urllib.parse import SplitResult, urlsplit
 import httpx
 
 from gateway.settings import get_settings
+from gateway.tasks.adapter import Sender
 
 SIGNATURE_HEADER = "X-Gateway-Signature"
 TIMEOUT = httpx.Timeout(10.0, connect=3.0)
@@ -141,7 +142,7 @@ def verify(body: bytes, header: str, secret: str, *, tolerance: int = 300, now: 
     return hmac.compare_digest(signature(body, secret, timestamp), f"t={timestamp},v1={fields.get('v1', '')}")
 
 
-def deliver(client: httpx.Client, url: str, body: bytes, *, task_id: str) -> int:
+def deliver(client: Sender, url: str, body: bytes, *, task_id: str) -> int:
     """POSTs one signed callback; the receiver's status, or `CallbackFailed` / `UnsafeCallback`.
 
     The connection goes to an address `checked_addresses` gave (the next one if it cannot connect),
@@ -162,11 +163,12 @@ def deliver(client: httpx.Client, url: str, body: bytes, *, task_id: str) -> int
                "Connection": "close"}
     answer = None
     for index, address in enumerate(addresses):
-        request = client.build_request("POST", target.copy_with(host=address.split("%", 1)[0]), content=body,
-                                       headers=headers, timeout=TIMEOUT,
-                                       extensions={"sni_hostname": target.host})
+        # A built request: the shared client never follows redirects (a redirect could point anywhere).
+        request = httpx.Request("POST", target.copy_with(host=address.split("%", 1)[0]), content=body,
+                                headers=headers,
+                                extensions={"timeout": TIMEOUT.as_dict(), "sni_hostname": target.host})
         try:
-            answer = client.send(request, follow_redirects=False)
+            answer = client.send(request)
             break
         except httpx.ConnectError as exc:
             if index == len(addresses) - 1:

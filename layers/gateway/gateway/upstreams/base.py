@@ -8,7 +8,6 @@ the seam tests use for a mock or an ASGI transport).
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import time
 from collections.abc import AsyncIterator
@@ -19,9 +18,8 @@ from typing import Any, ClassVar
 import httpx
 
 from gateway import observability
-from gateway.errors import GatewayError
 from gateway.sse import SSEEvent, SSEParser
-from gateway.upstreams.verdict import exhausted_error, relayed_error
+from gateway.upstreams.errors import UpstreamError, parse_retry_after, retryable_status
 
 
 @dataclass(frozen=True)
@@ -35,55 +33,6 @@ class Timeouts:
     first_byte: float = 60.0
     idle: float = 60.0
     total: float = 900.0  # the streaming function's own 15-minute ceiling
-
-
-class UpstreamError(Exception):
-    """The upstream did not give a usable answer.
-
-    `retryable` says another channel may be tried (connection errors, timeouts, 429, 5xx), as
-    long as nothing has been sent to the client yet. The message never holds the upstream key.
-    """
-
-    def __init__(self, status: int | None, message: str, retryable: bool, retry_after: float | None = None,
-                 body: dict[str, Any] | None = None, *, timed_out: bool = False):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.retryable = retryable
-        self.retry_after = retry_after
-        self.body = body
-        self.timed_out = timed_out
-
-    def __repr__(self) -> str:
-        return f"UpstreamError(status={self.status!r}, message={self.message!r}, retryable={self.retryable!r})"
-
-    def to_gateway_error(self) -> GatewayError:
-        """The error the gateway answers once no other channel can be tried."""
-        return exhausted_error([self]) if self.retryable else relayed_error(self)
-
-
-def is_retryable_status(status: int) -> bool:
-    return status in (408, 409, 429) or status >= 500
-
-
-def parse_retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait, from `retry-after-ms`, or `Retry-After` as seconds or an HTTP date."""
-    if value := headers.get("retry-after-ms"):
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
 
 
 def error_message(body: Any) -> str | None:
@@ -231,7 +180,7 @@ class UpstreamClient:
             body = body[0] if body and isinstance(body[0], dict) else None
         body = self._redact_json(body) if isinstance(body, dict) else None
         return UpstreamError(status, self.redact(f"upstream answered {status}: {detail}"),
-                             retryable=is_retryable_status(status), retry_after=parse_retry_after(headers), body=body)
+                             retryable=retryable_status(status), retry_after=parse_retry_after(headers), body=body)
 
 
 class EventStream:

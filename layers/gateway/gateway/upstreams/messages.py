@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.sse import SSEEvent
-from gateway.upstreams.base import EventStream, UpstreamClient, UpstreamError
+from gateway.upstreams.base import EventStream, UpstreamClient
+from gateway.upstreams.errors import UpstreamError
 
 ANTHROPIC_VERSION = "2023-06-01"
 
