@@ -41,7 +41,10 @@ _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError",
 
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
-    from gateway.schemas import images, plants, text, video
+    from gateway.schemas import images, plants, text
+    from gateway.tasks.families.delta.schema import DeltaVideoRequest
+    from gateway.tasks.families.epsilon.schema import EpsilonVideoRequest
+    from gateway.tasks.families.zeta.schema import ZetaVideoRequest
 
     models: dict[tuple[str, str], tuple[str, Any]] = {
         ("POST", "/plants"): ("application/json", plants.NewPlant),
@@ -53,8 +56,8 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/v1/images/generations"): ("application/json",
                                              [images.IotaGenerationRequest, images.ThetaGenerationRequest]),
         ("POST", "/v1/images/edits"): ("multipart/form-data", None),
-        ("POST", "/v1/video/generations"): ("application/json", [video.DeltaVideoRequest, video.ZetaVideoRequest]),
-        ("POST", "/v1/videos"): ("application/json", video.EpsilonVideoRequest),
+        ("POST", "/v1/video/generations"): ("application/json", [DeltaVideoRequest, ZetaVideoRequest]),
+        ("POST", "/v1/videos"): ("application/json", EpsilonVideoRequest),
     }
     for action in CONTENT_ACTIONS:
         models[("POST", f"/v1beta/models/{{model}}:{action}")] = ("application/json", text.CONTENT_ACTIONS[action])
