@@ -14,6 +14,7 @@ from gateway.tasks.families.base import TaskFamily
 FAMILIES = (
     "delta",
     "epsilon",
+    "gamma",
     "zeta",
 )
 
