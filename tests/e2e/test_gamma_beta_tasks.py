@@ -3,26 +3,13 @@ submit, then only the gateway's own query routes until the result is served."""
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
 from tests.e2e.conftest import account
+from tests.e2e.test_video_tasks import wait_for
 
 pytestmark = pytest.mark.e2e
-
-WAIT_SECONDS = 60  # bounded: a task takes about 2 s plus a few polls
-
-
-def wait_for(read, done, what: str):
-    deadline = time.monotonic() + WAIT_SECONDS
-    while True:
-        value = read()
-        if done(value):
-            return value
-        assert time.monotonic() < deadline, f"{what} did not finish in {WAIT_SECONDS} s: {value}"
-        time.sleep(0.3)
 
 
 def test_a_gamma_video_goes_from_submit_to_a_served_video(http, demo_key):
@@ -49,3 +36,24 @@ def test_a_gamma_video_goes_from_submit_to_a_served_video(http, demo_key):
     assert refused.status_code == 400 and refused.json()["code"] == "InvalidParameter"
     assert refused.json()["message"].startswith("parameters.duration:")
     assert account(http)["quota"] == quota_before - 250_000
+
+
+def test_a_beta_image_goes_from_submit_to_a_served_sample(http, demo_key):
+    quota_before = account(http)["quota"]
+    # Given a client of the upstream: its key in x-key, then GET on the polling URL it was given
+    submitted = http.post("/beta/v1/beta-2-pro", headers={"x-key": demo_key}, json={
+        "model": "beta-2-pro", "prompt": "a red boat", "width": 512, "height": 512, "output_format": "png"})
+    assert submitted.status_code == 200, submitted.text
+    polling_url = submitted.json()["polling_url"]
+    done = wait_for(lambda: httpx.get(polling_url, headers={"x-key": demo_key}).json(),
+                    lambda r: r["status"] != "Pending", "the beta task")
+    assert done["status"] == "Ready", done
+    # Then the sample downloads with no key, as the upstream's own link would
+    image = httpx.get(done["result"]["sample"], headers={"Accept": "image/png"})
+    assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
+    assert account(http)["quota"] == quota_before - 25_000  # 0.05 USD per image
+    # And a bad value is refused in the upstream's shape, holding nothing
+    refused = http.post("/beta/v1/beta-2-pro", headers={"x-key": demo_key},
+                        json={"model": "beta-2-pro", "prompt": "x", "width": 100})
+    assert refused.status_code == 400 and refused.json()["detail"].startswith("width:")
+    assert account(http)["quota"] == quota_before - 25_000

@@ -173,6 +173,9 @@ def test_models_lists_the_text_models_of_the_key(oa):
     names = [m.id for m in oa.models.list()]
     assert {"m-small", "m-large", "m-embed"} <= set(names)
     assert "iota-image-1" not in names  # not a text model
+    # The gamma video models are listed too (after the text models), as the gamma family asks
+    assert {"gamma2.6-i2v", "gamma2.6-t2v", "gamma2.5-i2v-preview", "gamma2.5-t2v-preview"} <= set(names)
+    assert "beta-2-pro" not in names and names.index("gamma2.6-i2v") > names.index("m-small")
 
 
 # --- bad input: a 4xx in the dialect's envelope, and no charge -----------------------------------

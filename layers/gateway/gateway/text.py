@@ -418,11 +418,16 @@ MODEL_LIST_CREATED = 1700000000  # the list shape wants a creation time; the cat
 
 
 def list_models(inbound: Inbound) -> dict[str, Any]:
-    """GET /v1/models: the text models this key may use, in the chat dialect's list shape."""
+    """GET /v1/models: the text models this key may use, then those of the task families that
+    ask to be listed (`TaskFamily.listed_in_models`), in the chat dialect's list shape."""
+    from gateway.tasks.families import families
+
     principal = auth.authenticate(inbound.headers, inbound.query)
     catalog = get_catalog()
     names = [name for name in catalog.models(TEXT_PROTOCOLS)
              if principal.may_use(name) and name in catalog.prices and _per_token(catalog.prices.get(name))]
+    names += [name for family in families() if family.listed_in_models for name in catalog.models(family.protocols)
+              if family.owns_model(name) and principal.may_use(name) and name in catalog.prices]
     return {"object": "list", "data": [{"id": name, "object": "model", "created": MODEL_LIST_CREATED,
                                         "owned_by": "gateway"} for name in names]}
 

@@ -12,4 +12,5 @@ SIMULATORS: dict[str, str] = {
     "zeta": "gateway_local.simulators.zeta:app",
     "epsilon": "gateway_local.simulators.epsilon:app",
     "gamma": "gateway_local.simulators.gamma:app",
+    "beta": "gateway_local.simulators.beta:app",
 }

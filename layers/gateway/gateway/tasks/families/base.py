@@ -94,6 +94,8 @@ class TaskFamily:
     generic_route: ClassVar[bool] = False
     #: Whether `poll_upstream` asks once for all the tasks of a channel in a batch of polls.
     polls_in_batches: ClassVar[bool] = False
+    #: Whether `GET /v1/models` lists the family's models (after the text models).
+    listed_in_models: ClassVar[bool] = False
 
     def new_task_id(self) -> str:
         """A new public task id (also the id of its reservation): never reused."""

@@ -42,6 +42,7 @@ class GammaFamily(TaskFamily):
     adapter = GammaAdapter()
     statuses = STATUSES
     public_statuses = PUBLIC_STATUS
+    listed_in_models = True  # the issue: its models are listed by GET /v1/models
 
     def new_task_id(self) -> str:
         return str(uuid.uuid4())  # the upstream's own id format

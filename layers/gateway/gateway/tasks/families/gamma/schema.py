@@ -17,12 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator,
                       model_validator)
 
-from gateway.schemas.video import _Problems
+from gateway.schemas.video import _http_url, _Problems
 
 
 @dataclass(frozen=True)
@@ -52,13 +51,8 @@ MAX_NEGATIVE_PROMPT = 500
 MAX_SEED = 2147483647
 
 
-def _url(value: str, *, data_uri: bool = False) -> str:
-    if data_uri and value.startswith("data:"):
-        return value
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError("must be an http or https URL" + (" (or a data: URI)" if data_uri else ""))
-    return value
+def _image(value: str) -> str:
+    return value if value.startswith("data:") else _http_url(value)
 
 
 class _Strict(BaseModel):
@@ -75,12 +69,12 @@ class GammaInput(_Strict):
     @field_validator("img_url")
     @classmethod
     def _img(cls, value: str) -> str:
-        return _url(value, data_uri=True)
+        return _image(value)
 
     @field_validator("audio_url")
     @classmethod
     def _audio(cls, value: str) -> str:
-        return _url(value)
+        return _http_url(value)
 
 
 class GammaParameters(_Strict):
