@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from gateway.settings import get_settings
+from gateway.store.aws import client
 from gateway.tasks import callbacks, engine
 from tests.conftest import api_event, serve_asgi, use_environment
 from tests.integration.tasks_support import (call, clock, functions, ledger_of, queues, simulators_url,  # noqa: F401
@@ -84,7 +85,7 @@ def test_a_beta_image_goes_from_submit_to_a_served_sample_following_the_polling_
     assert quota(accounts) == before - UNITS
 
 
-def test_a_sample_link_is_refused_when_tampered_and_gone_once_the_upstream_dropped_the_image(
+def test_the_kept_image_outlives_the_upstreams_link_and_a_tampered_link_is_refused(
         tasks_env, functions, queues, demo, lambda_context, clock):
     task_id = submit(functions, lambda_context, BODY, demo["key"])[1]["id"]
     clock.advance()
@@ -95,8 +96,41 @@ def test_a_sample_link_is_refused_when_tampered_and_gone_once_the_upstream_dropp
     assert refused["statusCode"] == 403 and "signature" in json.loads(refused["body"])["detail"]
     # When the upstream's own link has expired (ten minutes after Ready)
     clock.advance(601)
+    # Then the gateway's link still serves the copy it kept
+    served = fetch_sample(functions, lambda_context, sample)
+    assert served["statusCode"] == 200 and base64.b64decode(served["body"]).startswith(b"\x89PNG")
+    # And once the bucket's lifecycle has removed it, the link says it is gone
+    client("s3").delete_object(Bucket=get_settings().results_bucket, Key=f"beta/{task_id}/0")
     gone = fetch_sample(functions, lambda_context, sample)
-    assert gone["statusCode"] == 410 and "ten minutes" in json.loads(gone["body"])["detail"]
+    assert gone["statusCode"] == 410 and "one day" in json.loads(gone["body"])["detail"]
+
+
+def test_an_image_that_expired_before_the_gateway_could_keep_it_fails_and_is_refunded(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock):
+    before = quota(accounts)
+    task_id = submit(functions, lambda_context, BODY, demo["key"])[1]["id"]
+    # Given the poller comes back only after the upstream's link has expired
+    clock.advance(31 + 601)
+    queues.polls(lambda_context)
+    answer = get_result(functions, lambda_context, task_id, demo["key"])[1]
+    assert answer["status"] == "Error" and "expired" in answer["details"]["error"]
+    assert quota(accounts) == before and [e["outcome"] for e in ledger_of(accounts, task_id)] == ["refunded"]
+
+
+def test_without_a_results_bucket_the_link_relays_the_upstreams_bytes_until_they_expire(
+        tasks_env, functions, queues, demo, lambda_context, clock):
+    saved = use_environment(RESULTS_BUCKET=None)
+    try:
+        task_id = submit(functions, lambda_context, BODY, demo["key"])[1]["id"]
+        clock.advance()
+        queues.polls(lambda_context)
+        sample = get_result(functions, lambda_context, task_id, demo["key"])[1]["result"]["sample"]
+        assert fetch_sample(functions, lambda_context, sample)["statusCode"] == 200
+        clock.advance(601)
+        gone = fetch_sample(functions, lambda_context, sample)
+        assert gone["statusCode"] == 410 and "ten minutes" in json.loads(gone["body"])["detail"]
+    finally:
+        use_environment(**saved)
 
 
 @pytest.mark.parametrize("fault,word", [("fail", "Error"), ("moderate-request", "Request Moderated"),

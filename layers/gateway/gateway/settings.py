@@ -15,6 +15,8 @@ from functools import lru_cache
 class Settings:
     accounts_table: str = "gateway-accounts"
     tasks_table: str = "gateway-tasks"
+    # Where results the gateway keeps (beta images) live; unset: nothing is kept, only relayed.
+    results_bucket: str = ""
     plants_table: str = "gateway-plants"
     idempotency_table: str = "gateway-idempotency"
     task_poll_queue_url: str = ""
@@ -47,6 +49,7 @@ class Settings:
 # Setting -> environment variable.
 ENVIRONMENT = {
     "accounts_table": "ACCOUNTS_TABLE", "tasks_table": "TASKS_TABLE", "plants_table": "PLANTS_TABLE",
+    "results_bucket": "RESULTS_BUCKET",
     "idempotency_table": "IDEMPOTENCY_TABLE", "task_poll_queue_url": "TASK_POLL_QUEUE_URL",
     "callback_queue_url": "CALLBACK_QUEUE_URL", "channels_file": "GATEWAY_CHANNELS_FILE",
     "channels_parameter": "GATEWAY_CHANNELS_PARAMETER", "channels_secret": "GATEWAY_CHANNELS_SECRET",

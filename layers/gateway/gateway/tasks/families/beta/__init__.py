@@ -4,10 +4,12 @@ by changing its base URL and key.
 
 - The upstream names a polling URL of its own, possibly on another host: it is polled as given
   only when the channel allows it (`Channel.allows_poll_url`: https and a host the channel lists).
-- The upstream's `result.sample` expires in about ten minutes, so it is never handed on: the
-  gateway's `result.sample` is a signed link to its own sample route (`tasks/links`), which
-  relays the bytes while the upstream still has them (asking the upstream for a fresh link if
-  the stored one has expired) and answers 410 once it has not.
+- The upstream's `result.sample` expires in about ten minutes, so it is never handed on. When
+  a task turns Ready the poller copies the image into the results bucket (`store/results`;
+  a copy that fails is retried by the next poll while the upstream's link lives); the gateway's
+  `result.sample` is a signed link to its own sample route (`tasks/links`), which serves the kept
+  copy. With no bucket configured it relays the upstream's bytes while the upstream still has
+  them (asking it for a fresh link if the stored one has expired), and answers 410 after.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import httpx
 
 from gateway.errors import GatewayError, NotFound, PayloadTooLarge, UpstreamFailed
 from gateway.multipart import MAX_BINARY_ANSWER_BYTES
+from gateway.store.results import KeptResult, ResultsStore
 from gateway.store.tasks import Task
 from gateway.tasks import engine, links
 from gateway.tasks.adapter import Accepted, TaskSnapshot, send
@@ -78,19 +81,43 @@ class BetaFamily(TaskFamily):
     def poll_upstream(self, http: httpx.Client, channel, tasks: Sequence[Task]) -> Sequence[TaskSnapshot | UpstreamError]:
         snapshots: list[TaskSnapshot | UpstreamError] = []
         for task in tasks:
-            if task.poll_url and not channel.allows_poll_url(task.poll_url):
-                # Never send the channel's key to a host nobody vouched for: the task fails (refunded).
-                snapshots.append(UpstreamError(502, f"the upstream named the polling URL {task.poll_url!r}, "
-                                               f"which channel {channel.name!r} does not allow (an https URL of "
-                                               "its base URL's host or of its poll_hosts)", retryable=False))
-                continue
-            request = (self.adapter.build_poll_url(task.poll_url, channel.api_key) if task.poll_url
-                       else self.adapter.build_poll(channel.base_url, channel.api_key, task.upstream_task_id))
             try:
-                snapshots.append(self.adapter.parse_poll(send(http, request, repeatable=True)))
+                snapshot = self._ask(http, channel, task)
+                if snapshot.status == "succeeded":
+                    snapshot = self._keep(http, task, snapshot)
+                snapshots.append(snapshot)
             except UpstreamError as exc:
                 snapshots.append(exc)
         return snapshots
+
+    def _ask(self, http: httpx.Client, channel, task: Task) -> TaskSnapshot:
+        """One poll, at the upstream's own polling URL when the channel allows it."""
+        if task.poll_url and not channel.allows_poll_url(task.poll_url):
+            # Never send the channel's key to a host nobody vouched for: the task fails (refunded).
+            raise UpstreamError(502, f"the upstream named the polling URL {task.poll_url!r}, which channel "
+                                f"{channel.name!r} does not allow (an https URL of its base URL's host or of its "
+                                "poll_hosts)", retryable=False)
+        request = (self.adapter.build_poll_url(task.poll_url, channel.api_key) if task.poll_url
+                   else self.adapter.build_poll(channel.base_url, channel.api_key, task.upstream_task_id))
+        return self.adapter.parse_poll(send(http, request, repeatable=True))
+
+    def _keep(self, http: httpx.Client, task: Task, snapshot: TaskSnapshot) -> TaskSnapshot:
+        """Copies a Ready task's image into the results bucket before the task is written Ready.
+        A copy that fails for now is retried by the next poll; an image the upstream no longer
+        serves is a failed task (refunded): nobody could ever download it."""
+        store = ResultsStore()
+        if not store.enabled:
+            return snapshot
+        try:
+            answer = self._fetch(http, snapshot.result_urls[0])
+        except UpstreamFailed as exc:
+            raise UpstreamError(502, exc.message, retryable=True) from None
+        if answer is None:
+            return TaskSnapshot(status="failed", upstream_status=snapshot.upstream_status, progress=None,
+                                result_urls=[], error="the upstream's image had expired before the gateway "
+                                "could fetch it", duration=None, raw=snapshot.raw)
+        store.put(store.key(self.name, task.task_id), KeptResult(answer.content, self._media_type(task, answer)))
+        return snapshot
 
     # --- answers -------------------------------------------------------------------------------
 
@@ -132,22 +159,39 @@ class BetaFamily(TaskFamily):
         task = engine.tasks().get(task_id)
         if task is None or task.family != self.name or task.status != "succeeded" or not task.result_urls:
             raise NotFound(f"no image for task '{task_id}'", code="result_not_found")
+        store = ResultsStore()
+        if store.enabled:
+            kept = store.get(store.key(self.name, task_id))
+            if kept is None:
+                raise Gone(f"the image of task '{task_id}' is gone: the gateway keeps images one day")
+            return self._servable(kept)
         http = engine.http_client()
         answer = self._fetch(http, task.result_urls[0])
         if answer is None:
             # The upstream's link expired: a result it still keeps comes with a fresh one.
-            fresh = self.poll_upstream(http, engine.channel_named(task.channel), [task])[0]
-            if isinstance(fresh, TaskSnapshot) and fresh.result_urls and fresh.result_urls[0] != task.result_urls[0]:
+            try:
+                fresh = self._ask(http, engine.channel_named(task.channel), task)
+            except UpstreamError:
+                fresh = None
+            if fresh is not None and fresh.result_urls and fresh.result_urls[0] != task.result_urls[0]:
                 answer = self._fetch(http, fresh.result_urls[0])
         if answer is None:
             raise Gone(f"the image of task '{task_id}' is gone: the upstream keeps a result about ten minutes "
-                       "after it is Ready, and the gateway does not store images")
-        if len(answer.content) > MAX_BINARY_ANSWER_BYTES:
-            raise PayloadTooLarge(f"the image is {len(answer.content)} bytes, more than the {MAX_BINARY_ANSWER_BYTES} "
+                       "after it is Ready, and this gateway has no results bucket to keep it in")
+        return self._servable(KeptResult(answer.content, self._media_type(task, answer)))
+
+    @staticmethod
+    def _servable(result: KeptResult) -> tuple[bytes, str]:
+        if len(result.data) > MAX_BINARY_ANSWER_BYTES:
+            raise PayloadTooLarge(f"the image is {len(result.data)} bytes, more than the {MAX_BINARY_ANSWER_BYTES} "
                                   "bytes a Lambda response can carry", code="content_too_large", status=502)
-        default = MEDIA_TYPES.get(str(task.public.get("output_format")), "image/jpeg")
+        return result.data, result.media_type
+
+    @staticmethod
+    def _media_type(task: Task, answer: httpx.Response) -> str:
         media_type = answer.headers.get("content-type", "").split(";")[0].strip()
-        return answer.content, media_type if media_type.startswith("image/") else default
+        return media_type if media_type.startswith("image/") else \
+            MEDIA_TYPES.get(str(task.public.get("output_format")), "image/jpeg")
 
     @staticmethod
     def _fetch(http: httpx.Client, url: str) -> httpx.Response | None:
