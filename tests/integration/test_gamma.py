@@ -182,3 +182,11 @@ def test_keys_missing_and_wrong_answer_in_the_spec_and_upstream_shapes(tasks_env
     assert missing["body"] and body["error"]["message"]
     wrong = status_and_json(call(functions["gamma"], lambda_context, "POST", SUBMIT, "sk-" + "x" * 48, body=I2V))
     assert wrong[0] == 401 and wrong[1]["code"] == "InvalidApiKey"
+
+
+def test_an_upstream_throttling_answers_429_throttling_and_holds_nothing(
+        tasks_env, functions, demo, accounts, lambda_context):
+    before = quota(accounts)
+    status, answer = submit(functions, lambda_context, with_prompt("busy #fault=throttle"), demo["key"])
+    assert status == 429 and answer["code"] == "Throttling" and answer["request_id"]
+    assert quota(accounts) == before and task_count() == 0
