@@ -1,4 +1,4 @@
-"""The in-process AWS emulator: moto's server, with the template's tables and queues.
+"""The in-process AWS emulator: moto's server, with the template's tables, queues and buckets.
 
 Requests are served one at a time. DynamoDB applies each request (a transaction included)
 atomically; moto applies it in Python, with no lock of its own, so letting two requests
@@ -57,13 +57,20 @@ class Emulator:
     _thread: threading.Thread
     tables: dict[str, str] = field(default_factory=dict)  # logical id -> table name
     queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
+    buckets: dict[str, str] = field(default_factory=dict)  # logical id -> bucket name
 
     def create_resources(self) -> None:
         import boto3
 
         dynamodb = boto3.client("dynamodb", endpoint_url=self.endpoint_url)
         sqs = boto3.client("sqs", endpoint_url=self.endpoint_url)
+        s3 = boto3.client("s3", endpoint_url=self.endpoint_url)
         resources = self.template.get("Resources", {})
+        for logical_id, resource in resources.items():
+            if resource.get("Type") == "AWS::S3::Bucket":
+                name = logical_id.lower()  # bucket names are lower case
+                s3.create_bucket(Bucket=name)
+                self.buckets[logical_id] = name
         for logical_id, resource in resources.items():
             if resource.get("Type") != "AWS::DynamoDB::Table":
                 continue
@@ -103,6 +110,8 @@ class Emulator:
                     resolved[name] = self.tables[ref]
                 elif ref in self.queues:
                     resolved[name] = self.queues[ref]
+                elif ref in self.buckets:
+                    resolved[name] = self.buckets[ref]
             elif isinstance(value, str):
                 resolved[name] = value
         return resolved
@@ -114,6 +123,7 @@ class Emulator:
         urllib.request.urlopen(urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")).read()
         self.tables.clear()
         self.queues.clear()
+        self.buckets.clear()
         self.create_resources()
 
     def stop(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import secrets
 import sys
 import threading
 import time
@@ -282,7 +283,9 @@ def main(template_path: str = "template.yaml") -> int:
     # signed with a known local secret (deployed: from Secrets Manager, private addresses refused).
     for name, value in (("GATEWAY_TASK_POLL_SECONDS", "1"), ("GATEWAY_TASK_POLL_MAX_SECONDS", "5"),
                         ("GATEWAY_TASK_SWEEP_GRACE_SECONDS", "10"), ("GATEWAY_CALLBACK_ALLOW_PRIVATE", "1"),
-                        ("GATEWAY_CALLBACK_RETRY_SECONDS", "1"), ("GATEWAY_CALLBACK_SECRET", "local-callback-secret")):
+                        ("GATEWAY_CALLBACK_RETRY_SECONDS", "1"), ("GATEWAY_CALLBACK_SECRET", "local-callback-secret"),
+                        # Signs the links to results the gateway serves (beta samples): a new key per run.
+                        ("GATEWAY_RESULT_LINK_SECRET", secrets.token_hex(24))):
         os.environ.setdefault(name, value)
 
     from gateway import keys

@@ -14,10 +14,10 @@ from starlette.routing import Mount
 from gateway.store.aws import client
 from gateway.store.tasks import TasksRepository
 from gateway_local.server import sqs_step
-from gateway_local.simulators import delta, epsilon, zeta
+from gateway_local.simulators import beta, delta, epsilon, gamma, zeta
 from tests.conftest import api_event, load_function, serve_asgi, use_environment
 
-SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon}
+SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon, "gamma": gamma, "beta": beta}
 TASK_SECONDS = 30  # simulated: a task finishes when the test moves the clock past this
 
 
@@ -54,14 +54,15 @@ def tasks_env(simulators_url, store, clock) -> Iterator[str]:
     saved = use_environment(GATEWAY_SIMULATOR_URL=simulators_url, GATEWAY_CHANNELS_FILE=None,
                             GATEWAY_CHANNELS_PARAMETER=None, GATEWAY_TASK_POLL_SECONDS="0",
                             GATEWAY_CALLBACK_ALLOW_PRIVATE="1", GATEWAY_CALLBACK_RETRY_SECONDS="0",
-                            GATEWAY_CALLBACK_SECRET="test-secret")
+                            GATEWAY_CALLBACK_SECRET="test-secret", GATEWAY_RESULT_LINK_SECRET="test-link-secret")
     yield simulators_url
     use_environment(**saved)
 
 
 @pytest.fixture(scope="module")
 def functions(aws):
-    return {name: load_function(name) for name in ("video", "task_poller", "task_sweeper", "callback_sender")}
+    return {name: load_function(name) for name in ("video", "gamma", "beta", "task_poller", "task_sweeper",
+                                                      "callback_sender")}
 
 
 def auth(key: str) -> dict[str, str]:

@@ -2,14 +2,15 @@ from pydantic import BaseModel, Field
 
 import pytest
 
-from gateway.errors import Dialect, InvalidRequest, NotFound, dialect_for_path, render
+from gateway.errors import (AuthenticationFailed, Dialect, InvalidRequest, NotFound, RateLimited, dialect_for_path,
+                            render)
 from gateway.validation import parse_body
 
 
 @pytest.mark.parametrize("path,dialect", [
     ("/v1/chat/completions", Dialect.CHAT), ("/v1/messages", Dialect.MESSAGES),
     ("/v1beta/models/x:generateContent", Dialect.CONTENT), ("/alpha/v1/videos/text2video", Dialect.ALPHA),
-    ("/gamma/api/v1/tasks/1", Dialect.GAMMA), ("/plants", Dialect.PLANTS), ("/api/user/self", Dialect.ACCOUNT),
+    ("/gamma/api/v1/tasks/1", Dialect.GAMMA), ("/beta/v1/get_result/x", Dialect.BETA), ("/plants", Dialect.PLANTS), ("/api/user/self", Dialect.ACCOUNT),
     ("/v1/dashboard/billing/usage", Dialect.CHAT), ("/imgtask/task/1/fetch", Dialect.IMGTASK),
 ])
 def test_dialect_is_chosen_by_path_prefix(path, dialect):
@@ -28,7 +29,22 @@ def test_each_dialect_renders_its_own_envelope():
     assert alpha["code"] != 0 and alpha["request_id"] == "r-1"
     assert render(error, Dialect.PLANTS).body == {"error": 400, "message": "temperature: must be at most 2"}
     assert render(NotFound("no such plant"), Dialect.PLANTS).status == 404
-    assert "r-9" in render(error, Dialect.GAMMA, request_id="r-9").body["error"]["message"]
+    assert render(error, Dialect.GAMMA, request_id="r-9").body == {
+        "request_id": "r-9", "code": "InvalidParameter", "message": "temperature: must be at most 2"}
+    assert render(error, Dialect.BETA).body == {"detail": "temperature: must be at most 2"}
+
+
+def test_a_gamma_call_without_a_token_answers_the_api_error_with_the_request_id():
+    # Given no token at all (a wrong one is InvalidApiKey in the upstream's own shape)
+    missing = AuthenticationFailed("no API key was given", code="missing_api_key")
+    # When rendered for a gamma route
+    rendered = render(missing, Dialect.GAMMA, request_id="r-7")
+    # Then it is the spec's envelope, with the request id in the message
+    assert rendered.status == 401 and rendered.body["error"]["type"] == "api_error"
+    assert "r-7" in rendered.body["error"]["message"]
+    assert render(AuthenticationFailed("the API key is not valid"), Dialect.GAMMA, "r-8").body == {
+        "request_id": "r-8", "code": "InvalidApiKey", "message": "the API key is not valid"}
+    assert render(RateLimited("slow down"), Dialect.GAMMA, "r-9").body["code"] == "Throttling"
 
 
 class _Body(BaseModel):

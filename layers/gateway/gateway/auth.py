@@ -49,14 +49,15 @@ def _lower(headers: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def extract_key(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | None = None) -> str | None:
-    """The key from `Authorization: Bearer`, `x-api-key`, `x-goog-api-key` or `?key=`."""
+    """The key from `Authorization: Bearer`, `x-api-key`, `x-goog-api-key`, `x-key` (where the
+    beta upstream's clients send it) or `?key=`."""
     lowered = _lower(headers)
     authorization = lowered.get("authorization", "").strip()
     if authorization[:7].lower() == "bearer ":
         token = authorization[7:].strip()
         if token:
             return token
-    for header in ("x-api-key", "x-goog-api-key"):
+    for header in ("x-api-key", "x-goog-api-key", "x-key"):
         if lowered.get(header, "").strip():
             return lowered[header].strip()
     if query and str(query.get("key") or "").strip():

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
+from urllib.parse import urlsplit
 
 from gateway.errors import NotFound, shown
 from gateway.prices import Price, PriceTable
@@ -41,9 +42,36 @@ class Channel:
     model_map: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     priority: int = 0
     weight: int = 1
+    #: Hosts the upstream may name in a polling URL of its own (`allows_poll_url`).
+    poll_hosts: frozenset[str] = frozenset()
 
     def serves(self, model: str) -> bool:
         return model in self.models or ANY_MODEL in self.models
+
+    def allows_poll_url(self, url: str) -> bool:
+        """Whether the gateway may send this channel's key to `url`, a polling URL the upstream
+        named: an https URL of the base URL's host or of a `poll_hosts` entry (`api.example.com`,
+        or `*.example.com` for its subdomains). An entry written as an origin with its scheme
+        (`http://127.0.0.1:9001`) allows exactly that origin, plain http included: the local
+        runner's simulators need it; a real channel should never list one."""
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError:
+            return False
+        host = (parts.hostname or "").lower()
+        if not host or parts.username is not None or parts.password is not None:
+            return False
+        origin = f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+        if origin in self.poll_hosts:
+            return True
+        if parts.scheme != "https":
+            return False
+        base = urlsplit(self.base_url)
+        if base.scheme == "https" and (base.hostname or "").lower() == host:
+            return True
+        return any(host == entry or (entry.startswith("*.") and host.endswith(entry[1:]))
+                   for entry in self.poll_hosts if "://" not in entry)
 
     def upstream_model(self, model: str) -> str:
         return self.model_map.get(model, model)
@@ -64,6 +92,19 @@ def _document_model():
         model_map: dict[str, str] = {}
         priority: int = 0
         weight: int = Field(1, ge=0)
+        poll_hosts: list[str] = []
+
+        @field_validator("poll_hosts")
+        @classmethod
+        def _hosts(cls, values: list[str]) -> list[str]:
+            for value in values:
+                if "://" in value:
+                    parts = urlsplit(value)
+                    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+                        raise ValueError(f"{value!r}: an origin is scheme://host[:port], nothing more")
+                elif not value or "/" in value or ":" in value or "*" in value.removeprefix("*."):
+                    raise ValueError(f"{value!r}: a host name, '*.' and a domain, or an origin")
+            return [value.lower().rstrip("/") for value in values]
 
         @field_validator("base_url")
         @classmethod
@@ -124,7 +165,8 @@ class Catalog:
                     raise ChannelsConfigError(f"{source}: channel {spec.name}: {spec.api_key_env} is not set")
             channels.append(Channel(name=spec.name, protocol=spec.protocol, base_url=spec.base_url, api_key=api_key,
                                     models=frozenset(spec.models), model_map=dict(spec.model_map),
-                                    priority=spec.priority, weight=spec.weight))
+                                    priority=spec.priority, weight=spec.weight,
+                                    poll_hosts=frozenset(spec.poll_hosts)))
         try:
             prices = PriceTable(parsed.prices)
         except ValueError as exc:
@@ -133,9 +175,15 @@ class Catalog:
 
     @classmethod
     def simulated(cls, simulator_url: str) -> "Catalog":
+        """The local runner's channels: one per protocol, at the simulators. They may be polled
+        at the simulators' own origin under both local names (the beta simulator names the other
+        one, as a real upstream names a regional host), over plain http: allowed here explicitly."""
         base = simulator_url.rstrip("/")
+        parts = urlsplit(base)
+        port = f":{parts.port}" if parts.port else ""
+        local = frozenset(f"{parts.scheme}://{host}{port}" for host in ("127.0.0.1", "localhost"))
         return cls([Channel(name=f"simulator-{p}", protocol=p, base_url=f"{base}/{p}", api_key="simulator",
-                            models=frozenset({ANY_MODEL})) for p in PROTOCOLS], PriceTable())
+                            models=frozenset({ANY_MODEL}), poll_hosts=local) for p in PROTOCOLS], PriceTable())
 
     def candidates(self, model: str, protocols: Iterable[str], prefer: str | None = None) -> list[Channel]:
         """The channels to try for `model`, in order. `NotFound` names the model when none serves it."""

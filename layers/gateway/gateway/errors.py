@@ -16,6 +16,7 @@ class Dialect(str, Enum):
     MESSAGES = "messages"  # /v1/messages
     CONTENT = "content"  # /v1beta/...
     ALPHA = "alpha"  # /alpha/...
+    BETA = "beta"  # /beta/...
     GAMMA = "gamma"  # /gamma/...
     PLANTS = "plants"  # /plants
     ACCOUNT = "account"  # /api/user/self
@@ -30,6 +31,8 @@ def dialect_for_path(path: str) -> Dialect:
         return Dialect.CONTENT
     if path.startswith("/alpha/"):
         return Dialect.ALPHA
+    if path.startswith("/beta/"):
+        return Dialect.BETA
     if path.startswith("/gamma/"):
         return Dialect.GAMMA
     if path.startswith("/plants"):
@@ -144,6 +147,13 @@ _ALPHA_CODES = {
     "rate_limit": 1302, "upstream": 5000, "timeout": 5000, "unavailable": 5001, "internal": 5000,
 }
 _IMGTASK_CODES = {"invalid_request": 4, "not_found": 3}
+# The gamma upstream's own error codes.
+_GAMMA_CODES = {
+    "invalid_request": "InvalidParameter", "authentication": "InvalidApiKey", "permission": "AccessDenied",
+    "insufficient_quota": "Arrearage", "not_found": "InvalidParameter", "conflict": "InvalidParameter",
+    "too_large": "InvalidParameter", "rate_limit": "Throttling", "upstream": "InternalError",
+    "timeout": "RequestTimeOut", "unavailable": "ServiceUnavailable", "internal": "InternalError",
+}
 
 
 @dataclass(frozen=True)
@@ -167,11 +177,15 @@ def render(error: GatewayError, dialect: Dialect, request_id: str = "") -> Rende
                           "status": _CONTENT_STATUSES.get(status, "UNKNOWN")}}
     elif dialect is Dialect.ALPHA:
         body = {"code": _ALPHA_CODES.get(kind, 5000), "message": message, "request_id": request_id}
-    elif dialect is Dialect.GAMMA:
+    elif dialect is Dialect.BETA:
+        # The beta upstream's own shape (a FastAPI service): `{"detail": ...}`.
+        body = {"detail": message}
+    elif dialect is Dialect.GAMMA and error.code == "missing_api_key":
+        # The spec's answer to a gamma call with no token at all.
         suffix = f" (request id: {request_id})" if request_id else ""
-        gamma_type = "api_error" if kind in ("authentication", "internal", "upstream", "timeout") else (
-            "invalid_request_error" if kind in ("invalid_request", "too_large", "conflict") else kind)
-        body = {"error": {"message": message + suffix, "type": gamma_type}}
+        body = {"error": {"message": message + suffix, "type": "api_error"}}
+    elif dialect is Dialect.GAMMA:
+        body = {"request_id": request_id, "code": _GAMMA_CODES.get(kind, "InternalError"), "message": message}
     elif dialect is Dialect.PLANTS:
         body = {"error": status, "message": message}
     elif dialect is Dialect.ACCOUNT:

@@ -97,3 +97,19 @@ def body_model(app: APIGatewayRestResolver, model):
 
     return parse_body(model, app.current_event.decoded_body if app.current_event.is_base64_encoded
                       else app.current_event.body)
+
+
+def public_base_url(app: APIGatewayRestResolver) -> str:
+    """Where clients reach this API: `GATEWAY_PUBLIC_URL` when set (a custom domain, the local
+    runner), else the host API Gateway was called on with the stage's path prefix."""
+    from gateway.settings import get_settings
+
+    if get_settings().public_url:
+        return get_settings().public_url.rstrip("/")
+    event = app.current_event
+    context = event.raw_event.get("requestContext") or {}
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    host = context.get("domainName") or headers.get("host", "")
+    full_path, path = str(context.get("path") or ""), event.path or ""
+    prefix = full_path[:-len(path)] if path and full_path.endswith(path) else ""
+    return f"{headers.get('x-forwarded-proto', 'https')}://{host}{prefix}"

@@ -45,6 +45,8 @@ LAMBDA_EVENT_LIMIT = 6 * 1024 * 1024
 EVENT_ENVELOPE_ALLOWANCE = 400 * 1024
 # Base64 turns every 3 bytes into 4 characters.
 MAX_REQUEST_BYTES = (LAMBDA_EVENT_LIMIT - EVENT_ENVELOPE_ALLOWANCE) // 4 * 3
+# The same 6 MB bound a buffered answer's bytes (base64 too), with room for its headers.
+MAX_BINARY_ANSWER_BYTES = LAMBDA_EVENT_LIMIT // 4 * 3 - 64 * 1024
 
 # Our forms have a handful of fields; a cap keeps a hostile body from costing much.
 MAX_PARTS = 32

@@ -76,7 +76,15 @@ _VIDEO = {
     "epsilon-2-pro": _p(per_second="0.30"),
 }
 
-SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO}
+# Gamma video, per second at 720P; the family multiplies by its resolution factor (480P 0.5,
+# 1080P 1.5: `tasks/families/gamma/schema.py`).
+_GAMMA = {m: _p(per_second="0.10") for m in ("gamma2.6-i2v", "gamma2.6-t2v", "gamma2.5-i2v-preview",
+                                            "gamma2.5-t2v-preview")}
+
+# Beta images, per image (whatever its size, as the upstream's own price for this model).
+_BETA = {"beta-2-pro": _p(per_image="0.05")}
+
+SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_GAMMA, **_BETA}
 
 
 class PriceTable:

@@ -15,6 +15,8 @@ from functools import lru_cache
 class Settings:
     accounts_table: str = "gateway-accounts"
     tasks_table: str = "gateway-tasks"
+    # Where results the gateway keeps (beta images) live; unset: nothing is kept, only relayed.
+    results_bucket: str = ""
     plants_table: str = "gateway-plants"
     idempotency_table: str = "gateway-idempotency"
     task_poll_queue_url: str = ""
@@ -32,6 +34,7 @@ class Settings:
     ledger_retention_days: int = 0
     # Secret for signing callback payloads (HMAC-SHA256).
     callback_signing_secret: str = ""
+    result_link_secret: str = ""  # signs the links to results the gateway serves (`tasks/links`)
     # Callbacks to private, loopback and link-local addresses: only for tests and the local runner.
     callback_allow_private: bool = False
     callback_retry_seconds: float = 10.0  # first retry delay of a failed callback; doubles each time
@@ -46,12 +49,14 @@ class Settings:
 # Setting -> environment variable.
 ENVIRONMENT = {
     "accounts_table": "ACCOUNTS_TABLE", "tasks_table": "TASKS_TABLE", "plants_table": "PLANTS_TABLE",
+    "results_bucket": "RESULTS_BUCKET",
     "idempotency_table": "IDEMPOTENCY_TABLE", "task_poll_queue_url": "TASK_POLL_QUEUE_URL",
     "callback_queue_url": "CALLBACK_QUEUE_URL", "channels_file": "GATEWAY_CHANNELS_FILE",
     "channels_parameter": "GATEWAY_CHANNELS_PARAMETER", "channels_secret": "GATEWAY_CHANNELS_SECRET",
     "simulator_url": "GATEWAY_SIMULATOR_URL", "public_url": "GATEWAY_PUBLIC_URL",
     "key_cache_seconds": "GATEWAY_KEY_CACHE_SECONDS", "ledger_retention_days": "GATEWAY_LEDGER_RETENTION_DAYS",
     "callback_signing_secret": "GATEWAY_CALLBACK_SECRET",
+    "result_link_secret": "GATEWAY_RESULT_LINK_SECRET",
     "callback_allow_private": "GATEWAY_CALLBACK_ALLOW_PRIVATE", "callback_retry_seconds": "GATEWAY_CALLBACK_RETRY_SECONDS",
     "task_poll_seconds": "GATEWAY_TASK_POLL_SECONDS", "task_poll_max_seconds": "GATEWAY_TASK_POLL_MAX_SECONDS",
     "task_sweep_grace_seconds": "GATEWAY_TASK_SWEEP_GRACE_SECONDS",

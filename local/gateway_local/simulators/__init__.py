@@ -11,4 +11,6 @@ SIMULATORS: dict[str, str] = {
     "delta": "gateway_local.simulators.delta:app",
     "zeta": "gateway_local.simulators.zeta:app",
     "epsilon": "gateway_local.simulators.epsilon:app",
+    "gamma": "gateway_local.simulators.gamma:app",
+    "beta": "gateway_local.simulators.beta:app",
 }

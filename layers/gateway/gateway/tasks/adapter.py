@@ -2,7 +2,7 @@
 
 An adapter is pure: it builds an `httpx.Request` and parses an `httpx.Response`; the caller
 sends it with whatever client (and transport) it holds. So an adapter is four functions and a
-status table, and `submit` / `poll` below are the only code that touches the network. Every
+status table, and `send` below (with `submit` / `poll` over it) is the only code that sends one. Every
 failure is a `gateway.upstreams.errors.UpstreamError`, never a client-facing error.
 """
 
@@ -114,31 +114,32 @@ def timed(request: httpx.Request, timeout: httpx.Timeout = UPSTREAM_TIMEOUT) -> 
     return request
 
 
-def submit(client: Sender, adapter: TaskAdapter, base_url: str, api_key: str,
-           upstream_model: str, request: dict) -> str:
-    """Build, send and parse a submit; the upstream task id, or UpstreamError."""
+def send(client: Sender, request: httpx.Request, *, repeatable: bool) -> httpx.Response:
+    """Sends one upstream request with its timeout; transport trouble is an UpstreamError. A request
+    that never connected may always be tried again; one that may have reached the upstream only
+    when it is `repeatable` (a poll), never a submit: the task may exist upstream, and a second is
+    paid twice."""
     try:
-        response = client.send(timed(adapter.build_submit(base_url, api_key, upstream_model, request)))
+        return client.send(timed(request))
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise UpstreamError(502, f"upstream unreachable: {exc}", retryable=True) from exc
     except httpx.TimeoutException as exc:
-        # Sent but unanswered: the task may exist upstream, so a blind resubmit could pay twice.
-        raise UpstreamError(504, f"upstream timed out: {exc}", retryable=False) from exc
+        raise UpstreamError(504, f"upstream timed out: {exc}", retryable=repeatable) from exc
     except httpx.HTTPError as exc:
-        raise UpstreamError(502, f"upstream transport error: {exc}", retryable=False) from exc
-    return adapter.parse_submit(response)
+        raise UpstreamError(502, f"upstream transport error: {exc}", retryable=repeatable) from exc
+
+
+def submit(client: Sender, adapter: TaskAdapter, base_url: str, api_key: str,
+           upstream_model: str, request: dict) -> str:
+    """Build, send and parse a submit; the upstream task id, or UpstreamError."""
+    return adapter.parse_submit(send(client, adapter.build_submit(base_url, api_key, upstream_model, request),
+                                     repeatable=False))
 
 
 def poll(client: Sender, adapter: TaskAdapter, base_url: str, api_key: str,
          upstream_task_id: str) -> TaskSnapshot:
     """Build, send and parse a poll; a poll is safe to repeat, so transport trouble is retryable."""
-    try:
-        response = client.send(timed(adapter.build_poll(base_url, api_key, upstream_task_id)))
-    except httpx.TimeoutException as exc:
-        raise UpstreamError(504, f"upstream timed out: {exc}", retryable=True) from exc
-    except httpx.HTTPError as exc:
-        raise UpstreamError(502, f"upstream transport error: {exc}", retryable=True) from exc
-    return adapter.parse_poll(response)
+    return adapter.parse_poll(send(client, adapter.build_poll(base_url, api_key, upstream_task_id), repeatable=True))
 
 
 def unified(statuses: Mapping[str, str], word: str) -> str:

@@ -12,8 +12,10 @@ from gateway.tasks.families.base import TaskFamily
 
 #: Every family, by the name stored on its tasks.
 FAMILIES = (
+    "beta",
     "delta",
     "epsilon",
+    "gamma",
     "zeta",
 )
 

@@ -1,0 +1,49 @@
+"""Signed, expiring links to a task's result that the gateway serves itself.
+
+A link is `<public base><path>?expires=<unix seconds>&signature=<hex>`, where `<hex>` is the
+HMAC-SHA256, keyed with `GATEWAY_RESULT_LINK_SECRET`, of `<path>.<expires>`. Whoever holds the
+link may fetch the result until it expires, with no key (an `<img src>`, a plain download), as
+with the upstream's own signed links. The secret is the gateway's alone (never the callback
+secret, which receivers hold and could forge links with).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from urllib.parse import urlencode
+
+from gateway.errors import GatewayError, PermissionDenied
+from gateway.settings import get_settings
+
+#: How long a link serves (the spec's image URL lifetime); each query hands out a fresh one.
+LINK_SECONDS = 3600
+
+
+def _secret() -> bytes:
+    secret = get_settings().result_link_secret
+    if not secret:
+        raise GatewayError("result links are not configured (GATEWAY_RESULT_LINK_SECRET is unset)")
+    return secret.encode()
+
+
+def _signature(path: str, expires: int) -> str:
+    return hmac.new(_secret(), f"{path}.{expires}".encode(), hashlib.sha256).hexdigest()
+
+
+def sign(base_url: str, path: str, *, now: float | None = None) -> str:
+    """A link to `path` (starting with `/`) under `base_url`, valid for `LINK_SECONDS`."""
+    expires = int((time.time() if now is None else now) + LINK_SECONDS)
+    return f"{base_url.rstrip('/')}{path}?{urlencode({'expires': expires, 'signature': _signature(path, expires)})}"
+
+
+def verify(path: str, expires: str | None, signature: str | None, *, now: float | None = None) -> None:
+    """Raises `PermissionDenied` unless the link to `path` was signed here and has not expired."""
+    if not expires or not signature or not expires.isdigit():
+        raise PermissionDenied("this link needs its expires and signature parameters", code="link_invalid")
+    if not hmac.compare_digest(_signature(path, int(expires)), signature):
+        raise PermissionDenied("this link's signature is not valid", code="link_invalid")
+    if int(expires) < (time.time() if now is None else now):
+        raise PermissionDenied("this link has expired; ask for the result again for a fresh one",
+                               code="link_expired")
