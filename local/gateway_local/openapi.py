@@ -36,7 +36,8 @@ ERROR_STATUSES = {
     "504": "the upstream did not answer in time",
 }
 _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError", Dialect.CONTENT: "ContentError",
-                   Dialect.PLANTS: "PlantsError", Dialect.ACCOUNT: "AccountError"}
+                   Dialect.PLANTS: "PlantsError", Dialect.ACCOUNT: "AccountError", Dialect.ALPHA: "AlphaError",
+                   Dialect.BETA: "BetaError", Dialect.GAMMA: "GammaError", Dialect.IMGTASK: "ImgtaskError"}
 
 
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
@@ -111,6 +112,17 @@ def _envelope_schemas() -> dict[str, Any]:
                         "properties": {"error": integer, "message": string}},
         "AccountError": {"type": "object", "required": ["data", "message", "success"], "properties": {
             "data": {"type": "null"}, "message": string, "success": {"const": False}}},
+        "AlphaError": {"type": "object", "required": ["code", "message", "request_id"],
+                       "properties": {"code": integer, "message": string, "request_id": string}},
+        "BetaError": {"type": "object", "required": ["detail"], "properties": {"detail": string}},
+        "GammaError": {"oneOf": [
+            {"type": "object", "required": ["request_id", "code", "message"],
+             "properties": {"request_id": string, "code": string, "message": string}},
+            {"type": "object", "required": ["error"], "description": "a call with no token at all",
+             "properties": {"error": {"type": "object", "required": ["message", "type"],
+                                      "properties": {"message": string, "type": {"const": "api_error"}}}}}]},
+        "ImgtaskError": {"type": "object", "required": ["code", "description"], "properties": {
+            "code": integer, "description": string, "result": {"type": ["string", "null"]}}},
     }
     for dialect, name in _ENVELOPE_NAMES.items():
         schemas[name]["example"] = example(dialect)

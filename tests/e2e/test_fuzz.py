@@ -60,6 +60,18 @@ def envelope_problem(path: str, status: int, body: object) -> str | None:
         ok = body.get("error") == status and isinstance(body.get("message"), str)
     elif dialect is Dialect.ACCOUNT:
         ok = body.get("data") is None and body.get("success") is False and isinstance(body.get("message"), str)
+    elif dialect is Dialect.ALPHA:
+        ok = isinstance(body.get("code"), int) and body["code"] != 0 and isinstance(body.get("message"), str) \
+            and isinstance(body.get("request_id"), str)
+    elif dialect is Dialect.BETA:
+        ok = isinstance(body.get("detail"), str)
+    elif dialect is Dialect.GAMMA:
+        error = body.get("error") if isinstance(body.get("error"), dict) else {}
+        ok = (isinstance(body.get("code"), str) and isinstance(body.get("message"), str)
+              and isinstance(body.get("request_id"), str)) or (
+            status == 401 and error.get("type") == "api_error" and isinstance(error.get("message"), str))
+    elif dialect is Dialect.IMGTASK:
+        ok = isinstance(body.get("code"), int) and isinstance(body.get("description"), str)
     else:
         error = body.get("error") if isinstance(body.get("error"), dict) else {}
         ok = isinstance(error.get("message"), str) and isinstance(error.get("type"), str)
