@@ -76,3 +76,21 @@ def body_model(app: APIGatewayRestResolver, model):
 
     return parse_body(model, app.current_event.decoded_body if app.current_event.is_base64_encoded
                       else app.current_event.body)
+
+
+def public_base_url(app: APIGatewayRestResolver) -> str:
+    """This gateway's base URL, for links it hands out: `GATEWAY_PUBLIC_URL` when set, else the
+    address the client called (its host and the stage or base path before the route)."""
+    from gateway.settings import get_settings
+
+    if get_settings().public_url:
+        return get_settings().public_url.rstrip("/")
+    event = app.current_event
+    context = event.raw_event.get("requestContext") or {}
+    host = context.get("domainName") or event.headers.get("Host") or event.headers.get("host")
+    if not host:
+        return ""
+    full_path, path = str(context.get("path") or ""), event.path or ""
+    prefix = full_path[:-len(path)] if path and full_path.endswith(path) else ""
+    proto = event.headers.get("X-Forwarded-Proto") or event.headers.get("x-forwarded-proto") or "https"
+    return f"{proto}://{host}{prefix.rstrip('/')}"

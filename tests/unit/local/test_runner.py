@@ -22,7 +22,7 @@ def test_every_api_event_of_the_template_is_a_route(template):
     assert template.route_for("POST", "/plants")[0].function == "PlantsFunction"
     assert template.route_for("GET", "/plants") is None
     assert template.binary_media_types == ("multipart/form-data", "video/mp4", "image/webp", "image/jpeg",
-                                           "application/binary")
+                                           "application/binary", "image/*")
 
 
 def test_the_task_functions_event_sources_are_read(template):

@@ -99,11 +99,10 @@ def read_json(response: httpx.Response, error_text: Callable[[Any], str | None],
     return body
 
 
-def submit(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: str,
-           upstream_model: str, request: dict) -> str:
-    """Build, send and parse a submit; the upstream task id, or UpstreamError."""
+def send_submit(client: httpx.Client, request: httpx.Request) -> httpx.Response:
+    """Sends a submit; transport trouble as UpstreamError (retryable only when nothing was sent)."""
     try:
-        response = client.send(adapter.build_submit(base_url, api_key, upstream_model, request))
+        return client.send(request)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise UpstreamError(502, f"upstream unreachable: {exc}", retryable=True) from exc
     except httpx.TimeoutException as exc:
@@ -111,19 +110,28 @@ def submit(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: s
         raise UpstreamError(504, f"upstream timed out: {exc}", retryable=False) from exc
     except httpx.HTTPError as exc:
         raise UpstreamError(502, f"upstream transport error: {exc}", retryable=False) from exc
-    return adapter.parse_submit(response)
 
 
-def poll(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: str,
-         upstream_task_id: str) -> TaskSnapshot:
-    """Build, send and parse a poll; a poll is safe to repeat, so transport trouble is retryable."""
+def send_poll(client: httpx.Client, request: httpx.Request) -> httpx.Response:
+    """Sends a poll (or any read); a read is safe to repeat, so transport trouble is retryable."""
     try:
-        response = client.send(adapter.build_poll(base_url, api_key, upstream_task_id))
+        return client.send(request)
     except httpx.TimeoutException as exc:
         raise UpstreamError(504, f"upstream timed out: {exc}", retryable=True) from exc
     except httpx.HTTPError as exc:
         raise UpstreamError(502, f"upstream transport error: {exc}", retryable=True) from exc
-    return adapter.parse_poll(response)
+
+
+def submit(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: str,
+           upstream_model: str, request: dict) -> str:
+    """Build, send and parse a submit; the upstream task id, or UpstreamError."""
+    return adapter.parse_submit(send_submit(client, adapter.build_submit(base_url, api_key, upstream_model, request)))
+
+
+def poll(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: str,
+         upstream_task_id: str) -> TaskSnapshot:
+    """Build, send and parse a poll."""
+    return adapter.parse_poll(send_poll(client, adapter.build_poll(base_url, api_key, upstream_task_id)))
 
 
 def unified(statuses: Mapping[str, str], word: str) -> str:

@@ -15,6 +15,7 @@ FAMILIES = (
     "delta",
     "epsilon",
     "zeta",
+    "imgtask",
 )
 
 
