@@ -188,3 +188,47 @@ def test_an_upstream_answer_of_the_wrong_shape_is_a_retryable_poll_failure():
     with pytest.raises(UpstreamError) as failed:
         ADAPTER.parse_list(httpx.Response(200, json={"not": "a list"}, request=request))
     assert failed.value.retryable
+
+
+def test_the_template_routes_every_imgtask_operation_to_its_function_with_the_link_secret():
+    from pathlib import Path
+
+    from gateway_local.emulator import load_template
+
+    template = load_template(Path(__file__).resolve().parents[3] / "template.yaml")
+    function = template["Resources"]["ImgtaskFunction"]["Properties"]
+    routes = {(e["Properties"]["Path"], e["Properties"]["Method"]) for e in function["Events"].values()}
+    assert routes == {*((f"/imgtask/submit/{kind}", "post") for kind in
+                        ("imagine", "action", "modal", "blend", "describe", "shorten")),
+                      ("/imgtask/insight-face/swap", "post"), ("/imgtask/task/list-by-condition", "post"),
+                      ("/imgtask/task/{id}/fetch", "get"), ("/imgtask/task/{id}/image-seed", "get"),
+                      ("/imgtask/image/{id}", "get")}
+    assert "GATEWAY_CALLBACK_SECRET" in function["Environment"]["Variables"]
+    assert "image~1*" in template["Resources"]["GatewayApi"]["Properties"]["BinaryMediaTypes"]
+
+
+@pytest.mark.parametrize("context_path,path,public_url,expected", [
+    ("/Prod/imgtask/task/1/fetch", "/imgtask/task/1/fetch", "", "https://api.example/Prod"),
+    ("/imgtask/task/1/fetch", "/imgtask/task/1/fetch", "", "https://api.example"),
+    ("/Prod/imgtask/task/1/fetch", "/imgtask/task/1/fetch", "https://gw.example/ai/", "https://gw.example/ai"),
+])
+def test_links_use_the_public_url_or_the_address_the_client_called(monkeypatch, context_path, path, public_url,
+                                                                   expected):
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+    from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+
+    from gateway.http import public_base_url
+    from gateway.settings import reload_settings
+    from tests.conftest import api_event
+
+    monkeypatch.setenv("GATEWAY_PUBLIC_URL", public_url)
+    reload_settings()
+    try:
+        event = api_event("GET", path)
+        event["requestContext"].update(path=context_path, domainName="api.example")
+        app = APIGatewayRestResolver()
+        app.current_event = APIGatewayProxyEvent(event)
+        assert public_base_url(app) == expected
+    finally:
+        monkeypatch.delenv("GATEWAY_PUBLIC_URL")
+        reload_settings()
