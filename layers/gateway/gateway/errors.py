@@ -60,6 +60,8 @@ class GatewayError(Exception):
     status: int = 500
     kind: str = "internal"
     code: str | None = None
+    #: The upstream's own error object, when the error relays its verdict (a dialect may show it).
+    upstream: dict[str, Any] | None = None
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None,
                  status: int | None = None, headers: dict[str, str] | None = None):
@@ -146,7 +148,7 @@ _ALPHA_CODES = {
     "insufficient_quota": 1102, "not_found": 1203, "conflict": 1201, "too_large": 1201,
     "rate_limit": 1302, "upstream": 5000, "timeout": 5000, "unavailable": 5001, "internal": 5000,
 }
-_IMGTASK_CODES = {"invalid_request": 4, "not_found": 3}
+_IMGTASK_CODES = {"invalid_request": 4, "not_found": 3, "rate_limit": 23}
 # The gamma upstream's own error codes.
 _GAMMA_CODES = {
     "invalid_request": "InvalidParameter", "authentication": "InvalidApiKey", "permission": "AccessDenied",
@@ -191,7 +193,13 @@ def render(error: GatewayError, dialect: Dialect, request_id: str = "") -> Rende
     elif dialect is Dialect.ACCOUNT:
         body = {"data": None, "message": message, "success": False}
     elif dialect is Dialect.IMGTASK:
-        body = {"code": _IMGTASK_CODES.get(kind, 9), "description": message, "result": None}
+        # The upstream's own submit code (24 banned prompt, with its bannedWord) when it relays one.
+        relayed = error.upstream or {}
+        code = relayed.get("code")
+        body = {"code": code if isinstance(code, int) and not isinstance(code, bool) else _IMGTASK_CODES.get(kind, 9),
+                "description": message, "result": None,
+                "properties": dict(relayed.get("properties") or {}) if isinstance(relayed.get("properties"), dict)
+                else {}}
     else:
         body = {"error": {"message": message, "type": _CHAT_TYPES.get(kind, "server_error"),
                           "param": error.param, "code": error.code}}

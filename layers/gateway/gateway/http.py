@@ -100,8 +100,8 @@ def body_model(app: APIGatewayRestResolver, model):
 
 
 def public_base_url(app: APIGatewayRestResolver) -> str:
-    """Where clients reach this API: `GATEWAY_PUBLIC_URL` when set (a custom domain, the local
-    runner), else the host API Gateway was called on with the stage's path prefix."""
+    """This gateway's base URL, for links it hands out: `GATEWAY_PUBLIC_URL` when set, else the
+    address the client called (its host and the stage or base path before the route)."""
     from gateway.settings import get_settings
 
     if get_settings().public_url:
@@ -109,7 +109,9 @@ def public_base_url(app: APIGatewayRestResolver) -> str:
     event = app.current_event
     context = event.raw_event.get("requestContext") or {}
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
-    host = context.get("domainName") or headers.get("host", "")
+    host = context.get("domainName") or headers.get("host")
+    if not host:
+        return ""
     full_path, path = str(context.get("path") or ""), event.path or ""
     prefix = full_path[:-len(path)] if path and full_path.endswith(path) else ""
-    return f"{headers.get('x-forwarded-proto', 'https')}://{host}{prefix}"
+    return f"{headers.get('x-forwarded-proto', 'https')}://{host}{prefix.rstrip('/')}"

@@ -84,7 +84,15 @@ _GAMMA = {m: _p(per_second="0.10") for m in ("gamma2.6-i2v", "gamma2.6-t2v", "ga
 # Beta images, per image (whatever its size, as the upstream's own price for this model).
 _BETA = {"beta-2-pro": _p(per_image="0.05")}
 
-SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_GAMMA, **_BETA}
+# Image tasks (imgtask), per call: one model per action, held at submit and settled on SUCCESS.
+# A grid (imagine, variation, zoom, pan, blend, a modal's custom zoom or region vary) costs
+# what four images do; an upscale, one; describe and shorten are text answers, half of that.
+_IMGTASK = {f"imgtask-{action}": _p(per_call=usd) for action, usd in [
+    ("imagine", "0.10"), ("variation", "0.10"), ("zoom", "0.10"), ("pan", "0.10"), ("blend", "0.10"),
+    ("modal", "0.10"), ("upscale", "0.05"), ("describe", "0.05"), ("shorten", "0.05"), ("swap-face", "0.05"),
+]}
+
+SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_GAMMA, **_BETA, **_IMGTASK}
 
 
 class PriceTable:

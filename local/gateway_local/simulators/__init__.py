@@ -13,4 +13,5 @@ SIMULATORS: dict[str, str] = {
     "epsilon": "gateway_local.simulators.epsilon:app",
     "gamma": "gateway_local.simulators.gamma:app",
     "beta": "gateway_local.simulators.beta:app",
+    "imgtask": "gateway_local.simulators.imgtask:app",
 }

@@ -62,6 +62,9 @@ class Task:
     details: dict[str, Any] = field(default_factory=dict)
     poll_url: str | None = None  # where to poll, when the upstream named its own URL
     parent_id: str | None = None  # the task this one acts on, for a family with follow-up actions
+    #: What a parked task waits for from its client before it is submitted (nothing is held,
+    #: sent upstream or polled until then: `engine.park`); None once submitted.
+    waiting_for: str | None = None
     polls: int = 0
     next_poll_at: int = 0
     open_shard: str | None = None  # set while open (the sparse index); removed once finished
@@ -111,6 +114,22 @@ class TasksRepository:
         item = from_item(client("dynamodb").get_item(
             TableName=self.table, Key=to_item({"task_id": task_id}), ConsistentRead=True).get("Item"))
         return None if item is None else Task.from_item(item)
+
+    def get_many(self, task_ids: list[str]) -> dict[str, Task]:
+        """The stored tasks among `task_ids` (at most 100), by id, in one consistent batch read
+        (what DynamoDB leaves unprocessed is asked again)."""
+        if len(task_ids) > 100:
+            raise ValueError("at most 100 task ids per batch read")
+        found: dict[str, Task] = {}
+        keys = [to_item({"task_id": task_id}) for task_id in dict.fromkeys(task_ids)]
+        request = {self.table: {"Keys": keys, "ConsistentRead": True}} if keys else {}
+        while request:
+            answer = client("dynamodb").batch_get_item(RequestItems=request)
+            for item in answer.get("Responses", {}).get(self.table, []):
+                task = Task.from_item(from_item(item))
+                found[task.task_id] = task
+            request = answer.get("UnprocessedKeys") or {}
+        return found
 
     def get_owned(self, task_id: str, owner_id: int | str) -> Task:
         """The task if `owner_id` owns it; anybody else's task is answered as if it did not exist."""

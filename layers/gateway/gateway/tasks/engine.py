@@ -31,7 +31,7 @@ from typing import Any
 from gateway import billing
 from gateway.auth import Principal
 from gateway.channels import Channel, get_catalog
-from gateway.errors import InvalidRequest, NotFound
+from gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable
 from gateway.observability import logger
 from gateway.outbound import sync_client
 from gateway.settings import get_settings
@@ -67,10 +67,18 @@ class NewTask:
     duration: str | None = None  # seconds of one video, as a string
     public: dict[str, Any] = field(default_factory=dict)  # family fields the answers repeat (size, seconds)
     parent_id: str | None = None  # the caller's task this one acts on
+    #: The one channel it may go to (a follow-up acts on an upstream task that lives there).
+    channel: str | None = None
 
 
-def submit(principal: Principal, new: NewTask) -> Task:
-    """Reserve, submit upstream, store, enqueue the first poll; the stored task."""
+def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) -> Task:
+    """Reserve, submit upstream, store, enqueue the first poll; the stored task.
+
+    `parked`: a task of `park` that waits for this request; it is claimed first (a second
+    completion finds it claimed: 409). Nothing was held for it before. If the hold is refused it
+    waits again (the client may top up and retry); if the upstream refuses, it ends failed,
+    refunded, since its reservation id (the task id) is spent.
+    """
     family = family_of(new.family)
     if new.callback_url is not None:
         try:
@@ -79,22 +87,40 @@ def submit(principal: Principal, new: NewTask) -> Task:
             raise InvalidRequest(f"{new.callback_field}: {exc}", param=new.callback_field) from None
     principal.require_model(new.model)
     price, channels = get_catalog().serving(new.model, family.protocols)
-    task_id = family.new_task_id()
-    reservation = billing.reserve(principal, family.units_to_hold(new, price), model=new.model,
-                                  route=new.route, reservation_id=task_id, hold_seconds=billing.task_hold_seconds())
+    channels = _pinned(channels, new)
+    claimed = _claim(parked) if parked is not None else None
+    task_id = claimed.task_id if claimed is not None else family.new_task_id()
+    try:
+        reservation = billing.reserve(principal, family.units_to_hold(new, price), model=new.model,
+                                      route=new.route, reservation_id=task_id,
+                                      hold_seconds=billing.task_hold_seconds())
+    except BaseException:
+        _unclaim(claimed, parked)
+        raise
     try:
         accepted, channel = first_success(channels, lambda channel: family.submit_upstream(
             sync_client, channel, channel.upstream_model(new.model), new))
         now = time.time()
-        task = tasks().put(Task(
-            task_id=task_id, owner_id=str(principal.user_id), family=new.family, model=new.model,
+        fields: dict[str, Any] = dict(
             channel=channel.name, upstream_task_id=accepted.upstream_task_id, poll_url=accepted.poll_url,
-            details=dict(accepted.details), reservation=dataclasses.asdict(reservation),
-            quantities=dict(new.quantities), duration=new.duration, callback_url=new.callback_url,
-            public=dict(new.public), parent_id=new.parent_id, created_at=int(now), updated_at=int(now),
-            open_shard=open_shard(task_id), next_poll_at=int(now + get_settings().task_poll_seconds)))
+            details={**(claimed.details if claimed else {}), **accepted.details},
+            reservation=dataclasses.asdict(reservation), quantities=dict(new.quantities), duration=new.duration,
+            callback_url=new.callback_url, public={**(claimed.public if claimed else {}), **new.public},
+            updated_at=int(now), open_shard=open_shard(task_id),
+            next_poll_at=int(now + get_settings().task_poll_seconds))
+        if claimed is None:
+            task = tasks().put(Task(task_id=task_id, owner_id=str(principal.user_id), family=new.family,
+                                    model=new.model, parent_id=new.parent_id, created_at=int(now), **fields))
+        else:
+            task = tasks().update(claimed, {**fields, "model": new.model})
+            if task is None:  # only this request holds the claim, so nothing else may move it
+                raise Conflict(f"task '{task_id}' changed while it was being submitted", param="taskId")
     except BaseException as exc:
-        billing.refund(reservation, reason=getattr(exc, "message", type(exc).__name__)[:200])
+        reason = getattr(exc, "message", type(exc).__name__)[:200]
+        billing.refund(reservation, reason=reason)
+        if claimed is not None:
+            # Its reservation id (the task id) is spent: the task ends failed rather than waiting again.
+            _close_refused(claimed, reason)
         raise
     try:
         queue.send_poll(task_id, get_settings().task_poll_seconds)
@@ -104,6 +130,62 @@ def submit(principal: Principal, new: NewTask) -> Task:
     logger.info("task submitted", extra={"task_id": task_id, "family": new.family, "model": new.model,
                                          "channel": channel.name, "units": reservation.units})
     return task
+
+
+def park(principal: Principal, new: NewTask, waiting_for: str) -> Task:
+    """Stores a task that waits for more from its client (`waiting_for`, e.g. a modal's input):
+    nothing is held or sent upstream, and nothing polls it. `submit(..., parked=task)` later
+    holds, submits and opens it under the same id. The model must be usable already."""
+    family = family_of(new.family)
+    principal.require_model(new.model)
+    get_catalog().serving(new.model, family.protocols)
+    now = int(time.time())
+    return tasks().put(Task(
+        task_id=family.new_task_id(), owner_id=str(principal.user_id), family=new.family, model=new.model,
+        channel=new.channel or "", upstream_task_id="", reservation={}, quantities=dict(new.quantities),
+        callback_url=new.callback_url, public=dict(new.public), parent_id=new.parent_id, created_at=now,
+        updated_at=now, waiting_for=waiting_for))
+
+
+def _claim(parked: Task) -> Task:
+    if parked.waiting_for is None:
+        raise Conflict(f"task '{parked.task_id}' was already submitted", param="taskId", code="task_submitted")
+    claimed = tasks().update(parked, {}, remove=("waiting_for",))
+    if claimed is None:
+        raise Conflict(f"task '{parked.task_id}' is being submitted by another request", param="taskId",
+                       code="task_submitted")
+    return claimed
+
+
+def _unclaim(claimed: Task | None, parked: Task | None) -> None:
+    """Gives a claimed task back its waiting state (the claim's own version: nobody else moved it)."""
+    if claimed is not None and parked is not None:
+        try:
+            tasks().update(claimed, {"waiting_for": parked.waiting_for})
+        except Exception:
+            logger.exception("a parked task could not be given back its waiting state",
+                             extra={"task_id": claimed.task_id})
+
+
+def _close_refused(claimed: Task, reason: str) -> None:
+    now = int(time.time())
+    try:
+        tasks().update(claimed, {"status": "failed", "upstream_status": "refused", "error": reason,
+                                 "updated_at": now, "completed_at": now, "billing": billing.REFUNDED,
+                                 "closed_at": now})
+    except Exception:
+        logger.exception("a refused parked task could not be closed", extra={"task_id": claimed.task_id})
+
+
+def _pinned(channels: list[Channel], new: NewTask) -> list[Channel]:
+    """The channels a task may go to: only its pinned one, when it has one."""
+    if new.channel is None:
+        return channels
+    pinned = [channel for channel in channels if channel.name == new.channel]
+    if not pinned:
+        raise Unavailable(f"channel {new.channel!r}, where the task this one acts on lives, does not serve "
+                          f"{new.model!r} any more", code="channel_unavailable")
+    return pinned
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,14 @@ CHANNEL_ACCOUNT_STATUSES = (401, 402, 403, 407)
 
 
 def relayed_error(exc: Any) -> GatewayError:
-    """The upstream's final word on the request (a non-retryable failure), in our own error kinds."""
+    """The upstream's final word on the request (a non-retryable failure), in our own error kinds,
+    carrying the upstream's own error object for a dialect that relays it."""
+    error = _relayed_kind(exc)
+    error.upstream = getattr(exc, "body", None)
+    return error
+
+
+def _relayed_kind(exc: Any) -> GatewayError:
     status = exc.status
     if exc.timed_out:  # sent but unanswered: asking again could start the work twice
         return UpstreamTimeout(exc.message)

@@ -17,6 +17,7 @@ FAMILIES = (
     "epsilon",
     "gamma",
     "zeta",
+    "imgtask",
 )
 
 

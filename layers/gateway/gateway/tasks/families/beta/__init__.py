@@ -21,6 +21,7 @@ import httpx
 
 from gateway.errors import GatewayError, NotFound, PayloadTooLarge, UpstreamFailed
 from gateway.multipart import MAX_BINARY_ANSWER_BYTES
+from gateway.outbound import sync_client
 from gateway.store.results import KeptResult, ResultsStore
 from gateway.store.tasks import Task
 from gateway.tasks import engine, links
@@ -165,7 +166,7 @@ class BetaFamily(TaskFamily):
             if kept is None:
                 raise Gone(f"the image of task '{task_id}' is gone: the gateway keeps images one day")
             return self._servable(kept)
-        http = engine.http_client()
+        http = sync_client
         answer = self._fetch(http, task.result_urls[0])
         if answer is None:
             # The upstream's link expired: a result it still keeps comes with a fresh one.

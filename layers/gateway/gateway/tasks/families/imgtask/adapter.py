@@ -1,0 +1,168 @@
+"""Imgtask upstream: submits under `/mj/submit/...` answered `{code, description, result, properties}`,
+task records read many at a time (`POST /mj/task/list-by-condition {ids}`), the `mj-api-secret` header.
+
+The upstream's `imageUrl` is on its own host and expires: a snapshot keeps it in `result_urls`
+(never shown to a client); the gateway serves the bytes itself at `/imgtask/image/{id}`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, read_json, unified
+
+SECRET_HEADER = "mj-api-secret"
+
+STATUSES: Mapping[str, str] = {
+    "NOT_START": "submitted", "SUBMITTED": "queued", "MODAL": "queued", "IN_PROGRESS": "in_progress",
+    "SUCCESS": "succeeded", "FAILURE": "failed", "CANCEL": "cancelled",
+}
+#: The upstream's submit codes.
+SUBMITTED, EXISTS, QUEUED, QUEUE_FULL, BANNED, VALIDATION, NOT_FOUND, FAILURE = 1, 21, 22, 23, 24, 4, 3, 9
+#: Properties of an upstream record the gateway shows (others may name the upstream's accounts).
+SHOWN_PROPERTIES = ("finalPrompt", "finalZhPrompt")
+#: Fields of an upstream record the family's answers show (kept in the task's `details`).
+DETAIL_FIELDS = ("promptEn", "description", "startTime", "finishTime")
+
+
+def _error_text(body: Any) -> str | None:
+    if isinstance(body, dict):
+        return body.get("description") or body.get("message") or body.get("error") or None
+    return None
+
+
+@dataclass
+class SubmitAnswer:
+    """What a submit answered when it took the task (code 1 or 22, or 21 waiting for a modal)."""
+
+    task_id: str
+    code: int
+    description: str
+    properties: dict[str, Any] = field(default_factory=dict)
+
+
+def _headers(api_key: str) -> dict[str, str]:
+    return {SECRET_HEADER: api_key}
+
+
+class ImgtaskAdapter:
+    protocol = "imgtask"
+    statuses = STATUSES
+
+    def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request:
+        """`request`: `{"path": "/mj/submit/<kind>" or "/mj/insight-face/swap", "body": {...}}`."""
+        return httpx.Request("POST", join(base_url, request["path"]), headers=_headers(api_key), json=request["body"])
+
+    def build_modal(self, base_url: str, api_key: str, upstream_task_id: str, modal: dict) -> httpx.Request:
+        return httpx.Request("POST", join(base_url, "/mj/submit/modal"), headers=_headers(api_key),
+                             json={**modal, "taskId": upstream_task_id})
+
+    def parse_submit(self, response: httpx.Response) -> str:
+        return self.parse_submit_answer(response).task_id
+
+    def parse_submit_answer(self, response: httpx.Response, *, modal_expected: bool = False) -> SubmitAnswer:
+        """The task the upstream took, or UpstreamError with the code the client is answered in `body`."""
+        body = read_json(response, _error_text, retry_unreadable=False)
+        code, description = body.get("code"), str(body.get("description") or "")
+        properties = body.get("properties") if isinstance(body.get("properties"), dict) else {}
+        result = body.get("result")
+        if code in (SUBMITTED, QUEUED) or (code == EXISTS and modal_expected):
+            if not isinstance(result, (str, int)) or isinstance(result, bool) or not str(result):
+                raise UpstreamError(502, f"upstream took the task (code {code}) without an id", retryable=False)
+            return SubmitAnswer(str(result), int(code), description, dict(properties))
+        relayed = {"code": code, "properties": {k: v for k, v in properties.items() if k == "bannedWord"}}
+        if code == QUEUE_FULL:
+            raise UpstreamError(429, f"the upstream's queue is full: {description}", body=relayed)
+        if code == BANNED:
+            word = properties.get("bannedWord")
+            raise UpstreamError(400, f"prompt: contains a banned word{f' ({word})' if word else ''}", retryable=False,
+                                body=relayed)
+        if code == EXISTS:
+            raise UpstreamError(409, f"the upstream already has this task: {description}", retryable=False,
+                                body=relayed)
+        if code in (VALIDATION, NOT_FOUND):
+            raise UpstreamError(400 if code == VALIDATION else 404, f"the upstream refused the task: {description}",
+                                retryable=False, body=relayed)
+        # 9 (failure) or a code this adapter does not know: the upstream's own trouble; another channel may do.
+        raise UpstreamError(502, f"the upstream failed to take the task (code {code}): {description}",
+                            retryable=True, body={"code": FAILURE, "properties": {}})
+
+    def build_poll(self, base_url: str, api_key: str, upstream_task_id: str) -> httpx.Request:
+        return httpx.Request("GET", join(base_url, f"/mj/task/{quote(upstream_task_id, safe='')}/fetch"),
+                             headers=_headers(api_key))
+
+    def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
+        return self.snapshot(read_json(response, _error_text, retry_unreadable=True))
+
+    def build_list(self, base_url: str, api_key: str, upstream_task_ids: list[str]) -> httpx.Request:
+        return httpx.Request("POST", join(base_url, "/mj/task/list-by-condition"), headers=_headers(api_key),
+                             json={"ids": upstream_task_ids})
+
+    def parse_list(self, response: httpx.Response) -> dict[str, TaskSnapshot]:
+        """The snapshot of every record the upstream listed, by upstream id."""
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not response.is_success:
+            raise UpstreamError(response.status_code, _error_text(body) or response.text[:300] or response.reason_phrase)
+        if not isinstance(body, list):
+            raise UpstreamError(502, "upstream listed tasks without a JSON array", retryable=True)
+        return {str(record["id"]): self.snapshot(record) for record in body
+                if isinstance(record, dict) and record.get("id") not in (None, "")}
+
+    def build_image_seed(self, base_url: str, api_key: str, upstream_task_id: str) -> httpx.Request:
+        return httpx.Request("GET", join(base_url, f"/mj/task/{quote(upstream_task_id, safe='')}/image-seed"),
+                             headers=_headers(api_key))
+
+    def parse_image_seed(self, response: httpx.Response) -> tuple[int, str, str]:
+        body = read_json(response, _error_text, retry_unreadable=True)
+        code = body.get("code")
+        return (int(code) if isinstance(code, int) else FAILURE, str(body.get("description") or ""),
+                "" if body.get("result") is None else str(body["result"]))
+
+    def build_image(self, base_url: str, api_key: str, image_url: str) -> httpx.Request:
+        """The request for an image the upstream named; its secret goes only to its own host."""
+        same_host = urlsplit(image_url).netloc == urlsplit(base_url).netloc
+        return httpx.Request("GET", image_url, headers=_headers(api_key) if same_host else {})
+
+    def snapshot(self, record: dict) -> TaskSnapshot:
+        word = str(record.get("status") or "")
+        status = unified(STATUSES, word)
+        progress = _percent(record.get("progress"))
+        if status == "succeeded":
+            progress = 100
+        image_url = record.get("imageUrl")
+        error = None
+        if status == "failed":
+            error = str(record.get("failReason") or "the upstream task failed without a reason")
+        elif status == "cancelled":
+            error = str(record.get("failReason") or "the upstream cancelled the task")
+        details: dict[str, Any] = {name: record[name] for name in DETAIL_FIELDS if record.get(name) not in (None, "")}
+        properties = record.get("properties") if isinstance(record.get("properties"), dict) else {}
+        details["properties"] = {k: properties[k] for k in SHOWN_PROPERTIES if properties.get(k) not in (None, "")}
+        details["buttons"] = [_button(b) for b in record.get("buttons") or [] if isinstance(b, dict) and b.get("customId")]
+        return TaskSnapshot(status=status, upstream_status=word, progress=progress,
+                            result_urls=[image_url] if isinstance(image_url, str) and image_url else [],
+                            error=error, duration=None, raw=record, details=details)
+
+
+def _percent(value: Any) -> int | None:
+    text = str(value).strip().rstrip("%") if value is not None else ""
+    try:
+        return max(0, min(100, int(float(text))))
+    except ValueError:
+        return None
+
+
+def _button(button: dict) -> dict[str, Any]:
+    def integer(value: Any, default: int) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+    return {"customId": str(button["customId"]), "emoji": str(button.get("emoji") or ""),
+            "label": str(button.get("label") or ""), "style": integer(button.get("style"), 2),
+            "type": integer(button.get("type"), 2)}
