@@ -3,6 +3,8 @@ and the button rules."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -12,7 +14,8 @@ from gateway.errors import InvalidRequest
 from gateway.store.tasks import Task
 from gateway.tasks.adapter import send
 from gateway.tasks.families import family_of
-from gateway.tasks.families.imgtask import links
+from gateway.tasks import links
+from gateway.tasks.families.imgtask import image_link, image_path
 from gateway.tasks.families.imgtask.schema import button_action
 from gateway.upstreams.errors import UpstreamError
 from gateway_local.simulators import imgtask as simulator
@@ -112,23 +115,24 @@ def test_a_custom_zoom_waits_for_its_modal(sim):
 
 
 def test_an_image_link_is_signed_expires_and_names_its_task(monkeypatch):
-    monkeypatch.setenv("GATEWAY_CALLBACK_SECRET", "s3cret")
+    monkeypatch.setenv("GATEWAY_RESULT_LINK_SECRET", "s3cret")
     from gateway.settings import reload_settings
     reload_settings()
     try:
-        url = links.image_link("https://gw.example/Prod/", "1700000000000123456", now=1000)
+        url = image_link("https://gw.example/Prod/", "1700000000000123456")
         assert url.startswith("https://gw.example/Prod/imgtask/image/1700000000000123456?expires=")
         query = dict(part.split("=") for part in url.split("?")[1].split("&"))
-        assert int(query["expires"]) - 1000 >= 3600  # at least an hour
-        assert links.link_valid("1700000000000123456", query["expires"], query["signature"], now=1000)
-        assert not links.link_valid("1700000000000123457", query["expires"], query["signature"], now=1000)
-        assert not links.link_valid("1700000000000123456", query["expires"], query["signature"],
-                                    now=int(query["expires"]) + 1)
-        assert not links.link_valid("1700000000000123456", "x", query["signature"], now=1000)
+        now = int(query["expires"]) - 7200
+        assert int(query["expires"]) - time.time() >= 3600  # at least an hour
+        path = image_path("1700000000000123456")
+        assert links.valid(path, query["expires"], query["signature"], now=now)
+        assert not links.valid(image_path("1700000000000123457"), query["expires"], query["signature"], now=now)
+        assert not links.valid(path, query["expires"], query["signature"], now=int(query["expires"]) + 1)
+        assert not links.valid(path, "x", query["signature"], now=now)
     finally:
-        monkeypatch.delenv("GATEWAY_CALLBACK_SECRET")
+        monkeypatch.delenv("GATEWAY_RESULT_LINK_SECRET")
         reload_settings()
-    assert links.image_link("https://gw.example", "1") == ""  # no secret: no unsigned link
+    assert image_link("https://gw.example", "1") == ""  # no secret: no unsigned link
 
 
 def test_task_ids_are_numeric_strings_of_the_time_in_ms_and_six_random_digits():

@@ -1,4 +1,5 @@
-"""Signed, expiring links to a task's result that the gateway serves itself.
+"""Signed, expiring links to a task's result that the gateway serves itself (beta's
+`result.sample`, imgtask's `imageUrl`).
 
 A link is `<public base><path>?expires=<unix seconds>&signature=<hex>`, where `<hex>` is the
 HMAC-SHA256, keyed with `GATEWAY_RESULT_LINK_SECRET`, of `<path>.<expires>`. Whoever holds the
@@ -17,8 +18,13 @@ from urllib.parse import urlencode
 from gateway.errors import GatewayError, PermissionDenied
 from gateway.settings import get_settings
 
-#: How long a link serves (the spec's image URL lifetime); each query hands out a fresh one.
+#: How long a link serves unless its family says otherwise; each query hands out a fresh one.
 LINK_SECONDS = 3600
+
+
+def configured() -> bool:
+    """Whether links can be signed here (a gateway without the secret hands out none)."""
+    return bool(get_settings().result_link_secret)
 
 
 def _secret() -> bytes:
@@ -32,10 +38,19 @@ def _signature(path: str, expires: int) -> str:
     return hmac.new(_secret(), f"{path}.{expires}".encode(), hashlib.sha256).hexdigest()
 
 
-def sign(base_url: str, path: str, *, now: float | None = None) -> str:
-    """A link to `path` (starting with `/`) under `base_url`, valid for `LINK_SECONDS`."""
-    expires = int((time.time() if now is None else now) + LINK_SECONDS)
+def sign(base_url: str, path: str, *, seconds: int = LINK_SECONDS, now: float | None = None) -> str:
+    """A link to `path` (starting with `/`) under `base_url`, valid for `seconds`."""
+    expires = int((time.time() if now is None else now) + seconds)
     return f"{base_url.rstrip('/')}{path}?{urlencode({'expires': expires, 'signature': _signature(path, expires)})}"
+
+
+def valid(path: str, expires: str | None, signature: str | None, *, now: float | None = None) -> bool:
+    """Whether the link to `path` was signed here and has not expired."""
+    try:
+        verify(path, expires, signature, now=now)
+    except GatewayError:
+        return False
+    return True
 
 
 def verify(path: str, expires: str | None, signature: str | None, *, now: float | None = None) -> None:

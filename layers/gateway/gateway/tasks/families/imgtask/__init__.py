@@ -25,10 +25,10 @@ from typing import Any
 import httpx
 
 from gateway.store.tasks import Task
+from gateway.tasks import links
 from gateway.tasks.adapter import Accepted, TaskSnapshot, send
 from gateway.tasks.families.base import TaskFamily
 from gateway.tasks.families.imgtask.adapter import EXISTS, STATUSES, ImgtaskAdapter
-from gateway.tasks.families.imgtask.links import image_link
 from gateway.upstreams.errors import UpstreamError
 
 #: The record's seven statuses, from the engine's unified words (the upstream's own word is
@@ -43,6 +43,21 @@ ACTIONS = ("IMAGINE", "UPSCALE", "VARIATION", "ZOOM", "PAN", "DESCRIBE", "BLEND"
 PRICED_ACTIONS = ("imagine", "upscale", "variation", "zoom", "pan", "describe", "blend", "shorten", "swap-face",
                   "modal")
 SUBMIT_DESCRIPTIONS = {1: "Submit success", 21: "Waiting for window confirm", 22: "In queue, please wait"}
+
+
+#: How long an `imageUrl` serves the image without a key (the spec asks for at least an hour).
+IMAGE_LINK_SECONDS = 2 * 3600
+
+
+def image_path(task_id: str) -> str:
+    return f"/imgtask/image/{task_id}"
+
+
+def image_link(base_url: str, task_id: str) -> str:
+    """The signed `imageUrl`, or "" where links cannot be signed (never an unsigned one)."""
+    if not base_url or not links.configured():
+        return ""
+    return links.sign(base_url, image_path(task_id), seconds=IMAGE_LINK_SECONDS)
 
 
 def model_of(priced_action: str) -> str:

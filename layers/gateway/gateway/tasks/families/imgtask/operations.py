@@ -16,11 +16,10 @@ from gateway.errors import InvalidRequest, NotFound, PayloadTooLarge, UpstreamFa
 from gateway.imagetypes import IMAGE_MEDIA_TYPES, detect_image_type
 from gateway.outbound import sync_client
 from gateway.store.tasks import Task
-from gateway.tasks import engine
+from gateway.tasks import engine, links
 from gateway.tasks.callbacks import CallbackFailed, UnsafeCallback, check_url
 from gateway.tasks.engine import NewTask
-from gateway.tasks.families.imgtask import FAMILY, MODAL, model_of
-from gateway.tasks.families.imgtask.links import link_valid
+from gateway.tasks.families.imgtask import FAMILY, MODAL, image_path, model_of
 from gateway.tasks.families.imgtask.schema import (TASK_ID, ActionRequest, BlendRequest, DescribeRequest,
                                                    ImagineRequest, ModalRequest, ShortenRequest, SwapFaceRequest,
                                                    button_action)
@@ -203,7 +202,7 @@ def image(principal: Principal | None, task_id: str, *, expires: str | None = No
     if principal is not None:
         task = owned(principal, task_id)
     else:
-        task = engine.tasks().get(task_id) if link_valid(task_id, expires, signature) else None
+        task = engine.tasks().get(task_id) if links.valid(image_path(task_id), expires, signature) else None
         if task is None or task.family != FAMILY.name:
             raise NotFound(f"id: the link to task '{task_id}' is invalid or expired; fetch the task for a new one",
                            param="id", code="link_invalid")
