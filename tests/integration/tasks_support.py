@@ -14,10 +14,10 @@ from starlette.routing import Mount
 from gateway.store.aws import client
 from gateway.store.tasks import TasksRepository
 from gateway_local.server import sqs_step
-from gateway_local.simulators import delta, epsilon, zeta
+from gateway_local.simulators import alpha, delta, epsilon, zeta
 from tests.conftest import api_event, load_function, serve_asgi, use_environment
 
-SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon}
+SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon, "alpha": alpha}
 TASK_SECONDS = 30  # simulated: a task finishes when the test moves the clock past this
 
 
@@ -61,7 +61,7 @@ def tasks_env(simulators_url, store, clock) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def functions(aws):
-    return {name: load_function(name) for name in ("video", "task_poller", "task_sweeper", "callback_sender")}
+    return {name: load_function(name) for name in ("video", "alpha", "task_poller", "task_sweeper", "callback_sender")}
 
 
 def auth(key: str) -> dict[str, str]:

@@ -11,4 +11,5 @@ SIMULATORS: dict[str, str] = {
     "delta": "gateway_local.simulators.delta:app",
     "zeta": "gateway_local.simulators.zeta:app",
     "epsilon": "gateway_local.simulators.epsilon:app",
+    "alpha": "gateway_local.simulators.alpha:app",
 }

@@ -42,7 +42,7 @@ def response(status, body, url="http://upstream.test/x"):
 # --- one shape for every family -------------------------------------------------------------
 
 def test_every_adapter_has_the_same_shape_and_maps_onto_the_unified_set():
-    assert set(ADAPTERS) == {"delta", "zeta", "epsilon"}
+    assert set(ADAPTERS) == {"alpha", "delta", "zeta", "epsilon"}
     for protocol, adapter in ADAPTERS.items():
         assert adapter.protocol == protocol
         assert set(adapter.statuses.values()) <= set(UNIFIED)

@@ -670,6 +670,11 @@ def generic_family(data: Any) -> str:
         raise InvalidRequest("request body must be a JSON object")
     if "model" not in data:
         raise InvalidRequest("model: is required", param="model")
+    from gateway.tasks.families import families  # a family of the registry serving this route
+
+    for registered in families():
+        if registered.generic_route and registered.name not in VIDEO_REQUESTS and registered.owns_model(data["model"]):
+            return registered.name
     family = video_family(data["model"])
     if family == "epsilon":
         raise InvalidRequest("model: epsilon videos are created with POST /v1/videos", param="model")

@@ -12,6 +12,7 @@ from gateway.tasks.families.base import TaskFamily
 
 #: Every family, by the name stored on its tasks.
 FAMILIES = (
+    "alpha",
     "delta",
     "epsilon",
     "zeta",
