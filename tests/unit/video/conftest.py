@@ -7,10 +7,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from gateway_local.simulators import delta, epsilon, zeta
+from gateway_local.simulators import alpha, delta, epsilon, zeta
 
 SIM = "http://sim.test"
-SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon}
+SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon, "alpha": alpha}
 
 
 class Clock:
