@@ -173,6 +173,7 @@ def test_models_lists_the_text_models_of_the_key(oa):
     names = [m.id for m in oa.models.list()]
     assert {"m-small", "m-large", "m-embed"} <= set(names)
     assert "iota-image-1" not in names  # not a text model
+    assert {"alpha-v1-6", "alpha-video-o1", "alpha-image-o1"} <= set(names)  # the spec lists alpha's there
 
 
 # --- bad input: a 4xx in the dialect's envelope, and no charge -----------------------------------

@@ -417,12 +417,20 @@ embeddings = partial(serve, EMBED, CHAT)
 MODEL_LIST_CREATED = 1700000000  # the list shape wants a creation time; the catalog has none
 
 
+#: Task protocols whose models the list shows too (the spec has alpha's listed there), by prefix.
+LISTED_TASK_PROTOCOLS = ("alpha",)
+
+
 def list_models(inbound: Inbound) -> dict[str, Any]:
-    """GET /v1/models: the text models this key may use, in the chat dialect's list shape."""
+    """GET /v1/models: the text models (and the listed task models) this key may use, in the chat
+    dialect's list shape."""
     principal = auth.authenticate(inbound.headers, inbound.query)
     catalog = get_catalog()
     names = [name for name in catalog.models(TEXT_PROTOCOLS)
              if principal.may_use(name) and name in catalog.prices and _per_token(catalog.prices.get(name))]
+    prefixes = tuple(f"{protocol}-" for protocol in LISTED_TASK_PROTOCOLS)
+    names = sorted({*names, *(name for name in catalog.models(LISTED_TASK_PROTOCOLS)
+                              if name.startswith(prefixes) and principal.may_use(name) and name in catalog.prices)})
     return {"object": "list", "data": [{"id": name, "object": "model", "created": MODEL_LIST_CREATED,
                                         "owned_by": "gateway"} for name in names]}
 

@@ -76,6 +76,12 @@ def _prompt_text(value: str | None) -> str | None:
     return value
 
 
+def _nonblank_prompt(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return _prompt_text(value)  # type: ignore[return-value]
+
+
 # --- images ---------------------------------------------------------------------------------------
 
 def image_size(data: bytes) -> tuple[str, int, int] | None:
@@ -307,9 +313,7 @@ class Text2VideoRequest(_Video):
     @field_validator("prompt")
     @classmethod
     def _prompt(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return _prompt_text(value)  # type: ignore[return-value]
+        return _nonblank_prompt(value)
 
     @model_validator(mode="after")
     def _rules(self) -> Text2VideoRequest:
@@ -382,27 +386,12 @@ class Image2VideoRequest(_Video):
         return body
 
 
-class OmniVideoRequest(_Submit):
-    """The schema marks every field required; the gateway requires the model and the prompt and
-    fills the rest as the upstream does (5 s, 16:9, std)."""
-
-    operation = "omni-video"
-    models = OMNI_VIDEO_MODELS
+class _WholeSeconds(_Submit):
+    """omni-video and motion-control: an integer `duration` of 3..10 s and a mode."""
 
     model_required = True
-    prompt: StrictStr = Field(min_length=1)
-    negative_prompt: StrictStr | None = None
     duration_: StrictInt = Field(5, alias="duration", ge=OMNI_SECONDS[0], le=OMNI_SECONDS[1])
-    aspect_ratio: Literal["16:9", "9:16", "1:1"] = "16:9"
-    cfg_scale: float | None = Field(None, ge=0, le=1)
     mode: Literal["std", "pro"] = "std"
-
-    @field_validator("prompt", "negative_prompt")
-    @classmethod
-    def _prompts(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("must not be blank")
-        return _prompt_text(value)
 
     @property
     def duration(self) -> str:
@@ -417,17 +406,32 @@ class OmniVideoRequest(_Submit):
         return Quantities(seconds=self.duration_, multiplier=mode_factor(self.mode))
 
 
-class MotionControlRequest(_Submit):
+class OmniVideoRequest(_WholeSeconds):
+    """The schema marks every field required; the gateway requires the model and the prompt and
+    fills the rest as the upstream does (5 s, 16:9, std)."""
+
+    operation = "omni-video"
+    models = OMNI_VIDEO_MODELS
+
+    prompt: StrictStr = Field(min_length=1)
+    negative_prompt: StrictStr | None = None
+    aspect_ratio: Literal["16:9", "9:16", "1:1"] = "16:9"
+    cfg_scale: float | None = Field(None, ge=0, le=1)
+
+    @field_validator("prompt", "negative_prompt")
+    @classmethod
+    def _prompts(cls, value: str | None) -> str | None:
+        return None if value is None else _nonblank_prompt(value)
+
+
+class MotionControlRequest(_WholeSeconds):
     """A character of `image_url` moving as in `video_url`."""
 
     operation = "motion-control"
     models = MOTION_CONTROL_MODELS
 
-    model_required = True
     image_url: StrictStr
     video_url: StrictStr
-    mode: Literal["std", "pro"] = "std"
-    duration_: StrictInt = Field(5, alias="duration", ge=OMNI_SECONDS[0], le=OMNI_SECONDS[1])
     character_orientation: Literal["image", "video"] = "image"
     prompt: StrictStr | None = None
 
@@ -447,18 +451,6 @@ class MotionControlRequest(_Submit):
     def _prompt(cls, value: str | None) -> str | None:
         return _prompt_text(value)
 
-    @property
-    def duration(self) -> str:
-        return str(self.duration_)
-
-    def upstream_body(self) -> dict[str, Any]:
-        body = super().upstream_body()
-        body["duration"] = body.pop("duration_")
-        return body
-
-    def quantities(self) -> Quantities:
-        return Quantities(seconds=self.duration_, multiplier=mode_factor(self.mode))
-
 
 class OmniImageRequest(_Submit):
     operation = "omni-image"
@@ -471,9 +463,7 @@ class OmniImageRequest(_Submit):
     @field_validator("prompt")
     @classmethod
     def _prompt(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return _prompt_text(value)  # type: ignore[return-value]
+        return _nonblank_prompt(value)
 
     def quantities(self) -> Quantities:
         return Quantities(images=self.n, samples=self.n)
