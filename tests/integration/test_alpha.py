@@ -216,6 +216,11 @@ def test_alpha_models_run_on_the_generic_route_and_answer_its_result(tasks_env, 
     status, answer = status_and_json(call(video, lambda_context, "POST", "/v1/video/generations", demo["key"],
                                           body={"model": "alpha-video-o1", "prompt": "x"}))
     assert status == 400 and answer["error"]["param"] == "model" and "/alpha/v1" in answer["error"]["message"]
+    # and an alpha rule is checked there too, in the route's own envelope, holding nothing
+    before = quota(accounts)
+    status, answer = status_and_json(call(video, lambda_context, "POST", "/v1/video/generations", demo["key"],
+                                          body={"model": "alpha-v1-6", "prompt": "x", "duration": "7"}))
+    assert status == 400 and answer["error"]["param"] == "duration" and quota(accounts) == before
 
 
 def test_a_callback_follows_every_status_change_with_the_upstreams_payload_signed(
@@ -338,6 +343,9 @@ BAD = [
      "dynamic_masks"),
     ("image2video", {**I2V, "static_mask": "https://m.example/m.png",
                      "camera_control": {"type": "down_back"}}, "camera_control"),
+    ("image2video", {**_tail("pro"), "dynamic_masks": [{"mask": "https://m.example/m.png",
+                                                        "trajectories": [{"x": 1, "y": 1}, {"x": 2, "y": 2}]}]},
+     "dynamic_masks"),
     ("omni-video", {"prompt": "x"}, "model_name"),
     ("omni-video", {"model": "alpha-video-o1", "prompt": "x", "duration": "5"}, "duration"),
     ("omni-video", {"model": "alpha-video-o1", "prompt": "x", "duration": 11}, "duration"),

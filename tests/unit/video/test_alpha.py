@@ -141,3 +141,16 @@ def test_the_price_factors_pro_three_and_a_half_ten_seconds_twice_second_generat
     assert all(SHIPPED[m].per_second == first.per_second for m in ("alpha-v1", "alpha-v1-5"))
     assert SHIPPED["alpha-image-o1"] == Price(per_image=Decimal("0.028"))
     assert family_of("alpha").public_statuses["succeeded"] == "succeed"
+
+
+def test_an_omni_image_task_that_delivers_fewer_images_settles_its_share_of_the_hold_from_the_task_alone():
+    from gateway.store.tasks import Task
+
+    family = family_of("alpha")
+    task = Task(task_id="task_1", owner_id="1", family="alpha", model="alpha-image-o1", channel="c",
+                upstream_task_id="u", created_at=0, updated_at=0, status="succeeded", reservation={"units": 42_001},
+                quantities=Quantities(images=3, samples=3).as_dict(), result_urls=["https://r/0", "https://r/1"],
+                public={"operation": "omni-image"})
+    assert family.units_to_settle(task, None) == 28_001  # 2/3 of the hold, rounded up
+    assert family.query_answer(task)["final_unit_deduction"] == "28001"
+    assert family.units_to_settle(task.replace(result_urls=["https://r/0"] * 3), None) == 42_001

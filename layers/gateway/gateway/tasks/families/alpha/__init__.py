@@ -118,13 +118,20 @@ class AlphaFamily(TaskFamily):
                 "created_at": task.created_at * 1000, "updated_at": task.updated_at * 1000,
                 "final_unit_deduction": str(self.units_charged(task))}
 
+    def units_to_settle(self, task: Task, price: Any) -> int:
+        """The hold, less the share of the images an omni-image task did not deliver: from the
+        task alone, so its answers and callbacks (the callback sender reads no price table) show
+        exactly what the ledger settled."""
+        held = int(task.reservation["units"])
+        samples = max(int(task.quantities.get("samples", 1)), 1)
+        delivered = min(len(task.result_urls) or samples, samples)
+        return -(-held * delivered // samples)  # rounded up, as every price is
+
     def units_charged(self, task: Task) -> int:
         """What the task costs the caller so far: the hold while it runs, the settlement once it
         succeeded, nothing once it failed (the hold is refunded)."""
         if task.status == "succeeded":
-            from gateway.tasks.engine import settled_units
-
-            return settled_units(task)
+            return self.units_to_settle(task, None)
         if task.status in ("failed", "cancelled"):
             return 0
         return int(task.reservation.get("units", 0))

@@ -361,7 +361,9 @@ class Image2VideoRequest(_Video):
         chosen = [name for name, used in (("image_tail", self.image_tail is not None), ("masks", masks),
                                           ("camera_control", self.camera_control is not None)) if used]
         if len(chosen) > 1:
-            problems.add((chosen[1] if chosen[1] != "masks" else "static_mask",),
+            second = chosen[1] if chosen[1] != "masks" else (
+                "static_mask" if self.static_mask is not None else "dynamic_masks")
+            problems.add((second,),
                          f"{' and '.join(chosen)} are alternatives; send only one of them", None)
         image = sizes.get(("image",))
         mask_sizes = [(loc, size) for loc, size in sizes.items() if loc[0] in ("static_mask", "dynamic_masks")
