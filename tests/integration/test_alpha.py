@@ -416,3 +416,14 @@ def test_custom_elements_and_voices_are_relayed_kept_per_user_and_free(tasks_env
     status, body = get(functions, lambda_context, "/alpha/v1/general/custom-elements", demo["key"])
     assert status == 400 and body["message"].startswith("model_name:")
     assert quota(accounts) == before
+
+
+def test_the_sample_event_drives_the_alpha_function(tasks_env, functions, demo, accounts, lambda_context):
+    from tests.conftest import EVENTS
+
+    before = quota(accounts)
+    answer = functions["alpha"].lambda_handler(json.loads((EVENTS / "alpha.json").read_text()), lambda_context)
+    body = json.loads(answer["body"])
+    assert answer["statusCode"] == 200 and body["code"] == 0, body
+    assert body["data"]["task_info"] == {"external_task_id": "sample-1"}
+    assert quota(accounts) == before - V1_STD_5  # held until the task ends
