@@ -350,6 +350,8 @@ BAD = [
     ("omni-video", {"model": "alpha-video-o1", "prompt": "x", "duration": "5"}, "duration"),
     ("omni-video", {"model": "alpha-video-o1", "prompt": "x", "duration": 11}, "duration"),
     ("omni-video", {"model": "alpha-v1", "prompt": "x"}, "model"),
+    ("omni-video", {"model": "alpha-video-o1", "prompt": "x", "cfg_scale": True}, "cfg_scale"),
+    ("text2video", {**T2V, "cfg_scale": "0.5"}, "cfg_scale"),
     ("motion-control", {"model": "alpha-video-o1", "image_url": "https://a/b.png"}, "video_url"),
     ("motion-control", {"model": "alpha-video-o1", "image_url": "https://a/b.png", "video_url": "https://a/v.mp4",
                         "character_orientation": "left"}, "character_orientation"),

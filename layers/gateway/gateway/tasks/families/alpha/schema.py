@@ -12,9 +12,9 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
 
 from gateway.schemas.video import _check_base64, _http_url, _Problems
 from gateway.tasks.families.alpha.prices import mode_factor
@@ -136,6 +136,16 @@ def _same_aspect(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] * b[1] == a[1] * b[0]
 
 
+def _number(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("must be a number between 0 and 1")
+    return value
+
+
+#: A number 0..1 (not a string of one, not a boolean).
+CfgScale = Annotated[float, BeforeValidator(_number), Field(ge=0, le=1)]
+
+
 # --- parts ----------------------------------------------------------------------------------------
 
 class CameraConfig(BaseModel):
@@ -254,7 +264,7 @@ class _Video(_Submit):
     models = TEXT2VIDEO_MODELS
 
     negative_prompt: StrictStr | None = None
-    cfg_scale: float | None = Field(None, ge=0, le=1)
+    cfg_scale: CfgScale | None = None
     mode: Literal["std", "pro"] | None = None
     aspect_ratio: Literal["16:9", "9:16", "1:1"] | None = None
     duration_: Literal["5", "10"] = Field("5", alias="duration")
@@ -269,13 +279,6 @@ class _Video(_Submit):
     @classmethod
     def _negative(cls, value: str | None) -> str | None:
         return _prompt_text(value)
-
-    @field_validator("cfg_scale", mode="before")
-    @classmethod
-    def _number(cls, value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, (int, float, type(None))):
-            raise ValueError("must be a number between 0 and 1")
-        return value
 
     @property
     def duration(self) -> str:
@@ -418,7 +421,7 @@ class OmniVideoRequest(_WholeSeconds):
     prompt: StrictStr = Field(min_length=1)
     negative_prompt: StrictStr | None = None
     aspect_ratio: Literal["16:9", "9:16", "1:1"] = "16:9"
-    cfg_scale: float | None = Field(None, ge=0, le=1)
+    cfg_scale: CfgScale | None = None
 
     @field_validator("prompt", "negative_prompt")
     @classmethod
