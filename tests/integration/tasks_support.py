@@ -14,10 +14,11 @@ from starlette.routing import Mount
 from gateway.store.aws import client
 from gateway.store.tasks import TasksRepository
 from gateway_local.server import sqs_step
-from gateway_local.simulators import beta, delta, epsilon, gamma, imgtask, zeta
+from gateway_local.simulators import alpha, beta, delta, epsilon, gamma, imgtask, zeta
 from tests.conftest import api_event, load_function, serve_asgi, use_environment
 
-SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon, "gamma": gamma, "beta": beta, "imgtask": imgtask}
+SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon, "gamma": gamma, "beta": beta, "imgtask": imgtask,
+              "alpha": alpha}
 TASK_SECONDS = 30  # simulated: a task finishes when the test moves the clock past this
 
 
@@ -61,8 +62,8 @@ def tasks_env(simulators_url, store, clock) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def functions(aws):
-    return {name: load_function(name) for name in ("video", "gamma", "beta", "imgtask", "task_poller", "task_sweeper",
-                                                      "callback_sender")}
+    return {name: load_function(name) for name in ("video", "alpha", "gamma", "beta", "imgtask", "task_poller",
+                                                      "task_sweeper", "callback_sender")}
 
 
 def auth(key: str) -> dict[str, str]:

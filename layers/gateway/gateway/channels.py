@@ -28,6 +28,8 @@ from gateway.settings import get_settings
 
 PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
 ANY_MODEL = "*"
+#: The key of each built-in simulator channel, where its protocol needs a shape of its own.
+SIMULATOR_KEYS = {"alpha": "simulator|simulator-secret-of-at-least-32-bytes"}
 _REMOTE_TTL = 60.0  # seconds a document read from SSM or Secrets Manager is reused
 _SIT_OUT = 30.0  # seconds a failing channel is passed over
 
@@ -182,8 +184,9 @@ class Catalog:
         parts = urlsplit(base)
         port = f":{parts.port}" if parts.port else ""
         local = frozenset(f"{parts.scheme}://{host}{port}" for host in ("127.0.0.1", "localhost"))
-        return cls([Channel(name=f"simulator-{p}", protocol=p, base_url=f"{base}/{p}", api_key="simulator",
-                            models=frozenset({ANY_MODEL}), poll_hosts=local) for p in PROTOCOLS], PriceTable())
+        return cls([Channel(name=f"simulator-{p}", protocol=p, base_url=f"{base}/{p}",
+                            api_key=SIMULATOR_KEYS.get(p, "simulator"), models=frozenset({ANY_MODEL}),
+                            poll_hosts=local) for p in PROTOCOLS], PriceTable())
 
     def candidates(self, model: str, protocols: Iterable[str], prefer: str | None = None) -> list[Channel]:
         """The channels to try for `model`, in order. `NotFound` names the model when none serves it."""

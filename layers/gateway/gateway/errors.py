@@ -142,12 +142,18 @@ _CONTENT_STATUSES = {
     409: "ALREADY_EXISTS", 413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL",
     502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
 }
-# The alpha upstream's own code ranges: 1000-1004 auth, 1100-1102 account/quota, 1200s request.
+# The alpha upstream's own code ranges (README "Alpha": the table): 1000-1004 auth, 1100-1102
+# account/quota, 1103 access, 1200s request, 1300s policy and rate, 5000s its own faults.
 _ALPHA_CODES = {
     "invalid_request": 1201, "authentication": 1000, "permission": 1103,
     "insufficient_quota": 1102, "not_found": 1203, "conflict": 1201, "too_large": 1201,
     "rate_limit": 1302, "upstream": 5000, "timeout": 5000, "unavailable": 5001, "internal": 5000,
 }
+# Finer codes by the error's own code: a missing key, a bad one, an expired one.
+_ALPHA_CODES_BY_CODE = {"missing_api_key": 1001, "invalid_api_key": 1002, "expired_api_key": 1004}
+# HTTP statuses the alpha dialect answers instead of the gateway's own: an empty quota is the
+# upstream's 429 with 1102 (its SDKs react to that), not 403.
+_ALPHA_STATUSES = {"insufficient_quota": 429}
 _IMGTASK_CODES = {"invalid_request": 4, "not_found": 3, "rate_limit": 23}
 # The gamma upstream's own error codes.
 _GAMMA_CODES = {
@@ -178,7 +184,9 @@ def render(error: GatewayError, dialect: Dialect, request_id: str = "") -> Rende
         body = {"error": {"code": status, "message": message,
                           "status": _CONTENT_STATUSES.get(status, "UNKNOWN")}}
     elif dialect is Dialect.ALPHA:
-        body = {"code": _ALPHA_CODES.get(kind, 5000), "message": message, "request_id": request_id}
+        status = _ALPHA_STATUSES.get(kind, status)
+        code = _ALPHA_CODES_BY_CODE.get(error.code or "") or _ALPHA_CODES.get(kind, 5000)
+        body = {"code": code, "message": message, "request_id": request_id, "data": None}
     elif dialect is Dialect.BETA:
         # The beta upstream's own shape (a FastAPI service): `{"detail": ...}`.
         body = {"detail": message}

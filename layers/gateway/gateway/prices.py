@@ -92,7 +92,18 @@ _IMGTASK = {f"imgtask-{action}": _p(per_call=usd) for action, usd in [
     ("modal", "0.10"), ("upscale", "0.05"), ("describe", "0.05"), ("shorten", "0.05"), ("swap-face", "0.05"),
 ]}
 
-SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_GAMMA, **_BETA, **_IMGTASK}
+# Alpha, per second of std video (pro: 3.5x, by the family's mode factor) or per image. The
+# first generation (v1*) costs 0.028 USD/s (0.14 USD for 5 s std); the second (v2*) about 10x
+# (1.40 USD for 5 s std, 2.80 USD for 10 s: 20x the first's 5 s); omni and motion-control in between.
+_ALPHA = {
+    **{m: _p(per_second="0.028") for m in ("alpha-v1", "alpha-v1-5", "alpha-v1-6")},
+    **{m: _p(per_second="0.28") for m in ("alpha-v2-master", "alpha-v2-1-master", "alpha-v2-1",
+                                          "alpha-v2-5-turbo")},
+    "alpha-video-o1": _p(per_second="0.112"),
+    "alpha-image-o1": _p(per_image="0.028"),
+}
+
+SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_GAMMA, **_BETA, **_IMGTASK, **_ALPHA}
 
 
 class PriceTable:

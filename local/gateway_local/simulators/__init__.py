@@ -14,4 +14,5 @@ SIMULATORS: dict[str, str] = {
     "gamma": "gateway_local.simulators.gamma:app",
     "beta": "gateway_local.simulators.beta:app",
     "imgtask": "gateway_local.simulators.imgtask:app",
+    "alpha": "gateway_local.simulators.alpha:app",
 }

@@ -7,10 +7,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from gateway_local.simulators import beta, delta, epsilon, gamma, zeta
+from gateway_local.simulators import alpha, beta, delta, epsilon, gamma, zeta
 
 SIM = "http://sim.test"
-SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon, "gamma": gamma, "beta": beta}
+SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon, "gamma": gamma, "beta": beta, "alpha": alpha}
 
 
 class Clock:

@@ -68,7 +68,7 @@ def test_video_family_follows_the_model_prefix(model, family):
     assert video_family(model).name == family
 
 
-@pytest.mark.parametrize("model", ["gpt-4o", "alpha-v1", "", None, 7])
+@pytest.mark.parametrize("model", ["gpt-4o", "omega-v1", "", None, 7])
 def test_a_model_of_no_video_family_is_a_400_naming_it(model):
     with pytest.raises(InvalidRequest) as caught:
         video_family(model)

@@ -64,3 +64,20 @@ def test_json_and_multipart_bodies_are_untouched_by_the_content_media_types(temp
     types = template["Resources"]["GatewayApi"]["Properties"]["BinaryMediaTypes"]
     assert types[0] == "multipart~1form-data" and "video~1mp4" in types
     assert not any(t in ("*~1*", "application~1json", "text~1plain") for t in types)
+
+
+def test_the_alpha_function_serves_every_alpha_path_of_the_spec(template):
+    events = template["Resources"]["AlphaFunction"]["Properties"]["Events"].values()
+    served = {(e["Properties"]["Path"], e["Properties"]["Method"]) for e in events}
+    spec = {("/alpha/v1/videos/text2video", "post"), ("/alpha/v1/videos/image2video", "post"),
+            ("/alpha/v1/videos/omni-video", "post"), ("/alpha/v1/videos/motion-control", "post"),
+            ("/alpha/v1/images/omni-image", "post"), ("/alpha/v1/general/custom-elements", "post"),
+            ("/alpha/v1/general/custom-elements", "get"), ("/alpha/v1/general/custom-voices", "post"),
+            ("/alpha/v1/general/custom-voices", "get"), ("/alpha/v1/general/custom-voices/{voice_id}", "get"),
+            ("/alpha/v1/videos/text2video/{task_id}", "get"), ("/alpha/v1/videos/motion-control/{task_id}", "get"),
+            ("/alpha/v1/images/omni-image/{task_id}", "get"), ("/alpha/v1/video/{task_id}", "get")}
+    # and the upstream's own queries of the two operations the spec gives none
+    assert served == spec | {("/alpha/v1/videos/image2video/{task_id}", "get"),
+                             ("/alpha/v1/videos/omni-video/{task_id}", "get")}
+    alpha = _policies(template["Resources"]["AlphaFunction"])
+    assert ("SQSSendMessagePolicy", {"QueueName": {"Fn::GetAtt": "TaskPollQueue.QueueName"}}) in alpha

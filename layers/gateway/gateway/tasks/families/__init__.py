@@ -13,6 +13,7 @@ from gateway.tasks.families.base import TaskFamily
 #: Every family, by the name stored on its tasks.
 FAMILIES = (
     "beta",
+    "alpha",
     "delta",
     "epsilon",
     "gamma",
