@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
-from gateway.schemas.video import _http_url
+from gateway.schemas.shared import http_url
 
 MODELS = ("beta-2-pro",)
 MIN_SIDE, MAX_SIDE, SIDE_STEP = 64, 2048, 16
@@ -65,7 +65,7 @@ class BetaRequest(BaseModel):
     @field_validator("webhook_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        return _http_url(value)
+        return http_url(value)
 
     def upstream_request(self) -> dict[str, Any]:
         """What the adapter relays: never the webhook, which the gateway answers itself once

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator,
                       model_validator)
 
-from gateway.schemas.video import _http_url, _Problems
+from gateway.schemas.shared import Problems, http_url
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ MAX_SEED = 2147483647
 
 
 def _image(value: str) -> str:
-    return value if value.startswith("data:") else _http_url(value)
+    return value if value.startswith("data:") else http_url(value)
 
 
 class _Strict(BaseModel):
@@ -74,7 +74,7 @@ class GammaInput(_Strict):
     @field_validator("audio_url")
     @classmethod
     def _audio(cls, value: str) -> str:
-        return _http_url(value)
+        return http_url(value)
 
 
 class GammaParameters(_Strict):
@@ -102,7 +102,7 @@ class GammaRequest(_Strict):
     def _model_rules(self) -> GammaRequest:
         spec = MODELS[self.model]
         p = self.parameters
-        problems = _Problems(type(self).__name__)
+        problems = Problems(type(self).__name__)
         if spec.image_to_video and not self.input.img_url:
             problems.add(("input", "img_url"), f"is required for the image-to-video model {self.model}")
         if not spec.image_to_video:
