@@ -43,8 +43,12 @@ _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError",
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
     from gateway.schemas import images, plants, text
+    from gateway.tasks.families.alpha import schema as alpha
+    from gateway.tasks.families.beta.schema import BetaRequest
     from gateway.tasks.families.delta.schema import DeltaVideoRequest
     from gateway.tasks.families.epsilon.schema import EpsilonVideoRequest
+    from gateway.tasks.families.gamma.schema import GammaRequest
+    from gateway.tasks.families.imgtask import schema as imgtask
     from gateway.tasks.families.zeta.schema import ZetaVideoRequest
 
     models: dict[tuple[str, str], tuple[str, Any]] = {
@@ -59,14 +63,39 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/v1/images/edits"): ("multipart/form-data", None),
         ("POST", "/v1/video/generations"): ("application/json", [DeltaVideoRequest, ZetaVideoRequest]),
         ("POST", "/v1/videos"): ("application/json", EpsilonVideoRequest),
+        ("POST", "/v1/messages/count_tokens"): ("application/json", text.MessagesRequest),
+        ("POST", "/alpha/v1/videos/text2video"): ("application/json", alpha.Text2VideoRequest),
+        ("POST", "/alpha/v1/videos/image2video"): ("application/json", alpha.Image2VideoRequest),
+        ("POST", "/alpha/v1/videos/omni-video"): ("application/json", alpha.OmniVideoRequest),
+        ("POST", "/alpha/v1/videos/motion-control"): ("application/json", alpha.MotionControlRequest),
+        ("POST", "/alpha/v1/images/omni-image"): ("application/json", alpha.OmniImageRequest),
+        ("POST", "/alpha/v1/general/custom-elements"): ("application/json", alpha.CustomElementRequest),
+        ("POST", "/alpha/v1/general/custom-voices"): ("application/json", alpha.CustomVoiceRequest),
+        ("POST", "/beta/v1/beta-2-pro"): ("application/json", BetaRequest),
+        ("POST", "/gamma/api/v1/services/aigc/video-generation/video-synthesis"): ("application/json", GammaRequest),
+        ("POST", "/imgtask/submit/imagine"): ("application/json", imgtask.ImagineRequest),
+        ("POST", "/imgtask/submit/action"): ("application/json", imgtask.ActionRequest),
+        ("POST", "/imgtask/submit/modal"): ("application/json", imgtask.ModalRequest),
+        ("POST", "/imgtask/submit/blend"): ("application/json", imgtask.BlendRequest),
+        ("POST", "/imgtask/submit/describe"): ("application/json", imgtask.DescribeRequest),
+        ("POST", "/imgtask/submit/shorten"): ("application/json", imgtask.ShortenRequest),
+        ("POST", "/imgtask/insight-face/swap"): ("application/json", imgtask.SwapFaceRequest),
+        ("POST", "/imgtask/task/list-by-condition"): ("application/json", _IDS),
     }
     for action in CONTENT_ACTIONS:
         models[("POST", f"/v1beta/models/{{model}}:{action}")] = ("application/json", text.CONTENT_ACTIONS[action])
     return models
 
 
+#: The body of `list-by-condition`, which the imgtask routes read without a model of their own.
+_IDS = {"type": "object", "required": ["ids"], "properties": {"ids": {
+    "type": "array", "maxItems": 100, "items": {"type": "string", "pattern": "^[0-9]{1,19}$"}}}}
+
+
 def _schema_of(model: Any, definitions: dict[str, Any]) -> dict[str, Any]:
     """A model's JSON schema, its nested definitions moved to components.schemas."""
+    if isinstance(model, dict):  # a schema already
+        return model
     if isinstance(model, list):
         return {"oneOf": [_schema_of(each, definitions) for each in model]}
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}", mode="validation")

@@ -20,7 +20,7 @@ from gateway.auth import authenticate
 from gateway.channels import ChannelsConfigError, check_at_start
 from gateway.errors import InvalidRequest, NotFound
 from gateway.store.accounts import AccountsRepository
-from gateway.store.tasks import TasksRepository
+from gateway.store.tasks import Task, TasksRepository
 from gateway_local.server import simulators_app
 from tests.conftest import ROOT, use_environment
 from tests.integration.test_text import app, catalog, channel, inbound, quota, run  # noqa: F401 - fixtures
@@ -164,9 +164,10 @@ def test_a_messages_stop_sequence_served_by_a_chat_channel_is_reported(demo, cat
 
 def put_video(owner: int, created_at: int, family: str = "epsilon") -> str:
     task_id = f"video_{uuid.uuid4().hex}"
-    TasksRepository().put({"task_id": task_id, "owner_id": str(owner), "family": family, "model": "epsilon-2",
-                           "status": "queued", "created_at": created_at, "updated_at": created_at,
-                           "public": {"seconds": "4", "size": "720x1280"}})
+    TasksRepository().put(Task(task_id=task_id, owner_id=str(owner), family=family, model="epsilon-2",
+                               channel="simulator-epsilon", upstream_task_id=f"up_{task_id}", reservation={},
+                               status="queued", created_at=created_at, updated_at=created_at,
+                               public={"seconds": "4", "size": "720x1280"}))
     return task_id
 
 
