@@ -66,15 +66,16 @@ class GammaInput(_Strict):
     img_url: StrictStr | None = None
     audio_url: StrictStr | None = None
 
+    # An explicit null is the field left out (validators see it too).
     @field_validator("img_url")
     @classmethod
-    def _img(cls, value: str) -> str:
-        return _image(value)
+    def _img(cls, value: str | None) -> str | None:
+        return None if value is None else _image(value)
 
     @field_validator("audio_url")
     @classmethod
-    def _audio(cls, value: str) -> str:
-        return http_url(value)
+    def _audio(cls, value: str | None) -> str | None:
+        return None if value is None else http_url(value)
 
 
 class GammaParameters(_Strict):
