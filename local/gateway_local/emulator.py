@@ -17,6 +17,8 @@ from typing import Any
 import yaml
 from werkzeug.serving import make_server
 
+from gateway_local import moto_fixes
+
 
 class _CfnLoader(yaml.SafeLoader):
     pass
@@ -127,6 +129,8 @@ def start_emulator(template_path: Path | str, port: int = 0) -> Emulator:
 
     from gateway.settings import reload_settings
     from gateway.store.aws import reset_clients
+
+    moto_fixes.apply()  # flat cost per request, bounded memory; fails here if moto changed
 
     class QuietHandler(MotoRequestHandler):
         def log_request(self, *args: Any, **kwargs: Any) -> None:  # one line per AWS call is noise
