@@ -7,7 +7,7 @@
     python -m gateway.admin revoke-key <key id>
     python -m gateway.admin add-quota --user 2 --usd 10        (or --key <key id>, or --units N)
     python -m gateway.admin set-access-token --user 2          (prints a new system access token)
-    python -m gateway.admin usage --user 2 [--start 2026-11-01] [--end 2026-11-30] [--key <key id>]
+    python -m gateway.admin usage --user 2 [--start 2026-11-01] [--end 2026-11-30] [--key <key id> | --model <model>]
 
 The accounts table is `ACCOUNTS_TABLE` (the stack output `AccountsTableName` when deployed).
 Every command prints one JSON object. A key and an access token are printed once, when made.
@@ -97,11 +97,10 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
         user = accounts.get_user(args.user, consistent=True)
         if user is None:
             raise UserNotFound(args.user)
-        entries = accounts.ledger(args.user, start=parse_date("start", args.start),
-                                  end=parse_date("end", args.end), key_id=args.key)
-        units = sum(int(e.get("units", 0)) for e in entries)
-        return {"user_id": args.user, "requests": len(entries), "units": units,
-                "usd": str(Decimal(units) / UNITS_PER_USD), "quota_left": user["quota"],
+        total = accounts.usage(args.user, start=parse_date("start", args.start), end=parse_date("end", args.end),
+                               key_id=args.key, model=args.model)
+        return {"user_id": args.user, "requests": total.requests, "units": total.units,
+                "usd": str(Decimal(total.units) / UNITS_PER_USD), "quota_left": user["quota"],
                 "used_quota": user["used_quota"], "request_count": user["request_count"]}
     raise AssertionError(args.command)  # argparse only lets known commands through
 
@@ -150,7 +149,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--user", type=int, required=True)
     p.add_argument("--start", help="ms timestamp or YYYY-MM-DD")
     p.add_argument("--end", help="ms timestamp or YYYY-MM-DD")
-    p.add_argument("--key", help="only this key id")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--key", help="only this key id")
+    only.add_argument("--model", help="only this model")
     return parser
 
 

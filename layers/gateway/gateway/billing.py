@@ -8,7 +8,8 @@ Each step is one DynamoDB transaction over the accounts table:
 - `settle` and `refund` are conditioned on the reservation still being `reserved`, so a retry,
   an SQS redelivery or a crash followed by a rerun never charges or refunds twice. Settling
   writes the ledger entry and counts the request; a refund writes a zero-unit ledger entry so
-  every request leaves a trace.
+  every request leaves a trace. Both add the entry to its day's totals (user, key, model) in
+  the same transaction, which the usage reads add up.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.settings import get_settings
-from gateway.store.accounts import PROFILE, key_pk, reservation_pk, usage_sk, user_pk
+from gateway.store.accounts import PROFILE, day_total_updates, key_pk, reservation_pk, usage_sk, user_pk
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
 RESERVED, SETTLED, REFUNDED = "reserved", "settled", "refunded"
@@ -173,6 +174,8 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
                         {":back": give_back, ":used": units} if reservation.limited_key else {":used": units})}},
         {"Put": {"TableName": table, "Item": to_item(entry), "ConditionExpression": "attribute_not_exists(pk)"}},
     ]
+    writes += day_total_updates(table, user_id=reservation.user_id, key_id=entry["key_id"], model=entry["model"],
+                                units=entry["units"], at=now)  # the usage read's day totals, in step with the ledger
     try:
         _db().transact_write_items(TransactItems=writes)
     except Exception as exc:
