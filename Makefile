@@ -24,8 +24,9 @@ $(SAM_VENV)/bin/sam:
 venv: $(BIN)/.installed
 
 ## The whole gateway on http://127.0.0.1:$${PORT:-3000}, with the AWS emulator and simulated upstreams.
+## Its data is kept in .local/state across restarts; `make run FRESH=1` starts empty.
 run: $(BIN)/.installed
-	$(BIN)/python -m gateway_local
+	$(if $(FRESH),GATEWAY_LOCAL_FRESH=$(FRESH)) $(BIN)/python -m gateway_local
 
 ## The whole test suite (unit, integration against the emulator, end-to-end over HTTP).
 test: $(BIN)/.installed

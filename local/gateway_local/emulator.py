@@ -1,6 +1,7 @@
 """The in-process AWS emulator: moto's server, with the template's tables and queues.
 
-Requests are served one at a time. DynamoDB applies each request (a transaction included)
+Requests are served one at a time. `moto_fixes` keeps its cost per request flat and its memory
+bounded; `state.py` keeps its data across restarts of the runner. DynamoDB applies each request (a transaction included)
 atomically; moto applies it in Python, with no lock of its own, so letting two requests
 interleave inside moto would show races that real DynamoDB does not have.
 """
@@ -42,12 +43,23 @@ def load_template(path: Path | str) -> dict[str, Any]:
     return yaml.load(Path(path).read_text(), Loader=_CfnLoader)
 
 
+# Calls that change nothing worth keeping (`state.py` saves only after some other call).
+_READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable", "ListTables",
+                    "ReceiveMessage", "GetQueueAttributes", "GetQueueUrl", "ListQueues", "DescribeTimeToLive"})
+
+
 class _Serialized:
+    """moto's app, one request at a time; counts the requests that may have changed data."""
+
     def __init__(self, app: Any):
-        self._app, self._lock = app, threading.Lock()
+        self._app, self.lock = app, threading.Lock()
+        self.changes = 0
 
     def __call__(self, environ: Any, start_response: Any) -> Any:
-        with self._lock:
+        action = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
+        with self.lock:
+            if action not in _READS:
+                self.changes += 1
             return list(self._app(environ, start_response))
 
 
@@ -57,6 +69,7 @@ class Emulator:
     endpoint_url: str
     _server: Any
     _thread: threading.Thread
+    _app: _Serialized
     tables: dict[str, str] = field(default_factory=dict)  # logical id -> table name
     queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
 
@@ -118,6 +131,16 @@ class Emulator:
         self.queues.clear()
         self.create_resources()
 
+    @property
+    def lock(self) -> threading.Lock:
+        """Held, no AWS call is served: the emulator's data stands still."""
+        return self._app.lock
+
+    @property
+    def changes(self) -> int:
+        """How many calls so far may have changed a table or a queue."""
+        return self._app.changes
+
     def stop(self) -> None:
         self._server.shutdown()
         self._thread.join(timeout=5)
@@ -146,7 +169,7 @@ def start_emulator(template_path: Path | str, port: int = 0) -> Emulator:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     os.environ["AWS_ENDPOINT_URL"] = endpoint
     emulator = Emulator(template=load_template(template_path), endpoint_url=endpoint, _server=server,
-                        _thread=thread)
+                        _thread=thread, _app=app)
     emulator.create_resources()
     os.environ.update(emulator.environment())
     reset_clients()
