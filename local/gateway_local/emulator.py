@@ -63,6 +63,55 @@ class _Serialized:
             return list(self._app(environ, start_response))
 
 
+class _Body:
+    """The raw body of an in-process answer, as botocore reads it."""
+
+    def __init__(self, data: bytes):
+        self._data = data
+
+    def stream(self, **_: Any) -> Any:
+        yield self._data
+
+
+_in_process: dict[str, Any] = {}  # endpoint URL -> the emulator's WSGI app
+_in_process_lock = threading.Lock()
+
+
+def _answer_in_process(endpoint: str, app: Any) -> None:
+    """botocore calls from this process to the emulator go straight to its WSGI app.
+
+    Same request and answer bytes as over HTTP (botocore serialises, signs and parses them as
+    ever, and moto sees an HTTP request), without a TCP connection and a server thread per
+    call: the server closes every connection after one answer, which would cost more than
+    most calls. Other processes (the admin command line, tests) still reach it over HTTP.
+    """
+    from botocore.awsrequest import AWSResponse
+    from botocore.httpsession import URLLib3Session
+    from werkzeug.test import EnvironBuilder
+
+    with _in_process_lock:
+        first = not _in_process
+        _in_process[endpoint] = app
+    if not first:
+        return
+    over_http = URLLib3Session.send
+
+    def send(self: Any, request: Any) -> Any:
+        target = _in_process.get("/".join(request.url.split("/", 3)[:3]))  # scheme://host:port
+        if target is None:
+            return over_http(self, request)
+        body = request.body
+        if hasattr(body, "read"):
+            body = body.read()
+        headers = [(k, v.decode("latin-1") if isinstance(v, bytes) else v) for k, v in request.headers.items()]
+        environ = EnvironBuilder(request.url, method=request.method, headers=headers, data=body or b"").get_environ()
+        answer: list[Any] = []
+        data = b"".join(target(environ, lambda status, headers, exc_info=None: answer.extend((status, headers))))
+        return AWSResponse(request.url, int(answer[0].split()[0]), dict(answer[1]), _Body(data))
+
+    URLLib3Session.send = send  # type: ignore[method-assign]
+
+
 @dataclass
 class Emulator:
     template: dict[str, Any]
@@ -164,6 +213,7 @@ def start_emulator(template_path: Path | str, port: int = 0) -> Emulator:
     thread = threading.Thread(target=server.serve_forever, name="aws-emulator", daemon=True)
     thread.start()
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    _answer_in_process(endpoint, app)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")

@@ -1,4 +1,4 @@
-"""Three changes to moto that make the local emulator cost the same per request at any size.
+"""Changes to moto that make the local emulator cost the same per request at any size, and less.
 
 moto is the local stand-in for DynamoDB; the gateway's storage code is the one the cloud runs
 (boto3 over HTTP). Left as it is, moto grows slower and bigger with every billed request:
@@ -13,11 +13,21 @@ moto is the local stand-in for DynamoDB; the gateway's storage code is the one t
    memory for good. Here nothing is tracked.
 3. A table Query without an index looks at every item of the table to find its partition.
    Here it looks at the partition's items only (moto keeps them under the hash key already).
+4. Every call lists moto's package directory (tens of `stat`s) to tell its service from the
+   host; the listing of an installed package does not change, so it is read once.
+5. Every update parses its UpdateExpression again; the parse tree is never changed (moto's
+   validator works on a copy), so each distinct expression is parsed once.
+6. Every answer is serialised member by member against botocore's output shape, which costs
+   more than the operation itself (about half of a GetItem of a 30-attribute item). The
+   data-plane answers of DynamoDB (items and their keys) are already JSON in DynamoDB's wire
+   form, so they are written with `json.dumps` instead; anything else (a timestamp, bytes, an
+   error, a paginated or control-plane answer) takes moto's own way.
 
 These reach into moto's internals, so the supported moto versions are pinned in pyproject.toml
 and `apply()` checks, before changing anything, that the code it replaces is the code it was
 written against: a moto upgrade that changes it fails at start, loudly, instead of silently
-corrupting a transaction.
+corrupting a transaction. (`emulator.py` adds one more saving: calls from the runner's own
+process reach moto's WSGI app without a socket.)
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import inspect
+import json
 import threading
 from typing import Any
 
@@ -34,7 +45,14 @@ _EXPECTED_SOURCES = {
     "DynamoDBBackend.transact_write_items": "81db2cb7d94e",
     "BaseModel.__new__": "08cf0ef20e88",
     "Table.query": "002b4d00be6d",
+    "ActionResult.execute_result": "6333faa349b5",
+    "UpdateExpressionParser.make": "2c00ed96d6e1",
+    "Validator.__init__": "9489b532dd0f",  # works on a copy of the tree: 5. relies on it
 }
+_PARSED_LIMIT = 1024  # distinct update expressions kept parsed (the gateway uses a dozen)
+# DynamoDB operations whose answers are written straight as JSON (6. above).
+_PLAIN_JSON_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan",
+                                    "BatchGetItem", "BatchWriteItem", "TransactWriteItems", "TransactGetItems"})
 
 _applied = False
 _apply_lock = threading.Lock()
@@ -55,11 +73,17 @@ def _targets() -> dict[str, Any]:
     """moto's own functions that `apply` replaces (as they were before it did)."""
     if not _originals:
         from moto.core.common_models import BaseModel
+        from moto.core.responses import ActionResult
         from moto.dynamodb.models import DynamoDBBackend
         from moto.dynamodb.models.table import Table
+        from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+        from moto.dynamodb.parsing.validators import Validator
 
+        _originals.update({"UpdateExpressionParser.make": UpdateExpressionParser.__dict__["make"].__func__,
+                           "Validator.__init__": Validator.__init__})
         _originals.update({"DynamoDBBackend.transact_write_items": DynamoDBBackend.transact_write_items,
-                           "BaseModel.__new__": BaseModel.__dict__["__new__"], "Table.query": Table.query})
+                           "BaseModel.__new__": BaseModel.__dict__["__new__"], "Table.query": Table.query,
+                           "ActionResult.execute_result": ActionResult.execute_result})
     return _originals
 
 
@@ -75,13 +99,14 @@ def check() -> None:
 
 
 def apply() -> None:
-    """Installs the three fixes once per process (after `check`)."""
+    """Installs the fixes once per process (after `check`)."""
     global _applied
     with _apply_lock:
         if _applied:
             return
         check()
         from moto.core.common_models import BaseModel
+        from moto.core.responses import ActionResult
         from moto.dynamodb.models import DynamoDBBackend
         from moto.dynamodb.models.table import Table
 
@@ -96,7 +121,49 @@ def apply() -> None:
             return original_query(self, hash_key, *args, **kwargs)
 
         Table.query = query  # type: ignore[method-assign]
+        ActionResult.execute_result = _plain_json(_targets()["ActionResult.execute_result"])  # type: ignore
+        import moto.backends
+
+        modules = tuple(moto.backends.list_of_moto_modules())
+        moto.backends.list_of_moto_modules = lambda: modules
+        from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+        parse, parsed = _targets()["UpdateExpressionParser.make"], {}
+
+        def make(cls: Any, expression: str) -> Any:
+            tree = parsed.get(expression)
+            if tree is None:
+                tree = parse(cls, expression)
+                if len(parsed) < _PARSED_LIMIT:
+                    parsed[expression] = tree
+            return tree
+
+        UpdateExpressionParser.make = classmethod(make)  # type: ignore[method-assign,assignment]
         _applied = True
+
+
+def _plain_json(original: Any) -> Any:
+    def execute_result(self: Any, context: Any) -> Any:
+        if (isinstance(self.result, dict)
+                and context.service_model.service_name == "dynamodb"
+                and context.operation_model.name in _PLAIN_JSON_OPERATIONS):
+            try:
+                body = json.dumps(_without_none(self.result), separators=(",", ":"))
+            except (TypeError, ValueError):  # not plain JSON after all: moto's own way
+                return original(self, context)
+            return 200, {"Content-Type": "application/x-amz-json-1.0"}, body
+        return original(self, context)
+
+    return execute_result
+
+
+def _without_none(value: Any) -> Any:
+    """Drops None members, as the shape serialiser does (None means 'absent')."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
 
 
 def _untracked_new(cls: type, *args: Any, **kwargs: Any) -> Any:

@@ -152,3 +152,31 @@ def test_a_moto_whose_replaced_code_changed_is_refused_at_start(monkeypatch):
     # When the fixes are checked, Then the start fails naming what changed
     with pytest.raises(moto_fixes.MotoChanged, match="transact_write_items"):
         moto_fixes.check()
+
+
+def test_answers_written_as_plain_json_read_back_as_moto_would_write_them(scratch, monkeypatch):
+    # Given an item of every attribute type, with a key made only of sets and nesting
+    item = {"pk": {"S": "every"}, "sk": {"S": "A"}, "n": {"N": "-12.50"}, "b": {"B": b"\x00\xffbytes"},
+            "yes": {"BOOL": True}, "none": {"NULL": True}, "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]},
+            "bs": {"BS": [b"x", b"y"]}, "m": {"M": {"inner": {"L": [{"S": "deep"}, {"N": "3"}]}}}}
+    scratch.put_item(TableName=TABLE, Item=item)
+    calls = {
+        "get_item": {"TableName": TABLE, "Key": {"pk": {"S": "every"}, "sk": {"S": "A"}}},
+        "query": {"TableName": TABLE, "KeyConditionExpression": "pk = :p",
+                  "ExpressionAttributeValues": {":p": {"S": "every"}}},
+        "update_item": {"TableName": TABLE, "Key": {"pk": {"S": "every"}, "sk": {"S": "A"}},
+                        "UpdateExpression": "SET z = :z", "ExpressionAttributeValues": {":z": {"S": "z"}},
+                        "ReturnValues": "ALL_NEW"},
+    }
+    # When each is answered the fast way, then moto's own way
+    fast = {name: getattr(scratch, name)(**params) for name, params in calls.items()}
+    from moto.core.responses import ActionResult
+
+    monkeypatch.setattr(ActionResult, "execute_result", moto_fixes._targets()["ActionResult.execute_result"])
+    scratch.update_item(TableName=TABLE, Key={"pk": {"S": "every"}, "sk": {"S": "A"}}, UpdateExpression="REMOVE z")
+    slow = {name: getattr(scratch, name)(**params) for name, params in calls.items()}
+    # Then boto3 reads the same answers
+    for name in calls:
+        fast[name].pop("ResponseMetadata"), slow[name].pop("ResponseMetadata")
+        assert fast[name] == slow[name], name
+    assert fast["get_item"]["Item"]["b"] == {"B": b"\x00\xffbytes"}

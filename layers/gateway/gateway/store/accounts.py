@@ -8,7 +8,7 @@
 | system access token | `ACCESS#<sha256 of token>` | `ACCESS` |
 | reservation | `RES#<reservation id>` | `RES` (billing) |
 | ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (billing) |
-| day total of a user / key / model | `DAYS#<user id>` | `ALL#<yyyy-mm-dd>` / `KEY#<key id>#<day>` / `MODEL#<model>#<day>` (billing) |
+| a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (billing: `units`/`requests`, and `key:<id>:…`, `model:<name>:…` of each) |
 | user id counter | `COUNTER` | `USER` |
 
 Secrets (keys, access tokens) are stored only as SHA-256 hashes.
@@ -48,31 +48,39 @@ def days_pk(user_id: int) -> str:
     return f"DAYS#{user_id}"
 
 
-def day_scope(*, key_id: str | None = None, model: str | None = None) -> str:
-    """The sort-key prefix of one series of day totals: the user's, a key's or a model's."""
+def day_counters(*, key_id: str | None = None, model: str | None = None) -> tuple[str, str]:
+    """The names of the (units, requests) counters of one series on a day item: the user's,
+    a key's or a model's."""
     if key_id and model:
         raise ValueError("usage totals are kept per key or per model, not per key and model")
-    return f"KEY#{key_id}#" if key_id else f"MODEL#{model}#" if model else "ALL#"
+    prefix = f"key:{key_id}:" if key_id else f"model:{model}:" if model else ""
+    return f"{prefix}units", f"{prefix}requests"
 
 
 def day_total_updates(table: str, *, user_id: int, key_id: str, model: str, units: int,
                       at: datetime) -> list[dict[str, Any]]:
-    """The transaction items that add one closed request to its UTC day's totals (user, key, model).
+    """The transaction item that adds one closed request to its UTC day's totals: one item per
+    user and day, counting units and requests for the user, per key and per model.
 
     Written in the same transaction as the ledger entry, so the totals and the ledger never
     disagree; a usage read then costs the days it spans instead of every entry in them.
     """
-    day = at.astimezone(timezone.utc).date().isoformat()
+    day = at.astimezone(timezone.utc).date()
+    names: dict[str, str] = {}
+    additions = []
+    for n, counter in enumerate((*day_counters(), *day_counters(key_id=key_id), *day_counters(model=model))):
+        names[f"#c{n}"] = counter
+        additions.append(f"#c{n} {':u' if counter.endswith('units') else ':one'}")
     values: dict[str, Any] = {":u": int(units), ":one": 1}
-    expression = "ADD units :u, requests :one"
+    expression = "ADD " + ", ".join(additions)
     retention = get_settings().ledger_retention_days
-    if retention:  # a day's total outlives its last ledger entry by the same retention
-        day_end = datetime.combine(date.fromisoformat(day), day_time(), timezone.utc) + timedelta(days=1)
+    if retention:  # a day's totals outlive its last ledger entry by the same retention
+        day_end = datetime.combine(day, day_time(), timezone.utc) + timedelta(days=1)
         values[":ttl"] = int(day_end.timestamp()) + retention * 86400
         expression += " SET expires_ttl = :ttl"
-    return [{"Update": {"TableName": table, "Key": to_item({"pk": days_pk(user_id), "sk": f"{scope}{day}"}),
-                        "UpdateExpression": expression, "ExpressionAttributeValues": to_values(values)}}
-            for scope in (day_scope(), day_scope(key_id=key_id), day_scope(model=model))]
+    return [{"Update": {"TableName": table, "Key": to_item({"pk": days_pk(user_id), "sk": day.isoformat()}),
+                        "UpdateExpression": expression, "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": to_values(values)}}]
 
 
 @dataclass(frozen=True)
@@ -294,7 +302,7 @@ class AccountsRepository:
         """What `ledger(user_id, start=start, end=end)` adds up to (units, entries), for the user,
         one key or one model: the day totals of the whole UTC days in the range, plus the raw
         entries of the partial days at its ends. With no dates, the day totals only."""
-        scope = day_scope(key_id=key_id, model=model)
+        counters = day_counters(key_id=key_id, model=model)
         start, end = (t.astimezone(timezone.utc) if t else None for t in (start, end))
         if start and end and start > end:
             return UsageTotal()
@@ -310,7 +318,7 @@ class AccountsRepository:
                 partial.append((start, _day_end(start.date())))
             if end and end.time() != _LAST_INSTANT:
                 partial.append((_day_start(end.date()), end))
-        total = self._day_totals(user_id, scope, first, last) if first is None or last is None or first <= last \
+        total = self._day_totals(user_id, counters, first, last) if first is None or last is None or first <= last \
             else UsageTotal()
         for low, high in partial:
             entries = [e for e in self.ledger(user_id, start=low, end=high, key_id=key_id)
@@ -318,12 +326,13 @@ class AccountsRepository:
             total += UsageTotal(sum(int(e.get("units", 0)) for e in entries), len(entries))
         return total
 
-    def _day_totals(self, user_id: int, scope: str, first: date | None, last: date | None) -> UsageTotal:
-        low = f"{scope}{first.isoformat() if first else ''}"
-        high = f"{scope}{last.isoformat() if last else '9999-12-31'}"
+    def _day_totals(self, user_id: int, counters: tuple[str, str], first: date | None,
+                    last: date | None) -> UsageTotal:
         params: dict[str, Any] = {
             "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
-            "ExpressionAttributeValues": to_values({":pk": days_pk(user_id), ":low": low, ":high": high}),
+            "ExpressionAttributeValues": to_values({":pk": days_pk(user_id), ":low": first.isoformat() if first else "0",
+                                                    ":high": last.isoformat() if last else "9999-12-31"}),
+            "ProjectionExpression": "#u, #r", "ExpressionAttributeNames": {"#u": counters[0], "#r": counters[1]},
             "ConsistentRead": True,
         }
         total = UsageTotal()
@@ -331,7 +340,7 @@ class AccountsRepository:
             answer = self._db.query(**params)
             for item in answer.get("Items", []):
                 day = from_item(item)
-                total += UsageTotal(int(day.get("units", 0)), int(day.get("requests", 0)))
+                total += UsageTotal(int(day.get(counters[0], 0)), int(day.get(counters[1], 0)))
             if "LastEvaluatedKey" not in answer:
                 return total
             params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
