@@ -180,9 +180,8 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
-def write_section(name: str, text: str) -> Path:
+def write_section(name: str, text: str, path: Path = ROOT / "bench" / "results.md") -> Path:
     """Replaces this benchmark's own section of bench/results.md (each benchmark writes its own)."""
-    path = ROOT / "bench" / "results.md"
     begin, end = f"<!-- {name} -->", f"<!-- /{name} -->"
     current = path.read_text() if path.exists() else "# Benchmark results\n\nWritten by `make bench` and `make bench-peers`.\n"
     block = f"{begin}\n{text.rstrip()}\n{end}"
