@@ -16,6 +16,7 @@ the first's; under 500 MB resident after 10000 billed requests.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -54,13 +55,15 @@ def main() -> None:
         blocks: list[tuple[int, float, float]] = []  # (requests served, p50 of the block, resident MB)
         served_so_far = args.sample * 5 + 50
         print(f"\n{args.requests} requests at concurrency 1, blocks of {BLOCK}:", flush=True)
-        started = time.monotonic()
+        started, cpu_before = time.monotonic(), served.cpu_seconds
         for _ in range(max(args.requests // BLOCK, 1)):
             run = load(through[0], through[1], BLOCK, 1)
             served_so_far += BLOCK
             blocks.append((served_so_far, run.p(.5), served.rss_mb))
             print(f"  after {served_so_far:6d}: p50 {ms(run.p(.5))}, resident {blocks[-1][2]:.0f} MB", flush=True)
         elapsed = time.monotonic() - started
+        cpu_per_request = (served.cpu_seconds - cpu_before) / (len(blocks) * BLOCK)
+        load_average = os.getloadavg()[0]
     finally:
         served.stop()
         upstream.stop()
@@ -68,7 +71,9 @@ def main() -> None:
     drift = blocks[-1][1] / blocks[0][1] - 1
     summary = [
         f"Last block p50 {drift:+.1%} against the first; resident memory {blocks[0][2]:.0f} MB after the first "
-        f"block, {blocks[-1][2]:.0f} MB after {blocks[-1][0]} requests ({elapsed:.0f} s for the long run).",
+        f"block, {blocks[-1][2]:.0f} MB after {blocks[-1][0]} requests ({elapsed:.0f} s for the long run). "
+        f"CPU time of the whole make run per request: {ms(cpu_per_request)} (what a request would take on an "
+        f"idle machine); load average at the end: {load_average:.1f} on {os.cpu_count()} cores.",
     ]
     print("\n" + summary[0])
     if args.no_write:
@@ -79,7 +84,7 @@ def main() -> None:
         "## `make bench`: through `make run`",
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {sys.platform}, "
-        f"{__import__('os').cpu_count()} cores. Non-streamed chat completions (`m-small`, a short prompt) "
+        f"{os.cpu_count()} cores. Non-streamed chat completions (`m-small`, a short prompt) "
         "through `make run` (API key auth, reserve and settle on the embedded DynamoDB emulator, ledger and day "
         "totals) and straight to the same fake upstream (the built-in chat simulator in its own process, no "
         "delay per token). Added = gateway minus upstream, each percentile of its own series.",

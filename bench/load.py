@@ -47,6 +47,33 @@ def tree_rss_mb(pid: int) -> float:
     return total_kb / 1024
 
 
+def _tree(pid: int) -> list[int]:
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by a process and its descendants (Linux /proc).
+    Per request, it tells what the latency would be on an idle machine, whatever else runs."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for current in _tree(pid):
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / ticks
+
+
 @dataclass
 class Service:
     """A process group started for a benchmark, stopped with Ctrl-C as a user would."""
@@ -73,6 +100,10 @@ class Service:
     @property
     def rss_mb(self) -> float:
         return tree_rss_mb(self.process.pid)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return tree_cpu_seconds(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is None:

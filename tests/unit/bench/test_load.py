@@ -28,3 +28,5 @@ def test_percentiles_pick_the_nearest_rank():
 def test_resident_memory_counts_a_process_and_its_children():
     assert load.tree_rss_mb(os.getpid()) > 10
     assert load.tree_rss_mb(1 << 30) == 0  # no such process
+    sum(range(10**6))
+    assert load.tree_cpu_seconds(os.getpid()) > 0
