@@ -85,6 +85,11 @@ def main() -> None:
                 f"{added('gateway', .99) / added('litellm', .99):.2f}x | "
                 f"**{one['gateway'].rps / one['litellm'].rps:.2f}x** | **{eight['gateway'].rps / eight['litellm'].rps:.2f}x** | "
                 f"{cpu['gateway'] / cpu['litellm']:.2f}x |")
+    ratios = {"added p50 at c=1 at or below LiteLLM's": added("gateway", .5) / added("litellm", .5) <= 1,
+              "requests per second at c=1 at or above LiteLLM's": one["gateway"].rps >= one["litellm"].rps,
+              "requests per second at c=8 at or above LiteLLM's": eight["gateway"].rps >= eight["litellm"].rps}
+    rows += ["", "Goals (issue 11):", ""]
+    rows += [f"- {goal}: {'met' if met else '**not met**'}" for goal, met in ratios.items()]
     print("\n".join(rows))
     if args.no_write:
         return
