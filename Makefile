@@ -11,8 +11,10 @@ PEERS_VENV := .venv-peers
 # The peer of `make bench-peers`, pinned (never 1.107.0, a compromised release).
 LITELLM_VERSION := 1.102.4
 PIP_QUIET := --quiet --disable-pip-version-check
+# SAM CLI sends usage telemetry unless told not to.
+SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e bench bench-peers validate build deploy admin clean
+.PHONY: run test unit integration e2e bench bench-peers validate build deploy admin clean openapi
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +55,11 @@ integration: $(BIN)/.installed
 e2e: $(BIN)/.installed
 	$(BIN)/python -m pytest tests/e2e
 
+## docs/openapi.json from the code (template.yaml routes, request models, error envelopes);
+## a test fails while the committed copy is stale.
+openapi: $(BIN)/.installed
+	PYTHONPATH=layers/gateway:local $(BIN)/python -m gateway_local.openapi docs/openapi.json
+
 ## Benchmarks print figures; they are not tests. The last one goes through `make run` and
 ## writes bench/results.md and bench/results.png.
 bench: $(BIN)/.bench-installed
@@ -67,13 +74,18 @@ bench-peers: $(BIN)/.bench-installed $(PEERS_VENV)/bin/litellm
 
 ## sam validate --lint, with SAM CLI in its own virtual environment.
 validate: $(SAM_VENV)/bin/sam
-	$(SAM_VENV)/bin/sam validate --lint
+	$(SAM) validate --lint
 
 build: $(SAM_VENV)/bin/sam
-	PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam build
+	PATH="$(dir $(PYTHON)):$$PATH" $(SAM) build
 
 deploy: build
-	$(SAM_VENV)/bin/sam deploy
+	$(SAM) deploy
+
+## The admin command line, e.g. make admin ARGS="create-user --username ann". Under `make run` it
+## finds the running gateway by itself (.local/gateway.json); on AWS add --stack (and --profile, --region).
+admin: $(BIN)/.installed
+	$(BIN)/python -m gateway.admin $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(PEERS_VENV) .aws-sam .pytest_cache bench/.work

@@ -55,15 +55,15 @@ def main() -> None:
         requests = [
             engine.NewTask(family="delta", model="delta-3.0-fast-generate-001", upstream_request={
                 "instances": [{"prompt": "bench"}], "parameters": {"durationSeconds": 4}},
-                billable_seconds=4, sample_count=1, route="/v1/video/generations"),
+                quantities={"seconds": 4}, route="/v1/video/generations"),
             engine.NewTask(family="zeta", model="zeta-video-1-0-lite-t2v-250428", upstream_request={
                 "model": "zeta-video-1-0-lite-t2v-250428", "content": [{"type": "text", "text": "bench"}]},
-                billable_seconds=5, sample_count=1, route="/v1/video/generations"),
+                quantities={"seconds": 5}, route="/v1/video/generations"),
             engine.NewTask(family="epsilon", model="epsilon-2", upstream_request={"prompt": "bench"},
-                           billable_seconds=4, sample_count=1, route="/v1/videos", id_prefix="video_"),
+                           quantities={"seconds": 4}, route="/v1/videos"),
         ]
         started = time.perf_counter()
-        ids = [engine.submit(principal, requests[i % 3])["task_id"] for i in range(TASKS)]
+        ids = [engine.submit(principal, requests[i % 3]).task_id for i in range(TASKS)]
         submit_seconds = time.perf_counter() - started
 
         calls: Counter = Counter()
@@ -77,14 +77,14 @@ def main() -> None:
         for service in ("dynamodb", "sqs"):
             client(service).meta.events.register("before-call.*.*", count)
         poller = load_function("task_poller")
-        real_poll_once = engine.poll_once
+        real_poll_many = engine.poll_many
 
-        def counted_poll_once(task_id: str, **kwargs):
-            outcome = real_poll_once(task_id, **kwargs)
-            polls[outcome] += 1
-            return outcome
+        def counted_poll_many(task_ids, **kwargs):
+            outcomes = real_poll_many(task_ids, **kwargs)
+            polls.update(outcome for outcome in outcomes.values() if isinstance(outcome, str))
+            return outcomes
 
-        engine.poll_once = counted_poll_once
+        engine.poll_many = counted_poll_many
 
         def handler(event, context):
             counting["on"] = True
@@ -113,8 +113,8 @@ def main() -> None:
                     "Attributes"]["ApproximateNumberOfMessages"] == "0":
                 break
         elapsed = time.perf_counter() - started
-        closed = sum(1 for task_id in ids if tasks.get(task_id).get("billing") in ("settled", "refunded"))
-        engine.poll_once = real_poll_once
+        closed = sum(1 for task_id in ids if tasks.get(task_id).billing in ("settled", "refunded"))
+        engine.poll_many = real_poll_many
 
     emulator.stop()
     total_polls = sum(polls.values())

@@ -1,10 +1,10 @@
-"""Account and credit queries: GET /v1/dashboard/billing/{usage,subscription}, GET /api/user/self."""
+"""Account and credit queries: GET /v1/dashboard/billing/{usage,subscription}, GET /api/user/self,
+and the request log (GET /api/log/self, GET /api/log/token)."""
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway import account
+from gateway import account, observability, requestlog
 from gateway.http import authenticate, create_app, json_response
-from gateway.observability import logger
 
 app = create_app()
 
@@ -27,6 +27,18 @@ def user_self():
     return json_response(account.user_self(headers.get("authorization"), headers.get("x-api-user")))
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@app.get("/api/log/self")
+def log_self():
+    headers = app.current_event.headers
+    user_id = account.access_token_user(headers.get("authorization"), headers.get("x-api-user"))
+    return json_response(requestlog.account_log(user_id, app.current_event.query_string_parameters))
+
+
+@app.get("/api/log/token")
+def log_token():
+    return json_response(requestlog.key_log(authenticate(app), app.current_event.query_string_parameters))
+
+
+@observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 def lambda_handler(event, context):
     return app.resolve(event, context)

@@ -10,10 +10,12 @@ import json
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from gateway import video
+from gateway import observability
 from gateway.observability import logger
+from gateway.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.tasks import callbacks, engine, queue
+from gateway.tasks.families import family_of
 
 processor = BatchProcessor(event_type=EventType.SQS)
 
@@ -21,11 +23,11 @@ processor = BatchProcessor(event_type=EventType.SQS)
 def record_handler(record: SQSRecord) -> str:
     task_id = queue.task_id_of(record.body)
     task = engine.tasks().get(task_id)
-    if task is None or not task.get("callback_url"):
+    if task is None or not task.callback_url:
         return "nothing to send"
-    body = json.dumps(video.callback_payload(task), separators=(",", ":")).encode()
+    body = json.dumps(family_of(task.family).callback_payload(task), separators=(",", ":")).encode()
     try:
-        callbacks.deliver(engine.http_client(), task["callback_url"], body, task_id=task_id)
+        callbacks.deliver(sync_client, task.callback_url, body, task_id=task_id)
     except callbacks.UnsafeCallback as exc:
         logger.warning("callback refused", extra={"task_id": task_id, "error": str(exc)})
         return "refused"
@@ -37,6 +39,6 @@ def record_handler(record: SQSRecord) -> str:
     return "delivered"
 
 
-@logger.inject_lambda_context
+@observability.lambda_handler()
 def lambda_handler(event, context):
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -3,10 +3,13 @@
 from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import images
+from gateway.channels import check_at_start
 from gateway.http import authenticate, create_app, json_response, request_id
 from gateway.multipart import event_body, form_from_event
-from gateway.observability import logger
+from gateway import observability
 from gateway.schemas.images import parse_edit_form, parse_generation_body
+
+check_at_start()  # a bad channels document fails the cold start, naming the field
 
 app = create_app()
 
@@ -33,6 +36,6 @@ def edits():
     return json_response(images.edit(principal, request, request_id(app), time_left=_time_left()))
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 def lambda_handler(event, context):
     return app.resolve(event, context)

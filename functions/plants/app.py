@@ -4,7 +4,7 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from gateway.errors import InvalidRequest
 from gateway.http import authenticate, body_model, create_app, json_response
-from gateway.observability import logger
+from gateway import observability
 from gateway.schemas.plants import NewPlant
 from gateway.store.plants import PlantsRepository
 
@@ -25,6 +25,6 @@ def create_plant():
     return json_response(plant)
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 def lambda_handler(event, context):
     return app.resolve(event, context)

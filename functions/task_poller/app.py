@@ -1,28 +1,43 @@
-"""The task poller: one poll per SQS message (a task id), with partial batch failures.
+"""The task poller: the polls of a batch of SQS messages (task ids), with partial batch failures.
 
-A message whose poll raises (the task store, the queue or the channel failing) is reported
-failed and comes back after the queue's visibility timeout; after maxReceiveCount it goes to
-the dead-letter queue, and the sweeper still watches its task. A message the function has no
-time left for is failed at once rather than cut off mid-poll.
+The whole batch is polled at once (`engine.poll_many`), so a family that can ask its upstream
+about many tasks in one call does so once per channel. A message whose poll raised (the task
+store, the queue or the channel failing) is reported failed and comes back after the queue's
+visibility timeout; after maxReceiveCount it goes to the dead-letter queue, and the sweeper
+still watches its task. A poll the function has no time left for is failed at once rather than
+cut off midway.
 """
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from gateway.observability import logger
+from gateway import observability
+from gateway.channels import check_at_start
 from gateway.tasks import engine, queue
 
+check_at_start()  # a bad channels document fails the cold start, naming the field
+
 processor = BatchProcessor(event_type=EventType.SQS)
-# One poll takes at most the upstream client's timeouts (engine.POLL_TIMEOUT) and a few AWS calls.
-TIME_NEEDED_MS = 15_000
 
 
-def record_handler(record: SQSRecord, lambda_context) -> str:
-    if lambda_context.get_remaining_time_in_millis() < TIME_NEEDED_MS:
-        raise TimeoutError("not enough time left in this invocation; the message comes back")
-    return engine.poll_once(queue.task_id_of(record.body))
+def _task_ids(event: dict) -> list[str]:
+    ids = []
+    for record in event.get("Records", []):
+        try:
+            ids.append(queue.task_id_of(record.get("body", "")))
+        except ValueError:
+            pass  # reported failed by its record handler
+    return ids
 
 
-@logger.inject_lambda_context
+@observability.lambda_handler()
 def lambda_handler(event, context):
+    outcomes = engine.poll_many(_task_ids(event), time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+
+    def record_handler(record: SQSRecord) -> str:
+        outcome = outcomes[queue.task_id_of(record.body)]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,9 +1,10 @@
-"""The task sweeper (on a schedule): re-enqueues overdue polls, times out stuck tasks."""
+"""The sweeper (on a schedule): re-enqueues overdue polls, times out stuck tasks, and refunds
+reservations left open by a request that can no longer be running."""
 
-from gateway.observability import logger
+from gateway import billing, observability
 from gateway.tasks import engine
 
 
-@logger.inject_lambda_context
+@observability.lambda_handler()
 def lambda_handler(event, context):
-    return engine.sweep()
+    return {**engine.sweep(), "reservations": billing.sweep_stale()}

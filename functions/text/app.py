@@ -3,24 +3,34 @@
 Routes parse nothing themselves: they hand the request to `gateway.text` and write its answer.
 An answer's body goes out through `Relayed`, which also watches for the client going away, so
 the upstream read stops at once; the layer settles the bill either way.
+
+Each request gets its id here, from the gateway, never from a header: a client can send any
+header, `x-amzn-request-context` included, and the id is what its reservation is billed under.
+Every answer names it in `x-request-id`.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import uuid
 
 import anyio
 import anyio.lowlevel
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway import count_tokens, observability
+from gateway import models as model_list
 from gateway import text
+from gateway.channels import check_at_start
 from gateway.errors import GatewayError, NotFound, dialect_for_path, render
 from gateway.observability import logger
+
+check_at_start()  # a bad channels document fails the cold start, naming the field
 
 
 class Relayed(Response):
@@ -62,14 +72,29 @@ class Relayed(Response):
 
 
 def _request_id(request: Request) -> str:
-    # Under the Lambda Web Adapter, API Gateway's request context arrives as a header.
-    context = request.headers.get("x-amzn-request-context")
-    if context:
-        try:
-            return json.loads(context).get("requestId") or uuid.uuid4().hex
-        except ValueError:
-            pass
-    return uuid.uuid4().hex
+    return request.scope["state"]["request_id"]
+
+
+class RequestIds:
+    """Gives every request the gateway's own id and names it in the answer's `x-request-id`."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def named(message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (b"x-request-id", request_id.encode())]}
+            await send(message)
+
+        await self.app(scope, receive, named)
 
 
 async def _inbound(request: Request) -> text.Inbound:
@@ -86,13 +111,27 @@ def _route(path: str, serve, methods=("POST",)) -> Route:
 
 
 async def models(request: Request) -> Response:
-    inbound = await _inbound(request)
-    return JSONResponse(await anyio.to_thread.run_sync(text.list_models, inbound))
+    """The model list and one model, in the shape of the SDK that asks (and its error envelope)."""
+    try:
+        body = await anyio.to_thread.run_sync(model_list.answer, request.url.path, dict(request.headers),
+                                              dict(request.query_params), request.path_params.get("model"))
+    except GatewayError as error:
+        observability.note_error(error)
+        dialect = model_list.dialect_of(request.url.path, request.headers)
+        rendered = render(error, dialect, _request_id(request))
+        return JSONResponse(rendered.body, rendered.status, rendered.headers or None)
+    return JSONResponse(body)
 
 
 async def healthz(request: Request) -> Response:
     # The Lambda Web Adapter's readiness check.
     return JSONResponse({"ok": True})
+
+
+async def health(request: Request) -> Response:
+    """GET /health for load balancers and uptime checks: no key, no upstream call, no AWS call.
+    It answers once the function is up, which needs a valid channels document (read at start)."""
+    return JSONResponse({"status": "ok"}, headers={"cache-control": "no-store"})
 
 
 def _error(request: Request, error: GatewayError) -> Response:
@@ -101,6 +140,7 @@ def _error(request: Request, error: GatewayError) -> Response:
 
 
 async def _gateway_error(request: Request, error: GatewayError) -> Response:
+    observability.note_error(error)
     if error.status >= 500:
         logger.warning("request failed", extra={"status": error.status, "error": error.message})
     return _error(request, error)
@@ -112,20 +152,40 @@ async def _http_error(request: Request, error: HTTPException) -> Response:
 
 
 async def _unexpected(request: Request, error: Exception) -> Response:
-    logger.exception("unexpected error")
+    observability.note_error(error)
+    logger.exception("unexpected error", extra={"request_id": _request_id(request)})
     return _error(request, GatewayError("internal error; quote the request id when reporting it"))
 
 
-app = Starlette(
+# How long a shutdown waits for the bills of the requests it cancelled.
+SHUTDOWN_SETTLE_SECONDS = 10
+
+
+@contextlib.asynccontextmanager
+async def lifespan(_app):
+    yield
+    left = await text.settle_pending(SHUTDOWN_SETTLE_SECONDS)
+    if left:  # the sweeper refunds them once their hold runs out
+        logger.error("shutting down with unsettled requests", extra={"unsettled": left})
+
+
+app = RequestIds(Starlette(
+    lifespan=lifespan,
     routes=[
         _route("/v1/chat/completions", text.chat_completions),
         _route("/v1/messages", text.messages),
+        _route("/v1/messages/count_tokens", count_tokens.count_tokens),
         _route("/v1/responses", text.responses),
         _route("/v1/responses/compact", text.compact_responses),
         _route("/v1beta/models/{proxy:path}", text.content),
         _route("/v1/embeddings", text.embeddings),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model:path}", models, methods=["GET"]),
+        Route("/v1beta/models", models, methods=["GET"]),
+        Route("/v1beta/models/{model:path}", models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
     ],
     exception_handlers={GatewayError: _gateway_error, HTTPException: _http_error, Exception: _unexpected},
-)
+    middleware=[Middleware(observability.ObservedASGI)],
+))

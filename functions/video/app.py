@@ -4,9 +4,12 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import video
+from gateway.channels import check_at_start
 from gateway.http import authenticate, create_app, json_response
 from gateway.multipart import event_body
-from gateway.observability import logger
+from gateway import observability
+
+check_at_start()  # a bad channels document fails the cold start, naming the field
 
 app = create_app()
 
@@ -29,6 +32,12 @@ def create_video():
     return json_response(video.create_video(principal, video.video_request_data(app.current_event.raw_event)))
 
 
+@app.get("/v1/videos")
+def list_videos():
+    principal = authenticate(app)
+    return json_response(video.list_videos(principal, app.current_event.query_string_parameters))
+
+
 @app.get("/v1/videos/<video_id>")
 def get_video(video_id: str):
     principal = authenticate(app)
@@ -44,6 +53,6 @@ def video_content(videoId: str):  # noqa: N803 - the spec's name of the path par
     return Response(status_code=200, content_type=media_type, body=data)
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 def lambda_handler(event, context):
     return app.resolve(event, context)

@@ -41,7 +41,8 @@ def is_binary(content_type: str, binary_media_types: tuple[str, ...]) -> bool:
 
 def build_event(*, method: str, path: str, resource: str, path_parameters: dict[str, str],
                 raw_headers: list[tuple[str, str]], raw_query: list[tuple[str, str]], body: bytes,
-                binary_media_types: tuple[str, ...], source_ip: str, stage: str = "local") -> dict[str, Any]:
+                binary_media_types: tuple[str, ...], source_ip: str, stage: str = "local",
+                request_id: str | None = None) -> dict[str, Any]:
     headers: dict[str, str] = {}
     multi_headers: dict[str, list[str]] = {}
     for name, value in raw_headers:
@@ -67,7 +68,7 @@ def build_event(*, method: str, path: str, resource: str, path_parameters: dict[
         "requestContext": {
             "accountId": "123456789012", "apiId": "local", "resourceId": "local", "resourcePath": resource,
             "httpMethod": method, "path": f"/{stage}{path}", "stage": stage, "protocol": "HTTP/1.1",
-            "requestId": str(uuid.uuid4()), "extendedRequestId": str(uuid.uuid4()),
+            "requestId": request_id or str(uuid.uuid4()), "extendedRequestId": str(uuid.uuid4()),
             "requestTime": now.strftime("%d/%b/%Y:%H:%M:%S +0000"), "requestTimeEpoch": int(now.timestamp() * 1000),
             "identity": {"sourceIp": source_ip, "userAgent": headers.get("user-agent") or headers.get("User-Agent")},
             "domainName": "127.0.0.1", "domainPrefix": "local",

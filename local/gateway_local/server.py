@@ -3,7 +3,8 @@
 - every `Api` event of the template is served on 127.0.0.1: a buffered function gets a REST proxy
   event in a worker thread; the streaming function's ASGI app gets the request itself, so
   streaming is real; each function runs in a small pool of instances that handle one request
-  at a time, as Lambda's execution environments do (`instances.py`);
+  at a time, as Lambda's execution environments do (`instances.py`). A client's own
+  `x-amzn-*` headers are dropped first: they are the platform's to set, never a client's;
 - moto's server stands in for DynamoDB and SQS, with the template's tables and queues, whose
   data is kept across restarts in the state directory (`state.py`);
 - each SQS event source is a loop (receive, invoke, delete what succeeded), each schedule a timer;
@@ -15,6 +16,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sys
 import threading
 import time
 import uuid
@@ -25,7 +27,7 @@ from typing import Any, Callable
 import anyio
 import uvicorn
 
-from gateway_local import apigw
+from gateway_local import apigw, docs
 from gateway_local.emulator import Emulator, start_emulator
 from gateway_local.instances import AsgiPool, FunctionPool, instance_limit, isolate_router_state
 from gateway_local.state import State, state_dir
@@ -34,6 +36,7 @@ from gateway_local.template import Template, read_template, schedule_seconds
 _FORBIDDEN = json.dumps({"message": "Missing Authentication Token"}).encode()
 _TOO_LONG = json.dumps({"message": "Request Too Long"}).encode()
 EMPTY_QUEUE_PAUSE = 0.2  # seconds before an empty queue is asked again
+SHUTDOWN_SETTLE_SECONDS = 10
 
 
 class GatewayApp:
@@ -47,12 +50,19 @@ class GatewayApp:
         if scope["type"] == "lifespan":
             while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
+            # As the text function's own shutdown does: the streams a stop cancelled are billed
+            # before the emulator they are billed in goes away.
+            from gateway.text import settle_pending
+
+            await settle_pending(SHUTDOWN_SETTLE_SECONDS)
             await send({"type": "lifespan.shutdown.complete"})
             return
         if scope["type"] != "http":
             return
         started, method, path = time.perf_counter(), scope["method"], scope["path"]
         status_seen: list[int] = []
+        scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if not k.lower().startswith(b"x-amzn-")]}
+        request_id = str(uuid.uuid4())  # API Gateway's, for the runner's own answers and the event
 
         async def logged_send(message: dict) -> None:
             if message["type"] == "http.response.start":
@@ -60,25 +70,28 @@ class GatewayApp:
             await send(message)
 
         found = self.template.route_for(method, path)
-        if found is None:
-            await self._answer(logged_send, 403, [("content-type", "application/json")], _FORBIDDEN)
+        documentation = docs.answer(self.template.root, method, path)  # /docs and /openapi.json: the runner's own
+        if documentation is not None:
+            await self._answer(logged_send, *documentation, request_id)
+        elif found is None:  # only without the template's catch-all route
+            await self._answer(logged_send, 403, [("content-type", "application/json")], _FORBIDDEN, request_id)
         else:
             route, params = found
             if route.function in self.streaming_apps:
                 await self.streaming_apps[route.function](scope, receive, logged_send)
             else:
-                await self._invoke(scope, receive, logged_send, route.function, route.path, params)
+                await self._invoke(scope, receive, logged_send, route.function, route.path, params, request_id)
         self.log(f"{method} {path} {status_seen[0] if status_seen else '-'} "
                  f"{(time.perf_counter() - started) * 1000:.1f}ms")
 
     async def _invoke(self, scope: dict, receive: Callable, send: Callable, function_id: str, resource: str,
-                      params: dict[str, str]) -> None:
+                      params: dict[str, str], request_id: str) -> None:
         body = bytearray()
         while True:
             message = await receive()
             body += message.get("body", b"")
             if len(body) > apigw.API_PAYLOAD_LIMIT:
-                await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG)
+                await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG, request_id)
                 return
             if not message.get("more_body"):
                 break
@@ -89,9 +102,9 @@ class GatewayApp:
             method=scope["method"], path=scope["path"], resource=resource, path_parameters=params,
             raw_headers=raw_headers, raw_query=raw_query, body=bytes(body),
             binary_media_types=self.template.binary_media_types,
-            source_ip=(scope.get("client") or ("127.0.0.1", 0))[0])
+            source_ip=(scope.get("client") or ("127.0.0.1", 0))[0], request_id=request_id)
         if len(json.dumps(event)) > apigw.LAMBDA_EVENT_LIMIT:
-            await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG)
+            await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG, request_id)
             return
         context = apigw.LambdaContext(function_id)
         try:
@@ -99,15 +112,17 @@ class GatewayApp:
             status, headers, data = apigw.response_parts(answer)
         except Exception as exc:  # what API Gateway answers when the function itself fails
             self.log(f"function {function_id} failed: {exc!r}")
-            status, headers, data = 502, [("content-type", "application/json")], b'{"message": "Internal server error"}'
-        headers.append(("x-amzn-RequestId", event["requestContext"]["requestId"]))  # as API Gateway answers
-        await self._answer(send, status, headers, data)
+            status, headers = 502, [("content-type", "application/json")]
+            data = json.dumps({"message": f"Internal server error (request id: {request_id})"}).encode()
+        await self._answer(send, status, headers, data, request_id)
 
     @staticmethod
-    async def _answer(send: Callable, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+    async def _answer(send: Callable, status: int, headers: list[tuple[str, str]], data: bytes,
+                      request_id: str) -> None:
         encoded = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers
-                   if k.lower() != "content-length"]
+                   if k.lower() not in ("content-length", "x-request-id")]
         encoded.append((b"content-length", str(len(data)).encode()))
+        encoded.append((b"x-request-id", request_id.encode()))
         await send({"type": "http.response.start", "status": status, "headers": encoded})
         await send({"type": "http.response.body", "body": data})
 
@@ -215,8 +230,34 @@ def _queue_arn(sqs: Any, url: str) -> str:
     return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
 
+ENDPOINT_FILE = Path(".local") / "gateway.json"
+
+
+def write_endpoint_file(root: Path, emulator: Emulator, port: int) -> Path:
+    """Where the admin command line finds this running gateway's AWS emulator and tables
+    (`.local/gateway.json`, git-ignored), so it needs no AWS variables."""
+    path = Path(os.environ.get("GATEWAY_LOCAL_ENDPOINT_FILE") or root / ENDPOINT_FILE)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    environment = {**emulator.environment(), "AWS_ENDPOINT_URL": emulator.endpoint_url,
+                   "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
+                   "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
+    path.write_text(json.dumps({"pid": os.getpid(), "gateway_url": f"http://127.0.0.1:{port}",
+                                "environment": environment}, indent=2))
+    return path
+
+
+def remove_endpoint_file(path: Path) -> None:
+    try:
+        if json.loads(path.read_text()).get("pid") == os.getpid():  # another runner may have taken it over
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
 def main(template_path: str = "template.yaml") -> int:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    # One EMF line per request would drown the console; POWERTOOLS_METRICS_DISABLED=false shows them.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     port = int(os.environ.get("PORT", "3000"))
     simulator_port = int(os.environ.get("GATEWAY_SIMULATOR_PORT", str(port + 1)))
     schedule_pause = float(os.environ.get("GATEWAY_LOCAL_SCHEDULE_SECONDS", "5"))
@@ -247,6 +288,16 @@ def main(template_path: str = "template.yaml") -> int:
     from gateway.settings import reload_settings
 
     reload_settings()
+    from gateway.channels import ChannelsConfigError, check_at_start
+
+    try:
+        check_at_start()
+    except ChannelsConfigError as exc:  # the README's promise: a bad document stops the start
+        print(f"gateway not started: bad channels document: {exc}", file=sys.stderr, flush=True)
+        simulators.stop()
+        emulator.stop()
+        return 2
+    endpoint_file = write_endpoint_file(template.root, emulator, port)
     demo_key, access_token = state.demo_credentials(os.environ.get("GATEWAY_DEMO_KEY"),
                                                     os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN"))
     quota = int(os.environ.get("GATEWAY_DEMO_QUOTA", "500000000"))
@@ -292,7 +343,9 @@ def main(template_path: str = "template.yaml") -> int:
         print("\n".join([
             "", "Unified AI gateway, local", f"  URL:            http://127.0.0.1:{port}",
             f"  demo API key:   {demo_key}", f"  access token:   {access_token}   (X-Api-User: 1)",
-            f"  simulators:     http://127.0.0.1:{simulator_port}", f"  AWS emulator:   {emulator.endpoint_url}",
+            f"  simulators:     http://127.0.0.1:{simulator_port}",
+            f"  API docs:       http://127.0.0.1:{port}/docs (Swagger UI of /openapi.json)",
+            f"  AWS emulator:   {emulator.endpoint_url}",
             f"  try: curl -X POST localhost:{port}/plants -H \"Authorization: Bearer {demo_key}\" "
             "-d '{\"id\":1,\"name\":\"fern\"}'", "", f"gateway ready on http://127.0.0.1:{port}"]), flush=True)
 
@@ -305,6 +358,7 @@ def main(template_path: str = "template.yaml") -> int:
         for loop in loops:
             loop.join(timeout=5)
         state.stop()  # saves, with no function running any more
+        remove_endpoint_file(endpoint_file)
         simulators.stop()
         emulator.stop()
         print("gateway stopped", flush=True)

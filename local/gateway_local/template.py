@@ -56,7 +56,8 @@ def compile_path(path: str) -> tuple[re.Pattern, tuple]:
         else:
             parts.append(re.escape(segment))
             rank.append(2)
-    return re.compile("/" + "/".join(parts)), tuple(rank)
+    # DOTALL: a path parameter may hold any decoded character, a newline too, as API Gateway allows.
+    return re.compile("/" + "/".join(parts), re.DOTALL), tuple(rank)
 
 
 @dataclass

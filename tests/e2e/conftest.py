@@ -36,12 +36,15 @@ class LocalGateway:
         self._own_state_dir = not given
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # Its own endpoint file, so a test gateway never takes over that of a developer's `make run`
+        self.endpoint_file = Path(tempfile.mkdtemp(prefix="gateway-e2e-")) / "gateway.json"
         env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
         env.update({
             "PORT": str(self.port), "GATEWAY_SIMULATOR_PORT": str(free_port()), "GATEWAY_DEMO_KEY": DEMO_KEY,
             "GATEWAY_DEMO_QUOTA": str(DEMO_QUOTA), "GATEWAY_DEMO_ACCESS_TOKEN": DEMO_ACCESS_TOKEN,
             "GATEWAY_LOCAL_SCHEDULE_SECONDS": "1", "GATEWAY_SIM_TASK_SECONDS": "2", "GATEWAY_SIM_TOKEN_DELAY_MS": "1",
-            "GATEWAY_LOCAL_STATE_DIR": self.state_dir, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(
+            "GATEWAY_LOCAL_ENDPOINT_FILE": str(self.endpoint_file), "GATEWAY_LOCAL_STATE_DIR": self.state_dir,
+            "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(
                 [str(ROOT / "layers" / "gateway"), str(ROOT / "local"), os.environ.get("PYTHONPATH", "")]),
             **(extra_env or {}),
         })

@@ -53,7 +53,7 @@ def test_fifty_mixed_parallel_requests_from_two_users_each_get_their_own_answer(
         answers = list(pool.map(lambda n: _send(gateway.url, users[n % 2][1], n, KINDS[(n // 2) % 5]), range(50)))
     # Then each answer is its own request's, in its route's envelope
     image_ids: dict[int, set[str]] = {1: set(), other["user_id"]: set()}
-    chats = {1: 0, other["user_id"]: 0}
+    chat_ids: dict[int, set[str]] = {1: set(), other["user_id"]: set()}
     request_ids = []
     for number, kind, answer in answers:
         body, user_id = answer.json(), users[number % 2][0]
@@ -61,26 +61,26 @@ def test_fifty_mixed_parallel_requests_from_two_users_each_get_their_own_answer(
             assert answer.status_code == 200, body
             assert body["object"] == "chat.completion"
             assert body["choices"][0]["message"]["content"] == f"You said: request {number}"
-            chats[user_id] += 1
+            chat_ids[user_id].add(answer.headers["x-request-id"])
         elif kind == "image":
             assert answer.status_code == 200, body
             assert [d["revised_prompt"] for d in body["data"]] == [f"A detailed picture of picture {number}"]
-            image_ids[user_id].add(answer.headers["x-amzn-requestid"])
+            image_ids[user_id].add(answer.headers["x-request-id"])
         elif kind == "plant":
             assert (answer.status_code, body) == (200, {"name": f"plant {number}"})
         elif kind == "bad_plant":
             assert answer.status_code == 400 and body["error"] == 400 and "id" in body["message"], body
         else:
             assert answer.status_code == 200 and body["object"] == "billing_subscription", body
-        if kind != "chat":
-            request_ids.append(answer.headers["x-amzn-requestid"])
-    assert len(set(request_ids)) == len(request_ids) == 40
+        request_ids.append(answer.headers["x-request-id"])
+    assert len(set(request_ids)) == len(request_ids) == 50
     # And each user's ledger holds exactly their own requests, each settled once
     for user_id, _ in users:
         new = [e for e in _ledger(gateway, user_id) if e["request_id"] not in before[user_id]]
         assert all(e["outcome"] == "settled" for e in new), new
         assert {e["request_id"] for e in new if e["model"] == "theta-3"} == image_ids[user_id]
-        assert len([e for e in new if e["model"] == "m-small"]) == chats[user_id] == 5
+        assert {e["request_id"] for e in new if e["model"] == "m-small"} == chat_ids[user_id]
+        assert len(chat_ids[user_id]) == len(image_ids[user_id]) == 5
         assert len(new) == 10
 
 

@@ -169,10 +169,11 @@ def test_embeddings_of_several_inputs_cost_their_prompt_tokens(oa, spent):
     assert len(tokens.data) == 2 and tokens.usage.prompt_tokens == 5
 
 
-def test_models_lists_the_text_models_of_the_key(oa):
-    names = [m.id for m in oa.models.list()]
-    assert {"m-small", "m-large", "m-embed"} <= set(names)
-    assert "iota-image-1" not in names  # not a text model
+def test_models_lists_every_model_of_the_key_with_its_family(oa):
+    models = {m.id: m for m in oa.models.list()}
+    assert {"m-small", "m-large", "m-embed", "iota-image-1", "epsilon-2", "zeta-video-1-0-pro-250528"} <= set(models)
+    assert models["iota-image-1"].owned_by == "iota" and models["epsilon-2"].owned_by == "epsilon"
+    assert models["m-small"].owned_by == "gateway"
 
 
 # --- bad input: a 4xx in the dialect's envelope, and no charge -----------------------------------

@@ -138,7 +138,9 @@ def ledger_of(accounts, task_id: str, user_id: int = 1) -> list[dict]:
 
 
 def stored(task_id: str) -> dict | None:
-    return TasksRepository().get(task_id)
+    """The stored item of a task (what DynamoDB holds), or None."""
+    task = TasksRepository().get(task_id)
+    return None if task is None else task.item()
 
 
 def task_count() -> int:

@@ -43,6 +43,20 @@ def test_usage_is_the_ledger_sum_in_cents_within_the_dates(account_fn, demo, lam
     assert window["total_usage"] == 102.469
 
 
+def test_both_usage_dates_are_inclusive_to_the_millisecond_and_to_the_day(account_fn, demo, accounts,
+                                                                         lambda_context):
+    from datetime import datetime, timezone
+
+    auth = {"Authorization": f"Bearer {demo['key']}"}
+    charge(authenticate(auth), 500_000, "edge")  # 100 cents
+    (entry,) = accounts.ledger(1)
+    at = str(entry["at"])  # the entry's own millisecond
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    for query in ({"start_date": at, "end_date": at}, {"end_date": today}, {"start_date": today, "end_date": today}):
+        _, body = get(account_fn, lambda_context, "/v1/dashboard/billing/usage", auth, query)
+        assert body["total_usage"] == 100, query
+
+
 @pytest.mark.parametrize("query,field", [
     ({"start_date": "yesterday"}, "start_date"), ({"end_date": "12-11-2026"}, "end_date"),
     ({"start_date": "2000", "end_date": "1000"}, "start_date"),

@@ -6,7 +6,7 @@ import pytest
 
 from gateway import billing
 from gateway.auth import authenticate
-from gateway.errors import AuthenticationFailed, InsufficientQuota
+from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 
 
 @pytest.fixture
@@ -79,15 +79,103 @@ def test_refund_returns_the_whole_hold_exactly_once(limited, accounts):
     assert (entry["units"], entry["outcome"]) == (0, "refunded")
 
 
-def test_reserving_the_same_id_twice_holds_once(limited, accounts):
-    first = billing.reserve(limited, 100, model="m-small", route="test", reservation_id="same")
-    second = billing.reserve(limited, 100, model="m-small", route="test", reservation_id="same")
-    assert first == second
-    assert accounts.get_user(7, consistent=True)["quota"] == 900
-
-
 def test_a_revoked_key_cannot_reserve_even_while_its_lookup_is_cached(limited, accounts):
     accounts.revoke_key(limited.key_id)
     with pytest.raises(AuthenticationFailed):
         billing.reserve(limited, 10, model="m-small", route="test", reservation_id="after-revoke")
     assert accounts.get_user(7, consistent=True)["quota"] == 1000
+
+
+def test_reserving_an_id_already_in_flight_is_a_conflict_and_holds_nothing_more(limited, accounts):
+    # Given a request in flight under id "same"
+    billing.reserve(limited, 100, model="m-small", route="test", reservation_id="same")
+    # When another request (a replay, or a forged id) reserves under the same id
+    with pytest.raises(Conflict) as refused:
+        billing.reserve(limited, 100, model="m-small", route="test", reservation_id="same")
+    # Then it is a 409 and the quota moved once only
+    assert refused.value.status == 409
+    assert accounts.get_user(7, consistent=True)["quota"] == 900
+
+
+def test_reserving_a_closed_id_again_is_a_conflict_never_a_free_serving(limited, accounts):
+    reservation = billing.reserve(limited, 100, model="m-small", route="test", reservation_id="done")
+    billing.settle(reservation, 40)
+    with pytest.raises(Conflict):
+        billing.reserve(limited, 100, model="m-small", route="test", reservation_id="done")
+    assert accounts.get_user(7, consistent=True)["quota"] == 960
+
+
+def test_another_users_request_under_an_in_flight_id_is_refused_and_billed_to_nobody(limited, accounts):
+    # Given user A's request in flight, When user B's request comes with A's id
+    billing.reserve(limited, 100, model="m-small", route="test", reservation_id="a-in-flight")
+    accounts.create_user(username="bea", quota=1000, user_id=9)
+    other = authenticate({"x-api-key": accounts.create_key(9, name="b")[0]})
+    with pytest.raises(Conflict):
+        billing.reserve(other, 100, model="m-small", route="test", reservation_id="a-in-flight")
+    # Then neither account moved for B's request
+    assert accounts.get_user(7, consistent=True)["quota"] == 900
+    assert accounts.get_user(9, consistent=True)["quota"] == 1000
+
+
+def test_a_settlement_above_the_hold_takes_at_most_what_the_user_has_left(accounts):
+    # Given a user with 1000 units and an unlimited key, and a request that held 300
+    accounts.create_user(username="cy", quota=1000, user_id=10)
+    principal = authenticate({"x-api-key": accounts.create_key(10, name="k")[0]})
+    reservation = billing.reserve(principal, 300, model="m-small", route="test", reservation_id="over-user")
+    # When the real price comes to 5000 units
+    assert billing.settle(reservation, 5000) is True
+    # Then the quota is at zero, never below, and the entry records what could not be charged
+    user = accounts.get_user(10, consistent=True)
+    assert (user["quota"], user["used_quota"]) == (0, 1000)
+    (entry,) = accounts.ledger(10)
+    assert (entry["units"], entry["shortfall"], entry["outcome"]) == (1000, 4000, "settled")
+
+
+def test_a_settlement_above_the_hold_takes_at_most_what_a_limited_key_has_left(limited, accounts):
+    # Given a key limited to 600 of the user's 1000, and a request that held 100
+    reservation = billing.reserve(limited, 100, model="m-small", route="test", reservation_id="over-key")
+    assert billing.settle(reservation, 2000) is True
+    # Then the key is at zero, the user paid what the key could, and the shortfall is recorded
+    key = accounts.get_key(limited.key_hash)
+    assert (key["remain_quota"], key["used_quota"]) == (0, 600)
+    assert accounts.get_user(7, consistent=True)["quota"] == 400
+    (entry,) = accounts.ledger(7)
+    assert (entry["units"], entry["shortfall"]) == (600, 1400)
+    assert billing.settle(reservation, 2000) is False  # and only once
+
+
+def test_a_settlement_within_the_hold_records_no_shortfall(limited, accounts):
+    reservation = billing.reserve(limited, 300, model="m-small", route="test", reservation_id="within")
+    billing.settle(reservation, 300)
+    (entry,) = accounts.ledger(7)
+    assert entry["units"] == 300 and "shortfall" not in entry
+
+
+def test_the_sweeper_refunds_a_reservation_past_its_hold_exactly_once_saying_why(limited, accounts):
+    # Given one request whose hold ran out (it crashed) and one still within its time
+    stale = billing.reserve_request(limited, 200, model="m-small", route="test", request_id="crashed")
+    billing.reserve(limited, 100, model="m-small", route="test", reservation_id="running", hold_seconds=10_000)
+    closed = billing.reserve_request(limited, 50, model="m-small", route="test", request_id="closed")
+    billing.settle(closed, 50)
+    assert accounts.get_user(7, consistent=True)["quota"] == 650
+    # When the sweeper runs after the first hold's deadline, twice
+    later = stale.hold_until + 1
+    first = billing.sweep_stale(now=later)
+    second = billing.sweep_stale(now=later)
+    # Then the stale one alone is refunded, once, with a ledger entry saying why
+    assert first["refunded"] == 1 and second["refunded"] == 0
+    assert billing.get_reservation("crashed").status == billing.REFUNDED
+    assert billing.get_reservation("running").status == billing.RESERVED
+    assert accounts.get_user(7, consistent=True)["quota"] == 850
+    (entry,) = [e for e in accounts.ledger(7) if e["request_id"] == "crashed"]
+    assert entry["outcome"] == "refunded" and "could no longer be running" in entry["detail"]["reason"]
+
+
+def test_a_request_hold_outlasts_the_longest_request_and_a_task_hold_the_task_max_age(limited):
+    from gateway.settings import get_settings
+
+    request = billing.reserve_request(limited, 10, model="m-small", route="test", request_id="r-hold")
+    task = billing.reserve(limited, 10, model="m-small", route="test", reservation_id="t-hold",
+                           hold_seconds=billing.task_hold_seconds())
+    assert request.hold_until - request.created_at > 900  # the text function's timeout
+    assert task.hold_until - task.created_at > get_settings().task_max_age_seconds

@@ -222,7 +222,7 @@ def test_a_generation_body_that_is_not_a_json_object_is_a_400(images_fn, simulat
 GOOD_EDIT = {"model": "eta-image-edit", "prompt": "add a hat"}
 EDIT_RULES = [
     ({"prompt": "add a hat"}, None, "model"),
-    ({**GOOD_EDIT, "model": "iota-image-1"}, None, "model"),
+    ({**GOOD_EDIT, "model": "theta-3"}, None, "model"),
     ({**GOOD_EDIT, "prompt": ""}, None, "prompt"),
     ({"model": "eta-image-edit"}, None, "prompt"),
     ({**GOOD_EDIT, "prompt": "x" * 801}, None, "prompt"),
@@ -464,7 +464,8 @@ def test_failover_skips_a_dead_and_a_failing_channel_and_bills_once(
     cost = 2 * UNITS_PER_IMAGE["iota-image-1"]
     assert balance(accounts) == (quota - cost, used + cost, count + 1, [("iota-image-1", cost, cost, "settled")])
     (entry,) = accounts.ledger(1)
-    assert entry["detail"] == {"images": 2, "channel": "good"}
+    usage = {k: answer["usage"][k] for k in ("input_tokens", "output_tokens")}  # the upstream's, for the log
+    assert entry["detail"] == {"images": 2, "channel": "good", **usage}
 
 
 def test_when_every_channel_fails_the_request_is_refunded_and_answered_502(

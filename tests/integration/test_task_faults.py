@@ -67,7 +67,7 @@ def test_a_poller_crash_between_the_upstream_answer_and_the_write_still_settles_
 
     def crash_once(self, task, changes, remove=()):
         if changes.get("status") == "succeeded" and not crashes:
-            crashes.append(task["task_id"])
+            crashes.append(task.task_id)
             raise RuntimeError("the function died after the upstream answered")
         return real_update(self, task, changes, remove)
 
@@ -144,7 +144,8 @@ def test_the_sweeper_function_answers_a_scheduled_event(tasks_env, functions, la
 
     event = json.loads((EVENTS / "task_sweeper.json").read_text())
     assert functions["task_sweeper"].lambda_handler(event, lambda_context) == {
-        "requeued": 0, "timed_out": 0, "finished": 0, "stale": 0}
+        "requeued": 0, "timed_out": 0, "finished": 0, "stale": 0,
+        "reservations": {"refunded": 0, "already_closed": 0}}
 
 
 def test_a_poll_message_that_is_not_a_task_is_reported_as_a_batch_item_failure(tasks_env, functions, lambda_context):
@@ -249,3 +250,51 @@ def test_a_poller_with_no_time_left_fails_its_records_instead_of_starting_a_poll
     with pytest.raises(BatchProcessingError, match="All records failed"):
         functions["task_poller"].lambda_handler(event, lambda_context)
     assert stored(task_id)["polls"] == 0 and stored(task_id)["status"] == "submitted"
+
+
+def test_a_family_that_reports_every_change_gets_a_callback_per_status_change(
+        tasks_env, functions, queues, demo, lambda_context, clock, monkeypatch):
+    from gateway.tasks.families import family_of
+
+    # Given a family whose callbacks follow every change (as the alpha protocol's do)
+    monkeypatch.setattr(type(family_of("zeta")), "callback_on_change", True)
+    receiver = Receiver(failures=0)
+    with serve_asgi(Starlette(routes=[Route("/hook", receiver.handle, methods=["POST"])])) as url:
+        _submit(functions, lambda_context, demo["key"], {**ZETA, "callback_url": url + "/hook"})
+        # When a poll finds it running, then a later one finds it done
+        clock.advance(15)  # past the simulator's queued third: running
+        queues.polls(lambda_context, rounds=1)
+        queues.callbacks(lambda_context)
+        clock.advance()
+        queues.polls(lambda_context)
+        queues.callbacks(lambda_context)
+    # Then the receiver heard of the running task and of the finished one, each signed
+    statuses = [json.loads(body)["task_status"] for body, _ in receiver.received]
+    assert statuses == ["processing", "succeeded"]
+    assert all(callbacks.verify(body, headers["x-gateway-signature"], "test-secret")
+               for body, headers in receiver.received)
+
+
+def test_a_family_that_polls_in_batches_asks_its_upstream_once_per_channel_for_a_batch_of_polls(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock, monkeypatch):
+    from gateway.tasks.families import family_of
+
+    # Given a family whose upstream answers for many tasks in one call (as imgtask's list does)
+    family = family_of("zeta")
+    monkeypatch.setattr(type(family), "polls_in_batches", True)
+    calls: list[list[str]] = []
+    real_poll = type(family).poll_upstream
+
+    def counted(self, http, channel, tasks):
+        calls.append([task.task_id for task in tasks])
+        return real_poll(self, http, channel, tasks)
+
+    monkeypatch.setattr(type(family), "poll_upstream", counted)
+    task_ids = {_submit(functions, lambda_context, demo["key"], ZETA) for _ in range(3)}
+    clock.advance()
+    # When the poller gets their three poll messages in one batch
+    queues.polls(lambda_context, rounds=1)
+    # Then the upstream was asked once, about all three, and each was settled once
+    assert len(calls) == 1 and set(calls[0]) == task_ids
+    for task_id in task_ids:
+        assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", ZETA_UNITS)]

@@ -16,12 +16,13 @@ import anyio
 import httpx
 import pytest
 
-from gateway import text
+from gateway import count_tokens, models, text
 from gateway.channels import Catalog, reset_catalog
-from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamFailed
+from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamFailed, UpstreamTimeout
 from gateway.formats import usage_of_response
 from gateway.prices import SHIPPED, token_cost
 from gateway.sse import SSEParser
+from gateway.upstreams.base import Timeouts
 from gateway.store.accounts import AccountsRepository
 from gateway_local.server import simulators_app
 from tests.conftest import load_function
@@ -64,7 +65,8 @@ def catalog(monkeypatch):
 
     def use(channels: list[dict[str, Any]], prices: dict[str, Any] | None = None) -> Catalog:
         built = Catalog.from_document({"channels": channels, "prices": prices or {}})
-        monkeypatch.setattr(text, "get_catalog", lambda: built)
+        for module in (text, models, count_tokens):
+            monkeypatch.setattr(module, "get_catalog", lambda: built)
         return built
 
     reset_catalog()
@@ -196,6 +198,20 @@ def test_a_5xx_on_the_only_channel_is_a_502_and_refunded(demo, catalog):
     request = inbound("content", demo["key"], stream=True)
     with pytest.raises(UpstreamFailed):
         run("content", request)
+    assert quota() == before and ledger(request.request_id)["outcome"] == "refunded"
+
+
+@pytest.mark.parametrize("dialect", ["chat", "messages", "content"])
+def test_a_plain_answer_not_started_within_the_first_byte_time_is_a_504_and_refunded(demo, catalog, monkeypatch,
+                                                                                       dialect):
+    # Given a channel whose upstream answers only after 2 s, and a first-byte time of 0.3 s
+    monkeypatch.setenv("GATEWAY_SIM_SLOW_SECONDS", "2")
+    catalog([channel("chat", fault="slow")])
+    before = quota()
+    request = inbound(dialect, demo["key"])
+    # When a non-streamed request is served, then it is a 504 and the hold is refunded
+    with pytest.raises(UpstreamTimeout):
+        run(dialect, request, timeouts=Timeouts(first_byte=0.3))
     assert quota() == before and ledger(request.request_id)["outcome"] == "refunded"
 
 
@@ -364,7 +380,7 @@ def test_the_app_stops_the_upstream_when_the_client_disconnects_and_settles_once
 
 
 def test_the_model_list_holds_the_priced_text_models_the_key_may_use(demo, catalog, accounts, app):
-    catalog([channel("chat", models=["m-small", "m-large", "m-unpriced"]), channel("messages", models=["m-embed"])])
+    catalog([channel("chat", models=["m-small", "m-large", "m-unpriced"]), channel("content", models=["m-embed"])])
     key, _ = accounts.create_key(1, name="two", allowed_models=["m-small", "m-embed"])
 
     async def scenario():
@@ -396,7 +412,7 @@ def test_the_sample_event_is_served_as_the_web_adapter_would_hand_it_over(demo, 
 
 
 def test_content_embeddings_are_billed_on_the_input_estimate_and_counting_is_free(demo, catalog):
-    from gateway.schemas.text import estimate_value_tokens
+    from gateway.tokens import estimate_value_tokens
 
     catalog([channel("content")])
     body = {"requests": [{"model": "models/m-embed", "content": {"parts": [{"text": "Hello there"}]}}]}

@@ -108,7 +108,8 @@ def test_a_range_reads_the_days_it_spans_and_the_entries_of_its_partial_ends(led
 def test_the_admin_usage_command_reads_the_same_totals(ledger, accounts):
     key_id = ledger["keys"][1].key_id
     answer = admin.run(["usage", "--user", "5", "--start", "2026-11-11", "--end", "2026-11-12", "--key", key_id])
-    expected = _expected(accounts, DAY0 + timedelta(days=1), DAY0 + timedelta(days=2), key_id=key_id)
+    # (both dates inclusive: the whole of 11-12 is in)
+    expected = _expected(accounts, DAY0 + timedelta(days=1), DAY0 + timedelta(days=3, microseconds=-1), key_id=key_id)
     assert (answer["units"], answer["requests"]) == (expected.units, expected.requests) and expected.requests > 0
     by_model = admin.run(["usage", "--user", "5", "--model", "m-large"])
     assert by_model["units"] == _expected(accounts, None, None, model="m-large").units > 0

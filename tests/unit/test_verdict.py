@@ -3,8 +3,7 @@
 import pytest
 
 from gateway.errors import InvalidRequest, NotFound, RateLimited, UpstreamFailed, UpstreamTimeout
-from gateway.tasks.adapters import UpstreamRejected
-from gateway.upstreams.base import UpstreamError
+from gateway.upstreams.errors import UpstreamError
 from gateway.upstreams.verdict import exhausted_error, record_failure, relayed_error
 
 
@@ -13,12 +12,12 @@ class _Channel:
 
 
 @pytest.mark.parametrize("failure, kind, status", [
-    (UpstreamRejected(400, "bad prompt"), InvalidRequest, 400),
-    (UpstreamRejected(404, "no such model"), NotFound, 404),
-    (UpstreamRejected(401, "bad key"), UpstreamFailed, 502),
+    (UpstreamError(400, "bad prompt"), InvalidRequest, 400),
+    (UpstreamError(404, "no such model"), NotFound, 404),
+    (UpstreamError(401, "bad key"), UpstreamFailed, 502),
     # a task submit that was sent but never answered may exist upstream: a timeout, not a retry
-    (UpstreamRejected(504, "upstream timed out", retryable=False), UpstreamTimeout, 504),
-    (UpstreamRejected(502, "accepted without an id", retryable=False), UpstreamFailed, 502),
+    (UpstreamError(504, "upstream timed out", retryable=False), UpstreamTimeout, 504),
+    (UpstreamError(502, "accepted without an id", retryable=False), UpstreamFailed, 502),
     (UpstreamError(422, "unprocessable", retryable=False), InvalidRequest, 422),
 ])
 def test_a_final_upstream_answer_becomes_the_gateway_error_of_its_kind(failure, kind, status):
@@ -31,17 +30,17 @@ def test_a_final_upstream_answer_becomes_the_gateway_error_of_its_kind(failure, 
 
 
 def test_a_channel_account_problem_is_never_told_as_the_clients_key():
-    error = relayed_error(UpstreamRejected(403, "forbidden"))
+    error = relayed_error(UpstreamError(403, "forbidden"))
     assert "not a problem with your key" in error.message
 
 
 def test_retryable_task_submit_failures_are_collected_then_summed_up():
     # Given two channels that were both rate limited, and one that timed out
     failures: list = []
-    record_failure(_Channel(), UpstreamRejected(429, "slow down"), failures)
-    record_failure(_Channel(), UpstreamRejected(429, "slow down"), failures)
+    record_failure(_Channel(), UpstreamError(429, "slow down"), failures)
+    record_failure(_Channel(), UpstreamError(429, "slow down"), failures)
     # Then every channel limited is a 429 for the client
     assert isinstance(exhausted_error(failures), RateLimited)
     # And a last attempt that timed out makes the whole a 504
-    record_failure(_Channel(), UpstreamRejected(504, "timed out", retryable=True), failures)
+    record_failure(_Channel(), UpstreamError(504, "timed out", retryable=True), failures)
     assert isinstance(exhausted_error(failures), UpstreamTimeout)

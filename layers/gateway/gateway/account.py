@@ -6,7 +6,7 @@ Units (interface spec, Limits): 500000 quota units per USD; `total_usage` is in 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -28,27 +28,31 @@ _ACCOUNT_FIELDS = (
 _FIXED = {"password": "", "verification_code": "", "access_token": None, "deleted_at": None}
 
 
-def parse_date(name: str, value: str | None) -> datetime | None:
-    """A millisecond timestamp (the spec's form) or, for convenience, a YYYY-MM-DD date."""
+def parse_date(name: str, value: str | None, *, end: bool = False) -> datetime | None:
+    """A millisecond timestamp (the spec's form) or, for convenience, a YYYY-MM-DD date. Both
+    bounds are inclusive: as an `end`, a millisecond means up to its last microsecond and a date
+    the whole of that day."""
     if value is None or value == "":
         return None
     text = value.strip()
     if text.isdigit():
         try:
-            return datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
+            moment = datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
             raise InvalidRequest(f"{name}: timestamp {text} is out of range", param=name) from None
+        return moment + timedelta(microseconds=999) if end else moment
     try:
-        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
     except ValueError:
         raise InvalidRequest(f"{name}: must be a timestamp in milliseconds (or YYYY-MM-DD), got '{value}'",
                              param=name) from None
+    return day + timedelta(days=1, microseconds=-1) if end else day
 
 
 def billing_usage(principal: Principal, start_date: str | None, end_date: str | None,
                   accounts: AccountsRepository | None = None) -> dict[str, Any]:
     """What this key has spent between the dates (both optional, inclusive), in cents."""
-    start, end = parse_date("start_date", start_date), parse_date("end_date", end_date)
+    start, end = parse_date("start_date", start_date), parse_date("end_date", end_date, end=True)
     if start and end and start > end:
         raise InvalidRequest("start_date: must not be after end_date", param="start_date")
     units = (accounts or AccountsRepository()).usage(principal.user_id, start=start, end=end,
@@ -70,20 +74,30 @@ def subscription(principal: Principal, accounts: AccountsRepository | None = Non
     }
 
 
-def user_self(authorization: str | None, api_user: str | None,
-              accounts: AccountsRepository | None = None) -> dict[str, Any]:
-    """The account envelope for the user named by both the access token and `X-Api-User`."""
+def access_token_user(authorization: str | None, api_user: str | None,
+                      accounts: AccountsRepository | None = None) -> int:
+    """The user id named by both the system access token and `X-Api-User` (else a 401)."""
     accounts = accounts or AccountsRepository()
     token = (authorization or "").strip()
     if token[:7].lower() == "bearer ":
         token = token[7:].strip()
     if not token:
         raise AuthenticationFailed("no system access token was given in Authorization")
-    if not (api_user or "").strip().isdigit():
+    api_user = (api_user or "").strip()
+    # ASCII digits of an int64 only: int() of "²" or of 5000 digits would fail after the check.
+    if not (api_user.isascii() and api_user.isdigit() and len(api_user) <= 19):
         raise AuthenticationFailed("X-Api-User must be the numeric id of the access token's user")
     user_id = accounts.user_id_for_access_token(token)
     if user_id is None or user_id != int(api_user):
         raise AuthenticationFailed("the access token does not belong to the user in X-Api-User")
+    return user_id
+
+
+def user_self(authorization: str | None, api_user: str | None,
+              accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """The account envelope for the user named by both the access token and `X-Api-User`."""
+    accounts = accounts or AccountsRepository()
+    user_id = access_token_user(authorization, api_user, accounts)
     user = accounts.get_user(user_id, consistent=True)
     if user is None:
         raise AuthenticationFailed("the access token's user no longer exists")

@@ -7,7 +7,8 @@
     python -m gateway.admin revoke-key <key id>
     python -m gateway.admin add-quota --user 2 --usd 10        (or --key <key id>, or --units N)
     python -m gateway.admin set-access-token --user 2          (prints a new system access token)
-    python -m gateway.admin usage --user 2 [--start 2026-11-01] [--end 2026-11-30] [--key <key id> | --model <model>]
+    python -m gateway.admin usage --user 2 [--start 2026-11-01] [--end 2026-11-30] [--key <key id> | --model <model>] [--by model]
+    python -m gateway.admin logs --user 2 [--key <key id>] [--since 2h] [--until ...] [--model m] [--type 5] [--limit 50] [--cursor c]
 
 The accounts table is `ACCOUNTS_TABLE` (the stack output `AccountsTableName` when deployed).
 Every command prints one JSON object. A key and an access token are printed once, when made.
@@ -17,12 +18,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 import time
+from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 from typing import Any, Sequence
 
-from gateway import keys
+from gateway import keys, requestlog
 from gateway.account import parse_date
 from gateway.errors import GatewayError
 from gateway.prices import UNITS_PER_USD, usd_to_units
@@ -93,16 +98,58 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
         token = args.token or keys.new_secret()
         accounts.set_access_token(args.user, token)
         return {"user_id": args.user, "access_token": token}
+    if args.command == "usage" and args.by == "model":
+        return usage_by_model(args, accounts)
     if args.command == "usage":
         user = accounts.get_user(args.user, consistent=True)
         if user is None:
             raise UserNotFound(args.user)
-        total = accounts.usage(args.user, start=parse_date("start", args.start), end=parse_date("end", args.end),
-                               key_id=args.key, model=args.model)
+        total = accounts.usage(args.user, start=parse_date("start", args.start),
+                               end=parse_date("end", args.end, end=True), key_id=args.key, model=args.model)
         return {"user_id": args.user, "requests": total.requests, "units": total.units,
                 "usd": str(Decimal(total.units) / UNITS_PER_USD), "quota_left": user["quota"],
                 "used_quota": user["used_quota"], "request_count": user["request_count"]}
+    if args.command == "logs":
+        return _logs(args, accounts)
+    if args.command in OPERATOR_COMMANDS:
+        return OPERATOR_COMMANDS[args.command](args, accounts)
     raise AssertionError(args.command)  # argparse only lets known commands through
+
+
+def _logs(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    """The request log of a user (or one of its keys), as the log routes show it, plus the key id."""
+    if accounts.get_user(args.user, consistent=True) is None:
+        raise UserNotFound(args.user)
+    names = {key["key_id"]: key.get("name", "") for key in accounts.list_keys(args.user)}
+    if args.key and args.key not in names:
+        raise KeyNotFound(f"{args.key} (not a key of user {args.user})")
+    params = {"page_size": str(args.limit), "start_timestamp": args.since, "end_timestamp": args.until,
+              "model_name": args.model, "type": args.type, "cursor": args.cursor}
+    query = requestlog.LogQuery({k: v for k, v in params.items() if v is not None})
+    return {"user_id": args.user, **requestlog.read(args.user, query, key_ids=(args.key,) if args.key else None,
+                                                    key_names=names, accounts=accounts)}
+
+
+_RELATIVE = re.compile(r"([0-9]+)([smhd])")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _moment(text: str) -> str:
+    """Epoch seconds (as text) from `2h` / `30m` / `7d` ago, a YYYY-MM-DD date, an ISO time or epoch seconds."""
+    value = text.strip()
+    if value.isdigit():
+        return value
+    relative = _RELATIVE.fullmatch(value)
+    if relative:
+        return str(int(time.time()) - int(relative.group(1)) * _SECONDS[relative.group(2)])
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time: {text} (use 2h, 30m, 7d, YYYY-MM-DD, an ISO time "
+                                         "or epoch seconds)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return str(int(moment.timestamp()))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -152,20 +199,189 @@ def _parser() -> argparse.ArgumentParser:
     only = p.add_mutually_exclusive_group()
     only.add_argument("--key", help="only this key id")
     only.add_argument("--model", help="only this model")
+    p.add_argument("--by", choices=["model"], help="spend per model and day")
+
+    p = commands.add_parser("logs", help="a user's request log, newest first")
+    p.add_argument("--user", type=int, required=True)
+    p.add_argument("--key", help="only this key id")
+    p.add_argument("--since", type=_moment, help="2h, 30m, 7d ago, YYYY-MM-DD, an ISO time or epoch seconds")
+    p.add_argument("--until", type=_moment, help="same forms as --since (inclusive)")
+    p.add_argument("--model", help="only this model")
+    p.add_argument("--type", choices=["2", "5", "6"], help="2 consume, 5 error, 6 refund")
+    p.add_argument("--limit", type=int, default=20, help=f"entries (1 to {requestlog.PAGE_SIZE_MAX})")
+    p.add_argument("--cursor", help="next_cursor of an earlier answer")
+    _add_operator_commands(commands)
+    _add_target_options(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        result = run(sys.argv[1:] if argv is None else argv)
+        use_target(_parser().parse_args(argv))
+        result = run(argv)
     except (UserNotFound, KeyNotFound) as exc:
         print(json.dumps({"error": f"not found: {exc.__class__.__name__} {exc}"}), file=sys.stderr)
         return 1
-    except (ValueError, GatewayError) as exc:
+    except (ValueError, GatewayError, TargetError) as exc:
         print(json.dumps({"error": str(exc)}), file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if not type(exc).__module__.startswith("botocore"):
+            raise
+        # No region, no credentials, nothing listening: say where it looked and what to do.
+        print(json.dumps({"error": f"AWS: {exc}", "hint": (
+            "start the local gateway (make run) and run this from its folder, or set AWS_ENDPOINT_URL, "
+            "or name a deployed stack with --stack (and --profile / --region)")}), file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2, default=str))
     return 0
+
+
+# ---- operator commands: users, key deletion, spend per model --------------------------------
+
+def list_users(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    return {"users": [{name: user.get(name) for name in (
+        "id", "username", "email", "status", "quota", "used_quota", "request_count", "created_at")}
+        for user in accounts.list_users()]}
+
+
+def disable_user(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    changed = accounts.set_user_enabled(args.user, False)
+    return {"user_id": args.user, "status": "disabled", "keys_disabled": changed}
+
+
+def enable_user(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    changed = accounts.set_user_enabled(args.user, True)
+    return {"user_id": args.user, "status": "enabled", "keys_enabled": changed}
+
+
+def delete_key(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    accounts.delete_key(args.key_id)
+    return {"key_id": args.key_id, "deleted": True}
+
+
+def usage_by_model(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    """A user's spend per model and UTC day, from the same ledger read as `usage`."""
+    if accounts.get_user(args.user, consistent=True) is None:
+        raise UserNotFound(args.user)
+    entries = accounts.ledger(args.user, start=parse_date("start", args.start), end=parse_date("end", args.end),
+                              key_id=args.key)
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for entry in entries:
+        day = str(entry.get("sk", "USAGE#")).removeprefix("USAGE#")[:10]
+        row = rows.setdefault((day, str(entry.get("model") or "")), {"requests": 0, "units": 0})
+        row["requests"] += 1
+        row["units"] += int(entry.get("units", 0))
+    return {"user_id": args.user, "by": "model", "rows": [
+        {"day": day, "model": model, **row, "usd": str(Decimal(row["units"]) / UNITS_PER_USD)}
+        for (day, model), row in sorted(rows.items())]}
+
+
+OPERATOR_COMMANDS = {"list-users": list_users, "disable-user": disable_user, "enable-user": enable_user,
+                     "delete-key": delete_key}
+
+
+def _add_operator_commands(commands: Any) -> None:
+    commands.add_parser("list-users", help="every user, with quota and spend")
+    p = commands.add_parser("disable-user", help="disable a user and refuse each of its keys at once")
+    p.add_argument("--user", type=int, required=True)
+    p = commands.add_parser("enable-user", help="enable a disabled user and the keys disabling took")
+    p.add_argument("--user", type=int, required=True)
+    p = commands.add_parser("delete-key", help="delete a key for good (its ledger entries stay)")
+    p.add_argument("key_id")
+
+
+# ---- which DynamoDB: the running local gateway, or a deployed stack ------------------------
+
+LOCAL_ENDPOINT_FILE = Path(".local") / "gateway.json"
+
+
+class TargetError(RuntimeError):
+    pass
+
+
+def _add_target_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack", help="deployed stack whose tables to use (default: GATEWAY_STACK, else the "
+                                        "running local gateway, else ACCOUNTS_TABLE)")
+    parser.add_argument("--profile", help="AWS profile (default: AWS_PROFILE or the default profile)")
+    parser.add_argument("--region", help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION or the profile's)")
+
+
+def local_endpoint_file(start: Path | None = None) -> Path | None:
+    """`.local/gateway.json` in this directory or the nearest parent (the local runner writes it)."""
+    configured = os.environ.get("GATEWAY_LOCAL_ENDPOINT_FILE")
+    if configured:
+        return Path(configured) if Path(configured).is_file() else None
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / LOCAL_ENDPOINT_FILE).is_file():
+            return folder / LOCAL_ENDPOINT_FILE
+    return None
+
+
+def use_target(args: argparse.Namespace) -> str:
+    """Points the AWS clients at the right tables before the first call; returns what it chose.
+
+    `--stack` (or GATEWAY_STACK): the stack's outputs name the tables, with the profile and region
+    given or the usual defaults. Else AWS_ENDPOINT_URL as set. Else the running local gateway's
+    endpoint file. Else real AWS with ACCOUNTS_TABLE as set."""
+    from gateway.settings import reload_settings
+    from gateway.store.aws import reset_clients
+
+    if args.profile:
+        os.environ["AWS_PROFILE"] = args.profile
+    if args.region:
+        os.environ["AWS_DEFAULT_REGION"] = args.region
+    stack = args.stack or os.environ.get("GATEWAY_STACK")
+    chosen = "environment"
+    if stack:
+        os.environ.update(_stack_tables(stack))
+        chosen = f"stack {stack}"
+    elif not os.environ.get("AWS_ENDPOINT_URL"):
+        found = local_endpoint_file()
+        if found is not None:
+            os.environ.update(_local_environment(found))
+            chosen = f"local gateway ({found})"
+    reset_clients()
+    reload_settings()
+    return chosen
+
+
+def _local_environment(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text())
+        pid = int(data["pid"])
+        environment = {str(k): str(v) for k, v in data["environment"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TargetError(f"{path}: not a local gateway endpoint file ({exc})") from None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise TargetError(f"{path}: the local gateway that wrote it (pid {pid}) is not running; "
+                          "start it with `make run`, or set AWS_ENDPOINT_URL") from None
+    except PermissionError:
+        pass  # running, as another user
+    return environment
+
+
+# The stack outputs the command line reads, and the variable each one sets.
+STACK_OUTPUTS = {"AccountsTableName": "ACCOUNTS_TABLE"}
+
+
+def _stack_tables(stack: str) -> dict[str, str]:
+    import botocore.session
+
+    session = botocore.session.Session(profile=os.environ.get("AWS_PROFILE") or None)
+    try:
+        stacks = session.create_client("cloudformation").describe_stacks(StackName=stack)["Stacks"]
+    except Exception as exc:  # no credentials, no such stack, no network: say which
+        raise TargetError(f"--stack {stack}: cannot read the stack's outputs: {exc}") from None
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    missing = [name for name in STACK_OUTPUTS if name not in outputs]
+    if missing:
+        raise TargetError(f"--stack {stack}: the stack has no output {', '.join(missing)}")
+    return {variable: outputs[name] for name, variable in STACK_OUTPUTS.items()}
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from gateway import keys
-from gateway.errors import AuthenticationFailed, NotFound
+from gateway import keys, observability
+from gateway.errors import AuthenticationFailed, NotFound, shown
 from gateway.settings import get_settings
 from gateway.store.accounts import AccountsRepository
 
@@ -38,8 +38,9 @@ class Principal:
 
     def require_model(self, model: str) -> None:
         """A model outside the key's allowlist is answered as if it did not exist."""
+        observability.set_model(model)  # every billed request passes here: its metrics' model
         if not self.may_use(model):
-            raise NotFound(f"model '{model}' does not exist or this key may not use it",
+            raise NotFound(f"model '{shown(model)}' does not exist or this key may not use it",
                            param="model", code="model_not_found")
 
 
@@ -137,6 +138,7 @@ def authenticate(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | N
         except Exception:  # a last-used stamp is never worth failing a request for
             pass
     allowed = record.get("allowed_models")
+    observability.log_keys(key="key:" + record["key_id"], user_id=int(record["user_id"]))
     return Principal(user_id=int(record["user_id"]), key_hash=key_hash, key_id=record["key_id"],
                      key_name=record.get("name", ""), unlimited=bool(record.get("unlimited")),
                      allowed_models=tuple(allowed) if allowed else None, expires_at=expires_at)

@@ -4,28 +4,53 @@ Each step is one DynamoDB transaction over the accounts table:
 
 - `reserve` creates the reservation record and takes the units from the user's quota and, for a
   limited key, the key's quota, each conditioned on enough being left: concurrent requests can
-  never spend more than the quota.
+  never spend more than the quota. The id is the gateway's own (a request id it generated, a task
+  id): an id that already has a reservation, open or closed, whoever's, is a `Conflict`, so a
+  replayed or forged id is refused, never served free nor billed to someone else.
 - `settle` and `refund` are conditioned on the reservation still being `reserved`, so a retry,
   an SQS redelivery or a crash followed by a rerun never charges or refunds twice. Settling
   writes the ledger entry and counts the request; a refund writes a zero-unit ledger entry so
-  every request leaves a trace. Both add the entry to its day's totals (user, key, model) in
-  the same transaction, which the usage reads add up.
+  every request leaves a trace. A price above the hold takes at most what the quota has left:
+  the quota never goes negative through a request (the entry records the `shortfall`).
+  Both add the entry to its day's totals (user, key, model) in the same transaction, which
+  the usage reads add up.
+- `sweep_stale` (on the task sweeper's schedule) refunds a reservation still open after its
+  `hold_until`, the moment its request can no longer be running (a crash, a killed function).
+  An open reservation sits in the accounts table's `gsi1` under one of `HOLD_SHARDS` keys,
+  ordered by that deadline; closing it removes the index keys, so the index holds only open ones.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from gateway import observability
 from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
+from gateway.observability import logger
 from gateway.settings import get_settings
-from gateway.store.accounts import PROFILE, day_total_updates, key_pk, reservation_pk, usage_sk, user_pk
+from gateway.store.accounts import (HOLD_SHARDS, PROFILE, day_total_updates, hold_index_keys, hold_shard, key_pk,
+                                    ledger_index, reservation_pk, usage_sk, user_pk)
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
 RESERVED, SETTLED, REFUNDED = "reserved", "settled", "refunded"
+# The request log's entry types (`gateway.requestlog`): a settled request; a refund because the
+# request failed (the upstream failed or refused it, its function died: a stale hold); any other
+# refund (the client went away first, a task was cancelled).
+LOG_CONSUME, LOG_ERROR, LOG_REFUND = 2, 5, 6
+# How long after it was reserved a request's hold may still be in use: the longest request
+# function's timeout (the text function's 900 s) plus a margin for the settlement itself.
+REQUEST_HOLD_SECONDS = 900 + 120
+# A task's reservation is closed by the task engine, which fails a task past its maximum age;
+# the sweeper steps in only well after that (a task record that was never written).
+TASK_HOLD_MARGIN_SECONDS = 3600
+# A settlement above the hold retries with what is left this many times before it charges the
+# hold alone (concurrent requests of the same account may keep taking what is left).
+_SETTLE_ATTEMPTS = 4
 
 
 @dataclass(frozen=True)
@@ -39,13 +64,16 @@ class Reservation:
     model: str
     route: str
     status: str = RESERVED
+    created_at: int = 0
+    hold_until: int = 0  # 0: reserved before holds had a deadline (never swept)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> "Reservation":
         return cls(reservation_id=record["reservation_id"], user_id=int(record["user_id"]),
                    key_hash=record["key_hash"], key_id=record["key_id"], limited_key=bool(record["limited_key"]),
                    units=int(record["units"]), model=record["model"], route=record["route"],
-                   status=record["status"])
+                   status=record["status"], created_at=int(record.get("created_at") or 0),
+                   hold_until=int(record.get("hold_until") or 0))
 
 
 def _table() -> str:
@@ -56,10 +84,15 @@ def _db():
     return client("dynamodb")
 
 
-def reserve(principal: Principal, units: int, *, model: str, route: str, reservation_id: str) -> Reservation:
-    """Holds `units` of the principal's quota for one request. Raises `InsufficientQuota`.
+def task_hold_seconds() -> int:
+    return int(get_settings().task_max_age_seconds) + TASK_HOLD_MARGIN_SECONDS
 
-    Reserving the same `reservation_id` twice answers the existing reservation.
+
+def reserve(principal: Principal, units: int, *, model: str, route: str, reservation_id: str,
+            hold_seconds: int = REQUEST_HOLD_SECONDS) -> Reservation:
+    """Holds `units` of the principal's quota for one request or task, until it is closed or,
+    `hold_seconds` from now, swept. Raises `InsufficientQuota`, or `Conflict` for an id that
+    already has a reservation (whoever's, open or closed): nothing is held twice under one id.
     """
     if units < 0:
         raise ValueError("a reservation cannot be negative")
@@ -68,7 +101,8 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
         "pk": reservation_pk(reservation_id), "sk": "RES", "reservation_id": reservation_id,
         "user_id": principal.user_id, "key_hash": principal.key_hash, "key_id": principal.key_id,
         "limited_key": not principal.unlimited, "units": units, "model": model, "route": route,
-        "status": RESERVED, "created_at": now,
+        "status": RESERVED, "created_at": now, "hold_until": now + int(hold_seconds),
+        **hold_index_keys(reservation_id, now + int(hold_seconds)),
     }
     key_update: dict[str, Any] = {
         "TableName": table, "Key": to_item({"pk": key_pk(principal.key_hash), "sk": "KEY"}),
@@ -97,11 +131,11 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
     except Exception as exc:
         if not is_condition_failure(exc):
             raise
-        reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
+        reasons = _reasons(exc)
         if reasons and reasons[0] == "ConditionalCheckFailed":
-            existing = get_reservation(reservation_id)
-            if existing is not None:
-                return existing
+            # Whether it is open or closed, and whose it is, is not the caller's business.
+            raise Conflict(f"request id {reservation_id} has already been used; a request is billed once under "
+                           "its own id", code="duplicate_request") from None
         if len(reasons) > 2 and reasons[2] == "ConditionalCheckFailed":
             key = from_item(_db().get_item(TableName=table, Key=to_item(
                 {"pk": key_pk(principal.key_hash), "sk": "KEY"}), ConsistentRead=True).get("Item"))
@@ -116,12 +150,14 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
 
 
 def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str) -> Reservation:
-    """`reserve` for a synchronous request, keyed by its request id: a replayed event (the same id
-    again) is a `Conflict`, never a second serving for free."""
-    reservation = reserve(principal, units, model=model, route=route, reservation_id=request_id)
-    if reservation.status != RESERVED:
-        raise Conflict(f"request {request_id} has already been served", code="duplicate_request")
-    return reservation
+    """`reserve` for a synchronous request, keyed by the gateway's request id and held no longer
+    than a request can run."""
+    return reserve(principal, units, model=model, route=route, reservation_id=request_id,
+                   hold_seconds=REQUEST_HOLD_SECONDS)
+
+
+def _reasons(exc: Exception) -> list[str | None]:
+    return [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
 
 
 def get_reservation(reservation_id: str) -> Reservation | None:
@@ -133,53 +169,178 @@ def get_reservation(reservation_id: str) -> Reservation | None:
 def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | None = None) -> bool:
     """Charges the real price and returns the rest of the hold. True if this call settled it.
 
-    A price above the hold is charged in full (the hold was an estimate); the quota may then go
-    below zero by the difference, and the next reservation fails until it is topped up.
+    A price above the hold (the hold was an estimate) takes at most what the quota has left, the
+    user's and, for a limited key, the key's: the quota never goes negative through a request.
+    The ledger entry records the part that could not be charged as its `shortfall`.
     """
-    return _close(reservation, SETTLED, max(int(units), 0), detail)
+    wanted = max(int(units), 0)
+    charge = wanted
+    for attempt in range(_SETTLE_ATTEMPTS):
+        if attempt == _SETTLE_ATTEMPTS - 1:
+            charge = min(charge, reservation.units)  # the hold itself is always there to take
+        try:
+            return _close(reservation, SETTLED, charge, detail, wanted=wanted)
+        except _QuotaShort:
+            charge = reservation.units + min(charge - reservation.units, _left(reservation))
+    raise AssertionError("unreachable: the last attempt charges no more than the hold")
 
 
-def refund(reservation: Reservation, *, reason: str = "") -> bool:
-    """Gives the whole hold back. True if this call refunded it."""
-    return _close(reservation, REFUNDED, 0, {"reason": reason} if reason else None)
+def refund(reservation: Reservation, *, reason: str = "", error: bool = True,
+           detail: dict[str, Any] | None = None) -> bool:
+    """Gives the whole hold back. True if this call refunded it.
+
+    `error` says the request failed (the log's type 5); False is a refund for another cause
+    (type 6: the client went away before the answer, a task was cancelled)."""
+    detail = {**(detail or {}), **({"reason": reason} if reason else {})}
+    return _close(reservation, REFUNDED, 0, detail or None, log_type=LOG_ERROR if error else LOG_REFUND)
 
 
-def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None) -> bool:
-    table, now = _table(), datetime.now(timezone.utc)
-    give_back = reservation.units - units
+class _QuotaShort(Exception):
+    """The quota no longer covers a charge above the hold."""
+
+
+def _left(reservation: Reservation) -> int:
+    """What the reservation's user (and limited key) have left to pay beyond the hold, at least 0."""
+    def read(pk: str, sk: str, field: str) -> int:
+        item = from_item(_db().get_item(TableName=_table(), Key=to_item({"pk": pk, "sk": sk}),
+                                        ConsistentRead=True).get("Item")) or {}
+        return int(item.get(field, 0))
+
+    left = read(user_pk(reservation.user_id), PROFILE, "quota")
+    if reservation.limited_key:
+        left = min(left, read(key_pk(reservation.key_hash), "KEY", "remain_quota"))
+    return max(left, 0)
+
+
+def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None, *,
+           wanted: int | None = None, log_type: int = LOG_CONSUME) -> bool:
+    """One transaction: the reservation leaves `reserved`, the quotas take `units` and get the
+    rest of the hold back, the ledger entry is written. False if it was already closed."""
+    now = datetime.now(timezone.utc)
+    writes = [
+        _closed_reservation(reservation, outcome, units, now),
+        _user_counts(reservation, outcome, units),
+        _key_counts(reservation, units),
+        _ledger_entry(reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0),
+                      log_type=log_type),
+    ]
+    writes += day_total_updates(_table(), user_id=reservation.user_id, key_id=reservation.key_id,
+                                model=reservation.model, units=units, at=now)  # the usage reads' day totals
+    try:
+        _db().transact_write_items(TransactItems=writes)
+    except Exception as exc:
+        if not is_condition_failure(exc):
+            raise
+        reasons = _reasons(exc)
+        if units > reservation.units and "ConditionalCheckFailed" in reasons[1:3] and reasons[0] != "ConditionalCheckFailed":
+            raise _QuotaShort() from None
+        return False  # already settled or refunded: nothing moves twice
+    if outcome == SETTLED:
+        observability.units_billed(units, route=reservation.route, model=reservation.model)
+    return True
+
+
+def _closed_reservation(reservation: Reservation, outcome: str, units: int, now: datetime) -> dict[str, Any]:
+    return {"Update": {
+        "TableName": _table(), "Key": to_item({"pk": reservation_pk(reservation.reservation_id), "sk": "RES"}),
+        # Out of the open-reservation index: the sweeper never sees a closed one again.
+        "UpdateExpression": "SET #s = :outcome, closed_units = :used, closed_at = :now REMOVE gsi1pk, gsi1sk",
+        "ConditionExpression": "#s = :reserved", "ExpressionAttributeNames": {"#s": "status"},
+        "ExpressionAttributeValues": to_values({":outcome": outcome, ":used": units, ":reserved": RESERVED,
+                                                ":now": int(now.timestamp())})}}
+
+
+def _user_counts(reservation: Reservation, outcome: str, units: int) -> dict[str, Any]:
+    """The user's quota gets the rest of the hold back (or pays what the price exceeds it by,
+    only if it has that much left), and a settlement counts the request."""
+    back, over = reservation.units - units, max(units - reservation.units, 0)
+    update: dict[str, Any] = {"TableName": _table(), "Key": to_item({"pk": user_pk(reservation.user_id), "sk": PROFILE})}
+    if outcome == SETTLED:
+        update.update(UpdateExpression="ADD quota :back, used_quota :used, request_count :one",
+                      ExpressionAttributeValues={":back": back, ":used": units, ":one": 1})
+    else:
+        update.update(UpdateExpression="ADD quota :back", ExpressionAttributeValues={":back": back})
+    if over:
+        update.update(ConditionExpression="quota >= :over")
+        update["ExpressionAttributeValues"][":over"] = over
+    update["ExpressionAttributeValues"] = to_values(update["ExpressionAttributeValues"])
+    return {"Update": update}
+
+
+def _key_counts(reservation: Reservation, units: int) -> dict[str, Any]:
+    back, over = reservation.units - units, max(units - reservation.units, 0)
+    update: dict[str, Any] = {"TableName": _table(), "Key": to_item({"pk": key_pk(reservation.key_hash), "sk": "KEY"})}
+    if reservation.limited_key:
+        update.update(UpdateExpression="ADD remain_quota :back, used_quota :used",
+                      ExpressionAttributeValues={":back": back, ":used": units})
+        if over:
+            update.update(ConditionExpression="remain_quota >= :over")
+            update["ExpressionAttributeValues"][":over"] = over
+    else:
+        update.update(UpdateExpression="ADD used_quota :used", ExpressionAttributeValues={":used": units})
+    update["ExpressionAttributeValues"] = to_values(update["ExpressionAttributeValues"])
+    return {"Update": update}
+
+
+def _ledger_entry(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None,
+                  now: datetime, *, shortfall: int, log_type: int) -> dict[str, Any]:
     entry = {
         "pk": user_pk(reservation.user_id), "sk": usage_sk(now, reservation.reservation_id),
         "request_id": reservation.reservation_id, "key_id": reservation.key_id, "model": reservation.model,
         "route": reservation.route, "units": units, "reserved_units": reservation.units, "outcome": outcome,
         "at": int(now.timestamp() * 1000), "detail": detail or None,
+        "log_type": log_type, "started_at": reservation.created_at or None,
     }
+    # The request log reads one key's or one model's entries through these index keys.
+    entry.update(ledger_index(reservation.user_id, reservation.key_id, reservation.model, entry["sk"]))
+    if shortfall:
+        entry["shortfall"] = shortfall  # priced but not charged: the quota had no more
     retention = get_settings().ledger_retention_days
     if retention:
         entry["expires_ttl"] = int(now.timestamp()) + retention * 86400
-    user_counts = "ADD quota :back, used_quota :used, request_count :one"
-    writes: list[dict[str, Any]] = [
-        {"Update": {"TableName": table, "Key": to_item({"pk": reservation_pk(reservation.reservation_id), "sk": "RES"}),
-                    "UpdateExpression": "SET #s = :outcome, closed_units = :used, closed_at = :now",
-                    "ConditionExpression": "#s = :reserved", "ExpressionAttributeNames": {"#s": "status"},
-                    "ExpressionAttributeValues": to_values({":outcome": outcome, ":used": units, ":reserved": RESERVED,
-                                                            ":now": int(now.timestamp())})}},
-        {"Update": {"TableName": table, "Key": to_item({"pk": user_pk(reservation.user_id), "sk": PROFILE}),
-                    "UpdateExpression": user_counts if outcome == SETTLED else "ADD quota :back",
-                    "ExpressionAttributeValues": to_values(
-                        {":back": give_back, ":used": units, ":one": 1} if outcome == SETTLED else {":back": give_back})}},
-        {"Update": {"TableName": table, "Key": to_item({"pk": key_pk(reservation.key_hash), "sk": "KEY"}),
-                    "UpdateExpression": ("ADD remain_quota :back, used_quota :used" if reservation.limited_key
-                                         else "ADD used_quota :used"),
-                    "ExpressionAttributeValues": to_values(
-                        {":back": give_back, ":used": units} if reservation.limited_key else {":used": units})}},
-        {"Put": {"TableName": table, "Item": to_item(entry), "ConditionExpression": "attribute_not_exists(pk)"}},
-    ]
-    writes += day_total_updates(table, user_id=reservation.user_id, key_id=entry["key_id"], model=entry["model"],
-                                units=entry["units"], at=now)  # the usage read's day totals, in step with the ledger
-    try:
-        _db().transact_write_items(TransactItems=writes)
-    except Exception as exc:
-        if is_condition_failure(exc):
-            return False  # already settled or refunded: nothing moves twice
-        raise
-    return True
+    return {"Put": {"TableName": _table(), "Item": to_item(entry), "ConditionExpression": "attribute_not_exists(pk)"}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweeper's part.
+
+def overdue(now: float, limit: int = 100) -> Iterator[Reservation]:
+    """Open reservations whose hold ran out before `now`, earliest first, shard by shard."""
+    for shard in range(HOLD_SHARDS):
+        params: dict[str, Any] = {
+            "TableName": _table(), "IndexName": "gsi1", "Limit": limit,
+            "KeyConditionExpression": "gsi1pk = :shard AND gsi1sk < :deadline",
+            "ExpressionAttributeValues": to_values({":shard": hold_shard(shard),
+                                                    ":deadline": hold_index_keys("", int(now))["gsi1sk"]}),
+        }
+        while True:
+            answer = _db().query(**params)
+            for item in answer.get("Items", []):
+                yield Reservation.from_record(from_item(item))
+            if "LastEvaluatedKey" not in answer:
+                break
+            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+
+def sweep_stale(*, now: float | None = None) -> dict[str, int]:
+    """Refunds every reservation still open after its request could still be running; each
+    exactly once (the refund is conditioned on it being open), with the reason in its entry."""
+    now = time.time() if now is None else now
+    counts = {"refunded": 0, "already_closed": 0}
+    for reservation in overdue(now):
+        if reservation.status != RESERVED:
+            counts["already_closed"] += 1  # the index copy was behind
+            continue
+        when = datetime.fromtimestamp(reservation.hold_until, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        reason = (f"swept: still reserved at {when}, when its request could no longer be running "
+                  "(the function crashed, was stopped or timed out)")
+        try:
+            refunded = refund(reservation, reason=reason)
+        except Exception:
+            logger.exception("sweeping a reservation failed", extra={"reservation_id": reservation.reservation_id})
+            continue
+        counts["refunded" if refunded else "already_closed"] += 1
+        if refunded:
+            logger.warning("stale reservation refunded", extra={"reservation_id": reservation.reservation_id,
+                                                                "units": reservation.units})
+    return counts

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
-from gateway.errors import NotFound
+from gateway.errors import NotFound, shown
 from gateway.prices import Price, PriceTable
 from gateway.settings import get_settings
 
@@ -142,7 +142,7 @@ class Catalog:
         allowed = set(protocols)
         serving = [c for c in self.channels if c.protocol in allowed and c.serves(model) and c.weight > 0]
         if not serving:
-            raise NotFound(f"model '{model}' is not served by any channel", param="model", code="model_not_found")
+            raise NotFound(f"model '{shown(model)}' is not served by any channel", param="model", code="model_not_found")
         healthy = [c for c in serving if _health.ok(c.name)]
         resting = [c for c in serving if c not in healthy]
         return _order(healthy, prefer) + _order(resting, prefer)
@@ -271,6 +271,20 @@ def get_catalog() -> Catalog:
             catalog, remote = Catalog([], PriceTable()), True
         _cached = (time.monotonic() + _REMOTE_TTL if remote else float("inf"), catalog)
         return catalog
+
+
+def check_at_start() -> None:
+    """Reads the channels document when a function starts, so a bad one fails the cold start (and
+    the local runner) at once, naming the file, the field and the rule, instead of every request
+    answering 500. A store that cannot be reached right now is left for the first request."""
+    try:
+        get_catalog()
+    except ChannelsConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - only a bad document is fatal here
+        from gateway.observability import logger
+
+        logger.warning("channels document not read at start", extra={"error": repr(exc)})
 
 
 def reset_catalog() -> None:

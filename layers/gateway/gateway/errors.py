@@ -41,6 +41,16 @@ def dialect_for_path(path: str) -> Dialect:
     return Dialect.CHAT
 
 
+# A message quotes what the client sent (a model name, a value); it never grows with it.
+MAX_MESSAGE_CHARS = 1000
+
+
+def shown(value: object, limit: int = 100) -> str:
+    """`value` as quoted in an error message: cut to `limit` characters, marked when cut."""
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
 class GatewayError(Exception):
     """Base of every error the gateway answers on purpose."""
 
@@ -50,6 +60,7 @@ class GatewayError(Exception):
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None,
                  status: int | None = None, headers: dict[str, str] | None = None):
+        message = shown(message, MAX_MESSAGE_CHARS)
         super().__init__(message)
         self.message = message
         self.param = param
@@ -143,8 +154,11 @@ class Rendered:
 
 
 def render(error: GatewayError, dialect: Dialect, request_id: str = "") -> Rendered:
-    """Status and body of `error` in the envelope of `dialect`."""
+    """Status and body of `error` in the envelope of `dialect`; a 5xx names `request_id`, for
+    the operator the client quotes it to."""
     status, kind, message = error.status, error.kind, error.message
+    if status >= 500 and request_id and dialect not in (Dialect.ALPHA, Dialect.GAMMA):
+        message = f"{message} (request id: {request_id})"  # those two envelopes carry it already
     if dialect is Dialect.MESSAGES:
         body: dict[str, Any] = {"type": "error",
                                 "error": {"type": _MESSAGES_TYPES.get(kind, "api_error"), "message": message}}

@@ -2,7 +2,8 @@
 
 A route raises `GatewayError` (or lets one through from the layer); the exception handlers below
 render it in the envelope of the route's dialect. Anything unexpected becomes a 500 in that
-envelope with the request id, and a logged stack trace, never a trace in the answer.
+envelope with the request id, and a logged stack trace, never a trace in the answer. Every
+answer names API Gateway's request id in `x-request-id` (the id images are billed under).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 from gateway import auth
 from gateway.errors import Dialect, GatewayError, NotFound, dialect_for_path, render
+from gateway import observability
 from gateway.observability import logger
 
 
@@ -29,9 +31,13 @@ def request_id(app: APIGatewayRestResolver) -> str:
     return app.current_event.request_context.request_id or ""
 
 
+CATCH_ALL_RESOURCES = ("/", "/{proxy+}")  # template.yaml's catch-all routes: a 404 for any other path
+
+
 def route_dialect(app: APIGatewayRestResolver) -> Dialect:
     event = app.current_event
-    return dialect_for_path(event.resource or event.path or "")
+    resource = event.resource if event.resource not in CATCH_ALL_RESOURCES else None
+    return dialect_for_path(resource or event.path or "")
 
 
 def error_response(app: APIGatewayRestResolver, error: GatewayError) -> Response:
@@ -39,34 +45,49 @@ def error_response(app: APIGatewayRestResolver, error: GatewayError) -> Response
     return json_response(rendered.body, rendered.status, rendered.headers or None)
 
 
+class _Resolver(APIGatewayRestResolver):
+    """Names API Gateway's request id (never a client header) in every answer's `x-request-id`."""
+
+    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        answer = super().resolve(event, context)
+        request_id_ = ((event or {}).get("requestContext") or {}).get("requestId")
+        if request_id_ and isinstance(answer, dict):
+            answer.setdefault("multiValueHeaders", {})["x-request-id"] = [request_id_]
+            if isinstance(answer.get("headers"), dict):
+                answer["headers"]["x-request-id"] = request_id_
+        return answer
+
+
 def create_app() -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver()
+    app = _Resolver()
 
     @app.exception_handler(GatewayError)
     def _gateway_error(error: GatewayError) -> Response:
+        observability.note_error(error)
         if error.status >= 500:
             logger.warning("request failed", extra={"status": error.status, "error": error.message})
         return error_response(app, error)
 
     @app.not_found
     def _not_found(_: Exception) -> Response:
+        observability.note_error(NotFound(""))
         event = app.current_event
         return error_response(app, NotFound(f"no route for {event.http_method} {event.path}",
                                             code="route_not_found"))
 
     @app.exception_handler(Exception)
     def _unexpected(error: Exception) -> Response:
+        observability.note_error(error)
         logger.exception("unexpected error")
         return error_response(app, GatewayError(
-            f"internal error; quote request id {request_id(app)} when reporting it"))
+            "internal error; quote the request id when reporting it"))
 
     return app
 
 
 def authenticate(app: APIGatewayRestResolver) -> auth.Principal:
     event = app.current_event
-    principal = auth.authenticate(event.headers, event.query_string_parameters)
-    logger.append_keys(key=principal.fingerprint, user_id=principal.user_id)
+    principal = auth.authenticate(event.headers, event.query_string_parameters)  # logs its fingerprint
     return principal
 
 

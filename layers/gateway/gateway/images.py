@@ -4,10 +4,15 @@ One request, after its body has passed the rules of `schemas/images.py`:
 
 1. the key may use the model (`require_model`), a channel serves it, it has a price (`Catalog.serving`);
 2. the worst case, price per image x `n`, is reserved before any upstream call;
-3. the channels are tried in order: a connection error, a timeout, a 429 or a 5xx moves on to
-   the next one; any other answer is the upstream's verdict on the request and ends it;
+3. the channels are tried in order (`verdict.first_success`): a connection error, a timeout, a
+   408, 409, 429 or 5xx moves on to the next one; any other answer is the upstream's verdict on
+   the request and ends it;
 4. success settles to the images actually returned x price (never above the reservation);
    any failure refunds the whole reservation. Either way the ledger gets one entry.
+
+An iota edit also pays for its input images' tokens (`image_input_per_million`), as the upstream
+reports them in `usage.input_tokens_details.image_tokens`; the hold covers
+`IMAGE_TOKENS_HELD_PER_INPUT` tokens for every input image and the mask.
 """
 
 from __future__ import annotations
@@ -21,13 +26,13 @@ import httpx
 
 from gateway import billing, outbound
 from gateway.auth import Principal
-from gateway.channels import Channel, get_catalog, report_success
+from gateway.channels import Channel, get_catalog
 from gateway.errors import GatewayError, UpstreamFailed
 from gateway.observability import logger
 from gateway.prices import unit_cost
-from gateway.schemas.images import GenerationRequest, ImageEditRequest
-from gateway.upstreams.images import ImagesClient, UpstreamError
-from gateway.upstreams.verdict import exhausted_error, record_failure
+from gateway.schemas.images import EditRequest, GenerationRequest
+from gateway.upstreams.images import ImagesClient
+from gateway.upstreams.verdict import first_success
 
 PROTOCOLS = ("chat",)  # the chat dialect carries the images endpoints
 GENERATION_ROUTE = "/v1/images/generations"
@@ -45,6 +50,9 @@ MIN_ATTEMPT_SECONDS = 1.0
 MAX_RESPONSE_BYTES = 6 * 1024 * 1024 - 64 * 1024
 _ITEM_FIELDS = ("url", "b64_json", "revised_prompt")
 _PASSED_THROUGH = ("background", "output_format", "quality", "size")
+# What one input image of an edit may cost in tokens at most: the hold's allowance (high input
+# fidelity at the largest size stays below it). The bill is the upstream's count, capped at the hold.
+IMAGE_TOKENS_HELD_PER_INPUT = 8000
 
 Call = Callable[[ImagesClient, Channel], Awaitable[dict[str, Any]]]
 
@@ -61,40 +69,59 @@ def generate(principal: Principal, request: GenerationRequest, request_id: str, 
                   urls_possible=request.family == "theta", time_left=time_left)
 
 
-def edit(principal: Principal, request: ImageEditRequest, request_id: str, *,
+def edit(principal: Principal, request: EditRequest, request_id: str, *,
          time_left: float | None = None) -> dict[str, Any]:
-    """POST /v1/images/edits for an eta request; `n` multiplies the charge."""
-    fields = request.upstream_fields()
+    """POST /v1/images/edits for an eta or iota request; `n` multiplies the charge."""
+    fields, files = request.upstream_fields(), request.upstream_files()
 
     def call(client: ImagesClient, channel: Channel) -> Awaitable[dict[str, Any]]:
-        return client.edit({**fields, "model": channel.upstream_model(request.model)}, request.image)
+        return client.edit({**fields, "model": channel.upstream_model(request.model)}, files)
 
+    input_images = request.input_images if request.family == "iota" else 0
     return _serve(principal, request.model, request.n, EDIT_ROUTE, request_id, call,
-                  urls_possible=True, time_left=time_left)
+                  urls_possible=request.family == "eta", time_left=time_left, input_images=input_images)
+
+
+def _reported_image_tokens(result: dict[str, Any]) -> int:
+    details = (result.get("usage") or {}).get("input_tokens_details")
+    tokens = details.get("image_tokens") if isinstance(details, dict) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0
+
+
+def _usage_detail(result: dict[str, Any]) -> dict[str, int]:
+    """The usage the upstream reported, for the ledger (and the request log)."""
+    usage = result.get("usage") or {}
+    return {name: usage[name] for name in ("input_tokens", "output_tokens")
+            if isinstance(usage.get(name), int) and not isinstance(usage.get(name), bool)}
 
 
 def _serve(principal: Principal, model: str, n: int, route: str, request_id: str, call: Call, *,
-           urls_possible: bool, time_left: float | None) -> dict[str, Any]:
+           urls_possible: bool, time_left: float | None, input_images: int = 0) -> dict[str, Any]:
     principal.require_model(model)
     price, channels = get_catalog().serving(model, PROTOCOLS, prefer=PROTOCOLS[0])
     budget = TIME_BUDGET_SECONDS if time_left is None else min(TIME_BUDGET_SECONDS,
                                                                time_left - TIME_RESERVE_SECONDS)
     deadline = time.monotonic() + budget
 
-    reservation = billing.reserve_request(principal, unit_cost(price, images=n), model=model, route=route,
-                                          request_id=request_id)
+    hold = unit_cost(price, images=n, image_input_tokens=input_images * IMAGE_TOKENS_HELD_PER_INPUT)
+    reservation = billing.reserve_request(principal, hold, model=model, route=route, request_id=request_id)
     try:
         answer, channel = _first_answer(channels, call, deadline)
         result = _result(answer, n)
         _check_response_size(result, urls_possible)
     except BaseException as exc:
-        billing.refund(reservation, reason=getattr(exc, "message", type(exc).__name__)[:200])
+        billing.refund(reservation, reason=getattr(exc, "message", type(exc).__name__)[:200],
+                       error=isinstance(exc, Exception))
         raise
 
     images = len(result["data"])
-    units = min(unit_cost(price, images=images), reservation.units)
+    image_tokens = _reported_image_tokens(result) if input_images else 0
+    units = min(unit_cost(price, images=images, image_input_tokens=image_tokens), reservation.units)
+    detail = {"images": images, "channel": channel.name, **_usage_detail(result)}
+    if image_tokens:
+        detail["image_tokens"] = image_tokens
     try:
-        billing.settle(reservation, units, detail={"images": images, "channel": channel.name})
+        billing.settle(reservation, units, detail=detail)
     except Exception:
         # The images exist and the hold already covers them: answer them; the reservation
         # stays open for an operator to settle rather than failing a paid request.
@@ -103,28 +130,15 @@ def _serve(principal: Principal, model: str, n: int, route: str, request_id: str
     return result
 
 
-def _attempt_timeout(deadline: float) -> httpx.Timeout | None:
-    remaining = deadline - time.monotonic()
-    if remaining < MIN_ATTEMPT_SECONDS:
-        return None
-    return httpx.Timeout(remaining, connect=min(CONNECT_TIMEOUT_SECONDS, remaining))
-
-
 def _first_answer(channels: list[Channel], call: Call, deadline: float) -> tuple[dict[str, Any], Channel]:
-    failures: list[UpstreamError] = []
-    for channel in channels:
-        timeout = _attempt_timeout(deadline)
-        if timeout is None:
-            break
-        try:
-            answer = outbound.run(lambda http: call(
-                ImagesClient(channel.base_url, channel.api_key, http, timeout=timeout), channel))
-        except UpstreamError as exc:
-            record_failure(channel, exc, failures)
-            continue
-        report_success(channel)
-        return answer, channel
-    raise exhausted_error(failures, "no time was left to reach an upstream within the 29 s limit")
+    def attempt(channel: Channel) -> dict[str, Any]:
+        remaining = max(deadline - time.monotonic(), MIN_ATTEMPT_SECONDS)
+        timeout = httpx.Timeout(remaining, connect=min(CONNECT_TIMEOUT_SECONDS, remaining))
+        return outbound.run(lambda http: call(ImagesClient(channel.base_url, channel.api_key, http, timeout=timeout),
+                                              channel))
+
+    return first_success(channels, attempt, can_try=lambda: deadline - time.monotonic() >= MIN_ATTEMPT_SECONDS,
+                         no_attempt="no time was left to reach an upstream within the 29 s limit")
 
 
 def _result(answer: dict[str, Any], n: int) -> dict[str, Any]:

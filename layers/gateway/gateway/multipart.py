@@ -8,8 +8,9 @@ that says what is wrong instead of a library's exception.
 Strictness: the media type must be `multipart/form-data` with a `boundary`; lines end in CRLF;
 every part has a `Content-Disposition: form-data; name="..."`; the body ends with the closing
 delimiter `--<boundary>--`. A part with a `filename` parameter is a file, any other part a text
-field (UTF-8). Every field of the forms we accept is single-valued, so a name sent twice is
-rejected rather than silently picking one of the values.
+field (UTF-8). A text field is single-valued, so a text field's name sent twice is rejected
+rather than silently picking one of the values; file parts may repeat a name (several images as
+`image` or `image[]`, the forms SDKs send), and each form's rules say how many it takes.
 
 Size rules, in the order they bite:
 
@@ -66,7 +67,13 @@ class UploadedFile:
 @dataclass
 class Form:
     fields: dict[str, str] = field(default_factory=dict)
-    files: dict[str, UploadedFile] = field(default_factory=dict)
+    files: dict[str, UploadedFile] = field(default_factory=dict)  # the first file of each name
+    more_files: dict[str, list[UploadedFile]] = field(default_factory=dict)  # later ones, in order
+
+    def files_named(self, name: str) -> list[UploadedFile]:
+        """Every file part sent under `name`, in order."""
+        first = self.files.get(name)
+        return [first, *self.more_files.get(name, [])] if first is not None else []
 
 
 def _too_large(size: int) -> PayloadTooLarge:
@@ -217,6 +224,9 @@ def parse_multipart(body: bytes, content_type: str) -> Form:
             raise _malformed(f"more than {MAX_PARTS} parts")
         _add_part(form, body[pos:end])
         pos = end + len(_CRLF) + len(delimiter)
+    from gateway.validation import check_text_fields  # pydantic only where a body is parsed
+
+    check_text_fields(form.fields)  # the JSON routes' text rule, for form fields too
     return form
 
 
@@ -238,16 +248,21 @@ def _add_part(form: Form, part: bytes) -> None:
     name = params.get("name")
     if not name:
         raise _malformed("a part's Content-Disposition has no name")
-    if name in form.fields or name in form.files:
+    is_file = "filename" in params or "filename*" in params
+    if name in form.fields or (name in form.files and not is_file):
         raise InvalidRequest(f"{name}: is sent more than once; it takes a single value", param=name)
 
-    if "filename" in params or "filename*" in params:
+    if is_file:
         filename = params.get("filename", "")
         extended = params.get("filename*", "")
         if extended.lower().startswith("utf-8''"):  # RFC 5987 form wins over the plain one
             filename = unquote(extended[7:], encoding="utf-8", errors="replace")
         content_type = headers.get("content-type") or "application/octet-stream"
-        form.files[name] = UploadedFile(filename=filename, content_type=content_type, data=data)
+        upload = UploadedFile(filename=filename, content_type=content_type, data=data)
+        if name in form.files:
+            form.more_files.setdefault(name, []).append(upload)
+        else:
+            form.files[name] = upload
         return
     try:
         form.fields[name] = data.decode("utf-8")

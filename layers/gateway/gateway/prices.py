@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any, Mapping
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, shown
 
 UNITS_PER_USD = 500_000
 MILLION = Decimal(1_000_000)
@@ -24,6 +24,7 @@ class Price:
     output_per_million: Decimal | None = None
     cached_input_per_million: Decimal | None = None
     per_image: Decimal | None = None
+    image_input_per_million: Decimal | None = None  # input images of an edit, per token the upstream reports
     per_second: Decimal | None = None
     per_call: Decimal | None = None
 
@@ -52,10 +53,10 @@ _TEXT = {name: _p(input_per_million=i, output_per_million=o, cached_input_per_mi
     ("m-embed", "0.02", "0", "0"),
 ]}
 
-# Image models (per image produced; edits multiply by n).
+# Image models (per image produced; edits multiply by n; iota edits add their input images' tokens).
 _IMAGES = {
-    "iota-image-1": _p(per_image="0.04"),
-    "iota-image-1-mini": _p(per_image="0.011"),
+    "iota-image-1": _p(per_image="0.04", image_input_per_million="10.00"),
+    "iota-image-1-mini": _p(per_image="0.011", image_input_per_million="2.50"),
     "theta-3": _p(per_image="0.04"),
     "eta-image-edit": _p(per_image="0.03"),
 }
@@ -96,7 +97,7 @@ class PriceTable:
     def get(self, model: str) -> Price:
         price = self._prices.get(model)
         if price is None:
-            raise InvalidRequest(f"model '{model}' has no price configured, so it cannot be served",
+            raise InvalidRequest(f"model '{shown(model)}' has no price configured, so it cannot be served",
                                  param="model", code="model_not_priced")
         return price
 
@@ -128,13 +129,18 @@ def token_cost(price: Price, *, input_tokens: int, output_tokens: int, cached_in
     return usd_to_units(usd)
 
 
-def unit_cost(price: Price, *, images: int = 0, seconds: Decimal | int = 0, calls: int = 0) -> int:
-    """Units for a request priced per image, per second of output, or per call."""
+def unit_cost(price: Price, *, images: Decimal | int = 0, seconds: Decimal | int = 0, calls: Decimal | int = 0,
+              image_input_tokens: int = 0) -> int:
+    """Units for a request priced per image, per second of output, or per call (counts may carry
+    a family's multiplier, so they may be fractional; the total is rounded up once); the input
+    images' tokens of an edit add to the per-image price when the model prices them (else free)."""
     usd = Decimal(0)
     if images:
         if price.per_image is None:
             raise InvalidRequest("this model is not priced per image", param="model")
         usd += price.per_image * images
+    if image_input_tokens and price.image_input_per_million is not None:
+        usd += price.image_input_per_million * image_input_tokens / MILLION
     if seconds:
         if price.per_second is None:
             raise InvalidRequest("this model is not priced per second", param="model")

@@ -5,46 +5,53 @@ One request, in order:
 1. the key (any SDK's place), then the body against the dialect's rules (`schemas/text.py`):
    a broken rule is a 4xx in the dialect's envelope and nothing is charged;
 2. the key may use the model, the model has a price, a channel serves it;
-3. the worst case, the prompt estimate plus the output limit, is reserved;
+3. the worst case, the prompt estimate plus the output limit of every choice asked for (`n`,
+   `candidateCount`), is reserved;
 4. the channels are tried in order, converting the request when the channel speaks another
    dialect (`formats`). A connection error, a timeout, a 429 or a 5xx moves on to the next
    channel, but only before anything has been sent to the client: a stream is committed once
    its first upstream event has arrived;
-5. the answer is relayed (each stream event as soon as it is complete), then the reservation is
+5. the answer is relayed (each stream event as soon as it is complete); the reservation is
    settled to the upstream's usage, or, for a stream cut short by the upstream or the client,
-   to what was relayed. A failure before anything was relayed refunds everything.
+   to what was relayed, BEFORE the end of the answer goes out (a buffered body, a stream's
+   closing events), so a client that has its whole answer can read its bill. A failure before
+   anything was relayed refunds everything.
 
 The HTTP side (`functions/text/app.py`) hands each answer a `send` callable; `Answer.send_to`
-writes the body through it and settles exactly once, even when the client goes away.
+writes the body through it and settles exactly once, even when the client goes away or a
+shutdown cancels the relay (the settlement runs in a thread of its own that the process waits for).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 import httpx
 
 from gateway import auth, billing
-from gateway.channels import Channel, get_catalog, report_success
+from gateway.channels import Channel, get_catalog
 from gateway.errors import InvalidRequest
 from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter, convert_request, convert_response
 from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
 from gateway.observability import logger
+from gateway.outbound import client as http_client
 from gateway.prices import Price, token_cost
 from gateway.sse import encode
+from gateway.tokens import estimate_value_tokens
 from gateway.upstreams.base import EventStream, Timeouts, UpstreamClient, UpstreamError
 from gateway.upstreams.chat import ChatClient
 from gateway.upstreams.content import ContentClient
 from gateway.upstreams.messages import MessagesClient
-from gateway.upstreams.verdict import exhausted_error, record_failure
+from gateway.upstreams.verdict import first_success_async
 
 # The output a request may generate when it sets no limit of its own, for the reservation only:
 # the settlement is always the real usage.
@@ -91,13 +98,23 @@ class TextCall:
     stream: bool
     include_usage: bool  # a chat client that asked for usage in its stream
     input_tokens: int  # the prompt estimate
-    output_tokens: int  # the most it may generate
+    output_tokens: int  # the most it may generate, per choice
+    choices: int = 1  # how many outputs it asks for (chat `n`, content `candidateCount`)
+
+    @property
+    def worst_output_tokens(self) -> int:
+        return self.output_tokens * self.choices
 
     @property
     def protocols(self) -> tuple[str, ...]:
         if self.operation in _CONTENT_METHODS:
             return ("content",)
         return TEXT_PROTOCOLS if self.operation == GENERATE else ("chat",)
+
+    @property
+    def stop_sequences(self) -> list[str] | None:
+        """A messages client's stop sequences (the gateway applies them where a channel cannot)."""
+        return self.body.get("stop_sequences") if self.dialect == MESSAGES else None
 
     def upstream_dialect(self, channel: Channel) -> str:
         # A chat channel serves the responses dialect itself; anything else is converted.
@@ -130,7 +147,7 @@ def parse_call(operation: str, dialect: str, inbound: Inbound) -> TextCall:
         route = f"/v1beta/models/{{model}}:{action}"
         if action in _CONTENT_METHODS:
             body = parse_model(schemas.CONTENT_ACTIONS[action], data).model_dump(exclude_unset=True)
-            tokens = schemas.estimate_value_tokens(body) if action != COUNT_TOKENS else 0
+            tokens = estimate_value_tokens(body) if action != COUNT_TOKENS else 0
             return TextCall(action, CONTENT, route, model, body, stream=False, include_usage=False,
                             input_tokens=tokens, output_tokens=0)
         stream = action == "streamGenerateContent"
@@ -149,7 +166,7 @@ def parse_call(operation: str, dialect: str, inbound: Inbound) -> TextCall:
     return TextCall(operation, dialect, route, model, body, stream=stream,
                     include_usage=dialect == CHAT and options.get("include_usage") is True,
                     input_tokens=request.estimate_input_tokens(),
-                    output_tokens=request.output_limit() or DEFAULT_OUTPUT_TOKENS)
+                    output_tokens=request.output_limit() or DEFAULT_OUTPUT_TOKENS, choices=request.choices())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,17 +184,34 @@ class Answer:
     def __init__(self, call: TextCall, price: Price, reservation: billing.Reservation, channel: Channel):
         self.call, self.price, self.reservation, self.channel = call, price, reservation, channel
         self._closed = False
+        _unsettled.add(self)
 
     async def send_to(self, send: Send) -> None:
         raise NotImplementedError
 
     async def _close(self, usage: Usage, outcome: str) -> None:
-        """Settles once, whatever happened to the client; shielded so a cancelled relay still bills."""
+        """Settles once, whatever happens to the client or the process.
+
+        The settlement starts before the first await, in a thread of its own that is not a
+        daemon: a cancellation (the client left, uvicorn cancels every request on SIGTERM) can
+        stop this coroutine from waiting for it, never the settlement itself, and the process
+        does not exit before it is written."""
         if self._closed:
             return
         self._closed = True
+        done = threading.Event()
+
+        def settle() -> None:
+            try:
+                self._settle(usage, outcome)
+            finally:
+                _unsettled.discard(self)
+                done.set()
+
+        threading.Thread(target=settle, name=f"settle-{self.reservation.reservation_id}", daemon=False).start()
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._settle, usage, outcome)
+            while not done.is_set():
+                await anyio.sleep(0.002)
 
     def _settle(self, usage: Usage, outcome: str) -> None:
         units = token_cost(self.price, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
@@ -196,6 +230,20 @@ class Answer:
         logger.info("text served", extra={"model": self.call.model, "units": units, **detail})
 
 
+# Answers committed to a client and not yet billed (weak: an answer dropped unsent leaves it).
+_unsettled: "weakref.WeakSet[Answer]" = weakref.WeakSet()
+
+
+async def settle_pending(timeout: float) -> int:
+    """Waits, at most `timeout` seconds, until every committed answer is billed; how many were
+    left. A shutdown calls it after cancelling the relays (uvicorn on SIGTERM cancels every
+    request, then exits by the signal): their settlements, started as the relays unwind, finish first."""
+    deadline = anyio.current_time() + timeout
+    while len(_unsettled) and anyio.current_time() < deadline:
+        await anyio.sleep(0.01)
+    return len(_unsettled)
+
+
 class BufferedAnswer(Answer):
     def __init__(self, body: dict[str, Any], usage: Usage, **kwargs: Any):
         super().__init__(**kwargs)
@@ -204,11 +252,9 @@ class BufferedAnswer(Answer):
         self.headers = {"content-type": JSON_TYPE, "content-length": str(len(self.payload))}
 
     async def send_to(self, send: Send) -> None:
-        try:
-            await send(self.payload)
-        finally:
-            # The upstream did the work whether or not the client was still there to read it.
-            await self._close(self.usage, "completed")
+        # Billed first: the upstream did the work, and a client that has the body can read the bill.
+        await self._close(self.usage, "completed")
+        await send(self.payload)
 
 
 class StreamedAnswer(Answer):
@@ -222,23 +268,39 @@ class StreamedAnswer(Answer):
     async def send_to(self, send: Send) -> None:
         converter = self.converter
         outcome = "client_gone"
+        # From the upstream's terminal event on, the client's events wait for the settlement, so
+        # that the stream's closing event ([DONE], message_stop, response.completed, the last
+        # content chunk) never reaches a client before its bill is written.
+        held: list[bytes] = []
+
+        async def relay(event: Any) -> None:
+            chunks = _converted(converter, event)
+            if converter.ending or held:
+                held.extend(chunks)
+                return
+            for chunk in chunks:
+                await send(chunk)
+
         try:
-            await _relay(converter, self.first, send)
+            await relay(self.first)
             failure = None
             try:
                 async for event in self.iterator:
-                    await _relay(converter, event, send)
+                    await relay(event)
             except UpstreamError as exc:
                 failure = exc.message
                 logger.warning("upstream stream failed", extra={"channel": self.channel.name, "error": exc.message})
-            for name, data in converter.finish(failure):
-                await send(encode(data, name))
+            held.extend(encode(data, name) for name, data in converter.finish(failure))
             outcome = "completed" if converter.completed else "cut"
+            await self._close(self._usage(), outcome)
+            for chunk in held:
+                await send(chunk)
         finally:
+            if not self._closed:  # the client left, or the relay was cancelled: bill what it got
+                await self._close(self._usage(), outcome)
             with anyio.CancelScope(shield=True):
                 await self.iterator.aclose()
                 await self.events.aclose()  # stops reading the upstream at once
-            await self._close(self._usage(), outcome)
 
     def _usage(self) -> Usage:
         """The upstream's usage for a whole stream; for a cut one, what was relayed."""
@@ -252,30 +314,17 @@ class StreamedAnswer(Answer):
         return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cached_input_tokens=cached)
 
 
-async def _relay(converter: StreamConverter, event: Any, send: Send) -> None:
+def _converted(converter: StreamConverter, event: Any) -> list[bytes]:
+    """One upstream event as the client's encoded events."""
     try:
         data = event.json()
     except ValueError:
-        return  # not JSON: nothing any dialect's client could read
-    for name, out in converter.feed(event.event, data):
-        await send(encode(out, name))
+        return []  # not JSON: nothing any dialect's client could read
+    return [encode(out, name) for name, out in converter.feed(event.event, data)]
 
 
 # ---------------------------------------------------------------------------------------------
 # Serving.
-
-_http: tuple[Any, httpx.AsyncClient] | None = None
-
-
-def http_client() -> httpx.AsyncClient:
-    """One pooled client per event loop (one per execution environment under Lambda)."""
-    global _http
-    loop = anyio.lowlevel.current_token()
-    if _http is None or _http[0] != loop or _http[1].is_closed:
-        _http = (loop, httpx.AsyncClient(timeout=None, follow_redirects=False,
-                                         limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)))
-    return _http[1]
-
 
 @dataclass
 class _Prepared:
@@ -292,7 +341,7 @@ def _prepare(operation: str, dialect: str, inbound: Inbound) -> _Prepared:
     call = parse_call(operation, dialect, inbound)
     principal.require_model(call.model)
     price, channels = get_catalog().serving(call.model, call.protocols, prefer=_NATIVE[call.dialect])
-    hold = token_cost(price, input_tokens=call.input_tokens, output_tokens=call.output_tokens)
+    hold = token_cost(price, input_tokens=call.input_tokens, output_tokens=call.worst_output_tokens)
     reservation = billing.reserve_request(principal, hold, model=call.model, route=call.route,
                                           request_id=inbound.request_id)
     return _Prepared(call, principal, price, channels, reservation)
@@ -306,23 +355,20 @@ async def serve(operation: str, dialect: str, inbound: Inbound, *, http: httpx.A
         return await _first_answer(prepared, http or http_client(), timeouts)
     except BaseException as exc:
         reason = getattr(exc, "message", type(exc).__name__)[:200]
+        failed = isinstance(exc, Exception)  # a cancellation (the client went away first) is no failure
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(lambda: billing.refund(prepared.reservation, reason=reason))
+            await anyio.to_thread.run_sync(lambda: billing.refund(
+                prepared.reservation, reason=reason, error=failed, detail={"stream": prepared.call.stream}))
         raise
 
 
 async def _first_answer(prepared: _Prepared, http: httpx.AsyncClient, timeouts: Timeouts | None) -> Answer:
-    failures: list[UpstreamError] = []
-    for channel in prepared.channels:
+    def attempt(channel: Channel) -> Awaitable[Answer]:
         client = _CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)
-        try:
-            answer = await _attempt(prepared, channel, client)
-        except UpstreamError as exc:
-            record_failure(channel, exc, failures)
-            continue
-        report_success(channel)
-        return answer
-    raise exhausted_error(failures)
+        return _attempt(prepared, channel, client)
+
+    answer, _ = await first_success_async(prepared.channels, attempt)
+    return answer
 
 
 async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer:
@@ -347,7 +393,8 @@ async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer
     if not call.stream:
         answer = _object(await _call(client, upstream, target_model, payload))
         usage = _USAGE_READERS[upstream](answer.get("usageMetadata" if upstream == CONTENT else "usage"))
-        body = convert_response(answer, source=upstream, target=call.dialect, model=call.model, now=int(time.time()))
+        body = convert_response(answer, source=upstream, target=call.dialect, model=call.model, now=int(time.time()),
+                                stop=call.stop_sequences)
         return BufferedAnswer(body, usage, **common)
     events = _open(client, upstream, target_model, payload)
     try:
@@ -361,7 +408,7 @@ async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer
         await events.aclose()
         raise
     converter = StreamConverter(upstream, call.dialect, model=call.model, include_usage=call.include_usage,
-                                now=int(time.time()))
+                                now=int(time.time()), stop=call.stop_sequences)
     return StreamedAnswer(events, iterator, first, converter, **common)
 
 
@@ -413,20 +460,3 @@ async def content(inbound: Inbound, **options: Any) -> Answer:
 
 
 embeddings = partial(serve, EMBED, CHAT)
-
-MODEL_LIST_CREATED = 1700000000  # the list shape wants a creation time; the catalog has none
-
-
-def list_models(inbound: Inbound) -> dict[str, Any]:
-    """GET /v1/models: the text models this key may use, in the chat dialect's list shape."""
-    principal = auth.authenticate(inbound.headers, inbound.query)
-    catalog = get_catalog()
-    names = [name for name in catalog.models(TEXT_PROTOCOLS)
-             if principal.may_use(name) and name in catalog.prices and _per_token(catalog.prices.get(name))]
-    return {"object": "list", "data": [{"id": name, "object": "model", "created": MODEL_LIST_CREATED,
-                                        "owned_by": "gateway"} for name in names]}
-
-
-def _per_token(price: Price) -> bool:
-    return price.input_per_million is not None or price.output_per_million is not None
-

@@ -1,8 +1,17 @@
-"""Request parsing: JSON bodies into pydantic models, failures into one clear 400 message."""
+"""Request parsing: JSON bodies into pydantic models, failures into one clear 400 message.
+
+One JSON rule for every route (`parse_json`; form fields follow `check_text_fields`): the body is
+UTF-8; it nests at most `MAX_DEPTH` arrays/objects; every number is finite (`NaN`, `Infinity`
+and literals such as `1e400` that overflow a double are refused, since no upstream, DynamoDB or
+our own JSON writer can carry them); no string or key holds a lone UTF-16 surrogate (`"\\ud800"`:
+it cannot be encoded as UTF-8, so it could be neither stored nor relayed). A broken rule is a
+400 naming where in the body it was broken, before anything is reserved or stored.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -47,14 +56,97 @@ def invalid(exc: ValidationError) -> InvalidRequest:
     return InvalidRequest(message, param=param)
 
 
-def parse_json(body: str | bytes | None) -> Any:
-    """The decoded JSON body, or a 400 that says why it is not JSON."""
-    if body is None or (isinstance(body, (str, bytes)) and not body.strip()):
-        raise InvalidRequest("request body is required and must be a JSON object")
+# Deeper than any real request (a JSON schema in a tool or response format included), and far
+# below the recursion that would break the parser, pydantic or a deep copy.
+MAX_DEPTH = 64
+
+
+class _NonFinite:
+    """Stands in for a NaN / Infinity while parsing, so the check can name where it was."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: str):
+        self.token = token
+
+
+def _parse_float(text: str) -> Any:
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(text[:40])
+
+
+def _lone_surrogate(text: str) -> bool:
+    if text.isascii():
+        return False
     try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"request body is not valid JSON: {exc}") from None
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _path(trail: tuple[Any, ...] | None) -> str:
+    parts: list[Any] = []
+    while trail is not None:
+        trail, key = trail
+        parts.append(key)
+    return field_path(tuple(reversed(parts)))
+
+
+def _located(trail: tuple[Any, ...] | None, rule: str, what: str) -> InvalidRequest:
+    path = _path(trail)
+    return InvalidRequest(f"{path}: {rule}" if path else f"{what}: {rule}", param=path or None)
+
+
+def check_value(value: Any, what: str = "request body") -> None:
+    """The JSON rule on an already decoded value: depth, finite numbers, no lone surrogates."""
+    stack: list[tuple[Any, int, tuple[Any, ...] | None]] = [(value, 0, None)]
+    while stack:
+        item, depth, trail = stack.pop()
+        if isinstance(item, str):
+            if _lone_surrogate(item):
+                raise _located(trail, "contains a lone UTF-16 surrogate (not valid Unicode text)", what)
+        elif isinstance(item, dict):
+            if depth >= MAX_DEPTH:
+                raise _located(trail, f"nests deeper than {MAX_DEPTH} levels of arrays and objects", what)
+            for key, child in item.items():
+                if _lone_surrogate(key):
+                    raise _located(trail, "has a key with a lone UTF-16 surrogate (not valid Unicode text)", what)
+                stack.append((child, depth + 1, (trail, key)))
+        elif isinstance(item, list):
+            if depth >= MAX_DEPTH:
+                raise _located(trail, f"nests deeper than {MAX_DEPTH} levels of arrays and objects", what)
+            stack.extend((child, depth + 1, (trail, index)) for index, child in enumerate(item))
+        elif isinstance(item, _NonFinite) or (isinstance(item, float) and not math.isfinite(item)):
+            token = item.token if isinstance(item, _NonFinite) else str(item)
+            raise _located(trail, f"must be a finite number ({token} is not JSON)", what)
+
+
+def check_text_fields(fields: dict[str, str]) -> None:
+    """The same rule for the text fields of a form (multipart or query)."""
+    for name, text in fields.items():
+        if _lone_surrogate(name) or _lone_surrogate(text):
+            raise InvalidRequest(f"{name[:64]}: contains a lone UTF-16 surrogate (not valid Unicode text)",
+                                 param=name[:64])
+
+
+def parse_json(body: str | bytes | None, what: str = "request body") -> Any:
+    """The decoded JSON body under the one JSON rule, or a 400 that says what is wrong and where."""
+    if body is None or (isinstance(body, (str, bytes)) and not body.strip()):
+        raise InvalidRequest(f"{what} is required and must be a JSON object")
+    if isinstance(body, (bytes, bytearray)):
+        try:
+            body = bytes(body).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidRequest(f"{what} is not UTF-8 (byte {exc.start})") from None
+    try:
+        value = json.loads(body, parse_constant=_NonFinite, parse_float=_parse_float)
+    except RecursionError:
+        raise InvalidRequest(f"{what} nests deeper than {MAX_DEPTH} levels of arrays and objects") from None
+    except ValueError as exc:
+        raise InvalidRequest(f"{what} is not valid JSON: {str(exc)[:200]}") from None
+    check_value(value, what)
+    return value
 
 
 def parse_model(model: type[M], data: Any) -> M:

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount
 
-from gateway.schemas.text import estimate_tokens
+from gateway.tokens import estimate_tokens
 
 _FAULT = re.compile(r"#fault=([A-Za-z0-9]+)")
 _TOOL = re.compile(r"#tool\b")
@@ -82,14 +82,15 @@ class Plan:
 
 
 def plan_answer(prompt: str, *, input_tokens: int, max_tokens: int | None = None, stop: list[str] | None = None,
-                tool_name: str | None = None, thinking: bool = False, attachments: int = 0) -> Plan:
+                tool_name: str | None = None, thinking: bool = False, attachments: int = 0,
+                force_tool: bool = False) -> Plan:
     plan = Plan(input_tokens=input_tokens)
     budget = max_tokens if max_tokens is not None else 1 << 30
     clean = " ".join(_TOOL.sub("", _FAULT.sub("", prompt)).split())
     if thinking:
         plan.thinking = tokenize(THINKING_TEXT)[:budget]
         budget -= len(plan.thinking)
-    if tool_name and _TOOL.search(prompt):
+    if tool_name and (force_tool or _TOOL.search(prompt)):  # a forced tool_choice always calls it
         plan.tool_name = tool_name
         arguments = tokenize(json.dumps({"text": clean}))
         plan.tool_arguments = arguments[:max(budget, 0)]

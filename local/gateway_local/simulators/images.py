@@ -4,8 +4,12 @@
 paths here are relative to it: `POST /v1/images/generations`, `POST /v1/images/edits` and
 `GET /files/{name}` for the URLs it hands out. `app` runs them standalone.
 
-Answers carry real PNG images (64x64, written with zlib and struct), whose colour is derived
-from the prompt, so equal requests give equal pictures and tests can tell answers apart.
+Answers carry real PNG images (written with zlib and struct), whose colour is derived from the
+prompt, so equal requests give equal pictures and tests can tell answers apart: 64x64, except an
+iota edit, which answers pictures of the size asked (`auto`: the first image's, else 1024x1024).
+An iota edit takes its images as `image`, repeated `image` or `image[]`, and an optional `mask`
+that must be a PNG with alpha of the first image's size; it reports 258 image tokens per input
+image (and mask) in `usage.input_tokens_details.image_tokens`.
 URLs are absolute, built from the request's own base URL and mount path, and served here for
 60 minutes (the spec's URL lifetime).
 
@@ -34,7 +38,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.errors import InvalidRequest
-from gateway.imagetypes import detect_image_type
+from gateway.imagetypes import detect_image_type, image_dimensions, png_has_alpha
 from gateway.multipart import parse_multipart
 
 IMAGE_SIDE = 64
@@ -42,6 +46,8 @@ URL_LIFETIME_SECONDS = 60 * 60
 _FILES_KEPT = 512  # enough for any test run; the oldest are dropped first
 _FAULT = re.compile(r"#fault=([45][0-9]{2})")
 _OUTPUT_TOKENS = {"low": 272, "medium": 1056, "high": 4160, "auto": 1056}
+_IOTA_EDIT_SIZES = {"1024x1024": (1024, 1024), "1024x1536": (1024, 1536), "1536x1024": (1536, 1024)}
+IMAGE_TOKENS_PER_INPUT = 258
 
 
 # --- PNG -------------------------------------------------------------------------------------
@@ -53,13 +59,14 @@ def _chunk(tag: bytes, data: bytes) -> bytes:
 def png_image(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
     """A truecolour PNG of one colour with a darker diagonal, so it is visibly a picture."""
     shade = bytes(c // 2 for c in rgb)
-    fill = bytes(rgb)
+    fill = bytes(rgb) * width
     rows = []
     for y in range(height):
-        row = bytearray(b"\x00")  # filter type 0 (None) for every scanline
-        for x in range(width):
-            row += shade if abs(x - y) < 3 else fill
-        rows.append(bytes(row))
+        row = bytearray(fill)
+        low, high = max(y - 2, 0), min(y + 3, width)  # the pixels with |x - y| < 3
+        if low < high:
+            row[3 * low:3 * high] = shade * (high - low)
+        rows.append(b"\x00" + bytes(row))  # filter type 0 (None) for every scanline
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
     return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header)
             + _chunk(b"IDAT", zlib.compress(b"".join(rows))) + _chunk(b"IEND", b""))
@@ -174,6 +181,19 @@ async def generations(request: Request) -> Response:
     return _error(404, f"the model {model!r} does not exist", param="model", code="model_not_found")
 
 
+def _prompt_and_n(fields: dict[str, str]) -> tuple[str, int, Response | None]:
+    """An edit form's prompt and n, or the answer refusing them (a `#fault=` prompt fails here)."""
+    prompt = fields.get("prompt", "")
+    if not prompt.strip():
+        return prompt, 0, _error(400, "prompt is required", param="prompt")
+    if (failed := _fault(prompt)) is not None:
+        return prompt, 0, failed
+    n = _count(fields.get("n"))
+    if n is None:
+        return prompt, 0, _error(400, "n must be an integer from 1 to 10", param="n")
+    return prompt, n, None
+
+
 async def edits(request: Request) -> Response:
     if (denied := _unauthorized(request)) is not None:
         return denied
@@ -181,19 +201,16 @@ async def edits(request: Request) -> Response:
         form = parse_multipart(await request.body(), request.headers.get("content-type", ""))
     except InvalidRequest as exc:
         return _error(400, exc.message, param=exc.param)
+    if form.fields.get("model", "").startswith("iota-"):
+        return _iota_edit(request, form)
     image = form.files.get("image")
     if image is None:
         return _error(400, "image is required", param="image")
     if detect_image_type(image.data) is None:
         return _error(400, "image is not a supported image file", param="image")
-    prompt = form.fields.get("prompt", "")
-    if not prompt.strip():
-        return _error(400, "prompt is required", param="prompt")
-    if (failed := _fault(prompt)) is not None:
-        return failed
-    n = _count(form.fields.get("n"))
-    if n is None:
-        return _error(400, "n must be an integer from 1 to 10", param="n")
+    prompt, n, refused = _prompt_and_n(form.fields)
+    if refused is not None:
+        return refused
     response_format = form.fields.get("response_format") or "url"
     if response_format not in ("url", "b64_json"):
         return _error(400, "response_format must be url or b64_json", param="response_format")
@@ -203,6 +220,43 @@ async def edits(request: Request) -> Response:
     image_tokens = 194  # a fixed figure: the simulator does not look inside the input image
     return JSONResponse({"created": int(time.time()), "data": data,
                          "usage": _usage(prompt, _OUTPUT_TOKENS["auto"] * n, image_tokens)})
+
+
+def _iota_edit(request: Request, form: Any) -> Response:
+    """The gpt-image style edit: several images, an optional mask, pictures of the asked size."""
+    images = form.files_named("image") + form.files_named("image[]")
+    if not images:
+        return _error(400, "image is required", param="image")
+    if len(images) > 16:
+        return _error(400, "at most 16 images", param="image")
+    first = image_dimensions(images[0].data)
+    if any(detect_image_type(i.data) not in ("png", "jpeg", "webp") or image_dimensions(i.data) is None
+           for i in images):
+        return _error(400, "every image must be a png, jpeg or webp file", param="image")
+    mask = form.files.get("mask")
+    if mask is not None and (not png_has_alpha(mask.data) or image_dimensions(mask.data) != first):
+        return _error(400, "mask must be a PNG with alpha of the first image's size", param="mask")
+    prompt, n, refused = _prompt_and_n(form.fields)
+    if refused is not None:
+        return refused
+    size = form.fields.get("size") or "auto"
+    if size == "auto":
+        width, height = first if first in _IOTA_EDIT_SIZES.values() else (1024, 1024)
+    elif size in _IOTA_EDIT_SIZES:
+        width, height = _IOTA_EDIT_SIZES[size]
+    else:
+        return _error(400, f"size must be one of {', '.join(_IOTA_EDIT_SIZES)} or auto", param="size")
+    quality = form.fields.get("quality") or "auto"
+    sources = hashlib.sha256(b"".join(hashlib.sha256(i.data).digest() for i in images)).hexdigest()
+    pictures = []
+    for index in range(n):
+        digest = hashlib.sha256(f"{sources}\x1f{prompt}\x1f{index}".encode()).digest()
+        pictures.append(png_image(width, height, (digest[0], digest[1], digest[2])))
+    inputs = len(images) + (mask is not None)
+    return JSONResponse({"created": int(time.time()), "data": [_item(request, p, "b64_json") for p in pictures],
+                         "usage": _usage(prompt, _OUTPUT_TOKENS.get(quality, 1056) * n,
+                                         IMAGE_TOKENS_PER_INPUT * inputs),
+                         "size": f"{width}x{height}", "quality": quality})
 
 
 async def files(request: Request) -> Response:

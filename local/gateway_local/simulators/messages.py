@@ -18,7 +18,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.errors import InvalidRequest
-from gateway.schemas.text import MessagesRequest, estimate_value_tokens
+from gateway.schemas.text import MessagesRequest
+from gateway.tokens import estimate_value_tokens
 from gateway.sse import encode
 from gateway.validation import parse_model
 
@@ -103,7 +104,7 @@ async def messages(request: Request) -> Response:
     created, read = _cache_usage(data)
     plan = plan_answer(prompt, input_tokens=max(0, req.estimate_input_tokens() - created - read),
                        max_tokens=req.max_tokens, stop=req.stop_sequences,
-                       tool_name=req.tools[0].name if req.tools else None, thinking=req.thinking is not None,
+                       tool_name=_tool_name(data), force_tool=_forced(data), thinking=req.thinking is not None,
                        attachments=media)
     message_id, tool_id = new_id("msg_"), new_id("toolu_")
     signature = hashlib.sha256(" ".join(plan.thinking).encode()).hexdigest()
@@ -155,6 +156,17 @@ def _arguments(plan: Plan) -> dict[str, Any]:
         return json.loads(plan.arguments)
     except ValueError:
         return {}  # cut short by max_tokens
+
+
+def _tool_name(data: dict[str, Any]) -> str | None:
+    choice, tools = data.get("tool_choice") or {}, data.get("tools") or []
+    if choice.get("type") == "tool":
+        return choice.get("name")
+    return tools[0].get("name") if tools else None
+
+
+def _forced(data: dict[str, Any]) -> bool:
+    return (data.get("tool_choice") or {}).get("type") in ("tool", "any")
 
 
 async def count_tokens(request: Request) -> Response:

@@ -131,11 +131,24 @@ def test_an_empty_part_is_refused():
     assert "no headers" in rejected(b"--XyZ\r\n--XyZ--\r\n").message
 
 
-def test_a_field_sent_twice_is_refused_naming_it():
+def test_a_text_field_sent_twice_is_refused_naming_it():
     error = rejected(hand_made(field("n", b"1"), field("n", b"2")))
     assert error.param == "n" and "more than once" in error.message
+
+
+def test_a_file_name_sent_twice_keeps_every_file_in_order():
+    # Given two files under one name (repeated `image`, the way SDKs send several images)
     body, content_type = multipart(files=[("image", ("a.png", PNG, "image/png")),
-                                          ("image", ("b.png", PNG, "image/png"))])
+                                          ("image", ("b.png", PNG + b"2", "image/png"))])
+    # When it is parsed
+    form = parse_multipart(body, content_type)
+    # Then both are kept, first one first; each form's rules say how many it takes
+    assert [f.filename for f in form.files_named("image")] == ["a.png", "b.png"]
+    assert form.files["image"].filename == "a.png" and form.files_named("mask") == []
+
+
+def test_a_text_field_and_a_file_of_one_name_are_refused():
+    body, content_type = multipart(fields={"image": "x"}, files=[("image", ("a.png", PNG, "image/png"))])
     assert rejected(body, content_type).param == "image"
 
 

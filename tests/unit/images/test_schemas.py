@@ -228,7 +228,7 @@ def test_an_image_of_10_mb_or_more_is_refused_naming_the_rule():
     ({"prompt": "x" * (EDIT_PROMPT_MAX + 1)}, "prompt", f"at most {EDIT_PROMPT_MAX} characters"),
     ({"prompt": " "}, "prompt", "must not be empty"),
     ({"response_format": "png"}, "response_format", "'url' or 'b64_json'"),
-    ({"model": "iota-image-1"}, "model", "expected eta-image-edit"),
+    ({"model": "theta-3"}, "model", "expected eta-image-edit or an iota-* model"),
     ({"mask": "x"}, "mask", "is not a known field"),
 ])
 def test_bad_edit_values_are_refused_naming_the_field(fields, param, needle):

@@ -84,14 +84,14 @@ def test_theta_answers_b64_json_when_asked():
 def test_edit_sends_the_image_and_fields_as_multipart():
     image = UploadedFile("cat.jpg", "image/jpeg", JPEG)
     answer = run(against_simulator(lambda c, _: c.edit(
-        {"model": "eta-image-edit", "prompt": "add a hat", "n": "2", "response_format": "b64_json"}, image)))
+        {"model": "eta-image-edit", "prompt": "add a hat", "n": "2", "response_format": "b64_json"}, [("image", image)])))
     assert len(answer["data"]) == 2 and answer["usage"]["input_tokens_details"]["image_tokens"] > 0
     assert decode_png(base64.b64decode(answer["data"][1]["b64_json"])) == (64, 64)
 
 
 def test_edit_answers_urls_by_default():
     answer = run(against_simulator(lambda c, _: c.edit(
-        {"model": "eta-image-edit", "prompt": "add a hat"}, UploadedFile("a.png", "image/png", PNG))))
+        {"model": "eta-image-edit", "prompt": "add a hat"}, [("image", UploadedFile("a.png", "image/png", PNG))])))
     assert answer["data"][0]["url"].startswith("http://sim/chat/files/")
 
 
@@ -107,7 +107,7 @@ def test_simulated_faults_are_retryable_upstream_errors(prompt, status, retry_af
     assert (error.status, error.retryable, error.retry_after) == (status, True, retry_after)
     assert "simulated" in error.message
     error = failure(against_simulator(lambda c, _: c.edit(
-        {"model": "eta-image-edit", "prompt": prompt}, UploadedFile("a.png", "image/png", PNG))))
+        {"model": "eta-image-edit", "prompt": prompt}, [("image", UploadedFile("a.png", "image/png", PNG))])))
     assert (error.status, error.retryable) == (status, True)
 
 
@@ -120,7 +120,7 @@ def test_a_request_the_upstream_refuses_is_not_retried():
     error = failure(against_simulator(lambda c, _: c.generate({"model": "nope-1", "prompt": "x"})))
     assert (error.status, error.retryable) == (404, False) and "does not exist" in error.message
     error = failure(against_simulator(lambda c, _: c.edit(
-        {"model": "eta-image-edit", "prompt": "x"}, UploadedFile("a.png", "text/plain", b"text"))))
+        {"model": "eta-image-edit", "prompt": "x"}, [("image", UploadedFile("a.png", "text/plain", b"text"))])))
     assert (error.status, error.retryable) == (400, False) and "image" in error.message
 
 
@@ -157,7 +157,7 @@ def test_the_edit_form_is_what_the_parser_reads_back():
         return httpx.Response(200, json={"created": 1, "data": [{"url": "http://x"}]})
 
     run(against(handler, lambda c: c.edit({"model": "eta-image-edit", "prompt": "p", "seed": "9"},
-                                          UploadedFile("a.png", "image/png", PNG))))
+                                          [("image", UploadedFile("a.png", "image/png", PNG))])))
     form = seen["form"]
     assert form.fields == {"model": "eta-image-edit", "prompt": "p", "seed": "9"}
     assert (form.files["image"].filename, form.files["image"].data) == ("a.png", PNG)
@@ -174,8 +174,9 @@ def test_transport_failures_say_whether_to_retry(exc, retryable):
     assert (error.status, error.retryable) == (None, retryable)
 
 
-@pytest.mark.parametrize("status,retryable", [(400, False), (401, False), (403, False), (404, False),
-                                              (413, False), (429, True), (500, True), (502, True), (503, True)])
+@pytest.mark.parametrize("status,retryable", [(400, False), (401, False), (403, False), (404, False), (408, True),
+                                              (409, True), (413, False), (429, True), (500, True), (502, True),
+                                              (503, True)])
 def test_statuses_say_whether_to_retry(status, retryable):
     error = failure(against(lambda r: httpx.Response(status, json={"error": {"message": "nope"}}),
                             lambda c: c.generate({})))

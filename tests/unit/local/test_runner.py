@@ -20,7 +20,10 @@ def test_every_api_event_of_the_template_is_a_route(template):
     routes = {(r.method, r.path) for r in template.routes}
     assert ("POST", "/plants") in routes and ("GET", "/api/user/self") in routes
     assert template.route_for("POST", "/plants")[0].function == "PlantsFunction"
-    assert template.route_for("GET", "/plants") is None
+    # Any other method or path goes to the catch-all, whose function answers it a 404
+    assert template.route_for("GET", "/plants")[0].path == "/{proxy+}"
+    assert template.route_for("GET", "/")[0].path == "/"
+    assert template.route_for("POST", "/v1beta/models/m:generateContent")[0].function == "TextFunction"
     assert template.binary_media_types == ("multipart/form-data", "video/mp4", "image/webp", "image/jpeg",
                                            "application/binary")
 
@@ -65,3 +68,9 @@ def test_a_handler_answer_becomes_http():
 
 def test_schedule_rates_are_understood():
     assert schedule_seconds("rate(5 minutes)") == 300 and schedule_seconds("rate(1 hour)") == 3600
+
+
+def test_a_path_parameter_may_hold_a_newline_as_api_gateway_allows(template):
+    # A decoded %0A in a model name still reaches the content route (which then refuses it)
+    found = template.route_for("POST", "/v1beta/models/a\nb:generateContent")
+    assert found is not None and found[1]["proxy"] == "a\nb:generateContent"

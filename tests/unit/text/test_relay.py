@@ -15,7 +15,7 @@ from gateway.channels import Channel
 from gateway.errors import InvalidRequest, NotFound, UpstreamFailed
 from gateway.formats.usage import Usage
 from gateway.prices import SHIPPED
-from gateway.schemas.text import estimate_tokens
+from gateway.tokens import estimate_tokens
 
 PRINCIPAL = Principal(user_id=1, key_hash="h", key_id="k", key_name="test", unlimited=True, allowed_models=None,
                       expires_at=0)

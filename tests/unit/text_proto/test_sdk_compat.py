@@ -8,7 +8,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
-from gateway.schemas.text import estimate_tokens
+from gateway.tokens import estimate_tokens
 from gateway_local.simulators._text import tokenize
 
 ANSWER = "You said: Hello there"

@@ -11,7 +11,8 @@ import time
 import httpx
 import pytest
 
-from gateway.schemas.text import ChatRequest, MessagesRequest, estimate_tokens
+from gateway.schemas.text import ChatRequest, MessagesRequest
+from gateway.tokens import estimate_tokens
 from gateway.sse import SSEParser
 from gateway_local.simulators._text import tokenize
 

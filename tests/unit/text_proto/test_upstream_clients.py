@@ -397,6 +397,43 @@ def test_total_timeout_on_a_slow_plain_call(sim_url, monkeypatch):
     assert error.timed_out and error.retryable
 
 
+@pytest.mark.parametrize("protocol", ["chat", "messages", "content"])
+def test_a_plain_call_unanswered_within_the_first_byte_time_times_out_then(sim_url, monkeypatch, protocol):
+    # Given an upstream that answers only after 2 s, and a first-byte time of 0.3 s (total 900 s)
+    monkeypatch.setenv("GATEWAY_SIM_SLOW_SECONDS", "2")
+
+    async def scenario():
+        async with httpx.AsyncClient() as http:
+            chat, messages, content = clients(http, sim_url, timeouts=Timeouts(first_byte=0.3))
+            started = time.monotonic()
+            with pytest.raises(UpstreamError) as caught:
+                if protocol == "chat":
+                    await chat.chat_completions({**CHAT_BODY, "messages": [{"role": "user", "content": "#fault=slow"}]})
+                elif protocol == "messages":
+                    await messages.messages({**MESSAGES_BODY, "messages": [{"role": "user", "content": "#fault=slow"}]})
+                else:
+                    await content.generate_content("m", {"contents": [
+                        {"role": "user", "parts": [{"text": "#fault=slow"}]}]})
+            return caught.value, time.monotonic() - started
+
+    # When a non-streamed call is made, then it fails at the first-byte time as a timeout (a 504)
+    error, elapsed = run(scenario())
+    assert error.timed_out and error.retryable and "within 0.3s" in error.message
+    assert elapsed < 1.5
+    assert isinstance(error.to_gateway_error(), UpstreamTimeout)
+
+
+def test_a_plain_answer_within_the_first_byte_time_arrives(sim_url, monkeypatch):
+    monkeypatch.setenv("GATEWAY_SIM_SLOW_SECONDS", "0.2")
+
+    async def scenario():
+        async with httpx.AsyncClient() as http:
+            chat, _, _ = clients(http, sim_url, timeouts=Timeouts(first_byte=2))
+            return await chat.chat_completions({**CHAT_BODY, "messages": [{"role": "user", "content": "#fault=slow"}]})
+
+    assert run(scenario())["choices"][0]["finish_reason"] == "stop"
+
+
 def test_a_slow_answer_within_the_limits_arrives(sim_url, monkeypatch):
     monkeypatch.setenv("GATEWAY_SIM_SLOW_SECONDS", "0.3")
 

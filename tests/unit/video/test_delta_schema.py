@@ -5,7 +5,8 @@ import copy
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.schemas.video import DELTA_MODELS, DeltaVideoRequest, parse_generation_request
+from gateway.tasks.families.delta.schema import DELTA_MODELS, DeltaVideoRequest
+from gateway.video import generic_family
 from gateway.validation import parse_model
 
 PNG = {"bytesBase64Encoded": "iVBORw0KGgoAAAANSUhEUg==", "mimeType": "image/png"}
@@ -205,4 +206,4 @@ def test_billing_counts_every_video_and_upstream_body_leaves_the_model_out():
 
 
 def test_the_generations_endpoint_routes_delta_bodies_by_model():
-    assert isinstance(parse_generation_request(body(GEN31)), DeltaVideoRequest)
+    assert generic_family(body(GEN31)).generic_task(body(GEN31), "/v1/video/generations").model == GEN31

@@ -3,6 +3,7 @@
 import pytest
 
 from gateway.settings import SettingsError, reload_settings
+from gateway.store.tasks import Task
 from gateway.tasks import engine
 
 
@@ -21,14 +22,15 @@ def test_polls_back_off_by_half_each_time_up_to_the_cap():
     assert delays == sorted(delays) and delays[-1] == 30.0
 
 
-def _task(urls, samples, units, seconds):
-    return {"model": "delta-3.0-generate-001", "result_urls": urls, "sample_count": samples,
-            "billable_seconds": seconds, "reservation": {"units": units}}
+def _task(urls, samples, units, seconds, family="delta"):
+    return Task(task_id="task_1", owner_id="1", family=family, model=f"{family}-3.0-generate-001"
+                if family == "delta" else "epsilon-2", channel="c", upstream_task_id="u", created_at=0, updated_at=0,
+                result_urls=urls, quantities={"seconds": seconds, "samples": samples}, reservation={"units": units})
 
 
 def test_a_task_that_delivers_every_video_pays_its_reservation():
     assert engine.settled_units(_task(["a", "b"], 2, 3_200_000, 16)) == 3_200_000
-    assert engine.settled_units(_task([], 1, 200_000, 4)) == 200_000  # epsilon: no links, one video
+    assert engine.settled_units(_task([], 1, 200_000, 4, "epsilon")) == 200_000  # epsilon: no links, one video
 
 
 def test_fewer_videos_than_asked_cost_proportionally_less():
@@ -49,7 +51,7 @@ def test_the_callback_private_address_switch_reads_true_and_false_words(monkeypa
 def test_the_readme_quotes_the_zeta_command_rules_the_schema_enforces():
     from pathlib import Path
 
-    from gateway.schemas.video import ZETA_COMMAND_RULES_DOC
+    from gateway.tasks.families.zeta.schema import ZETA_COMMAND_RULES_DOC
 
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     assert ZETA_COMMAND_RULES_DOC.split("\n", 1)[1] in readme

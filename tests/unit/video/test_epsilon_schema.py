@@ -3,7 +3,8 @@
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.schemas.video import EpsilonVideoRequest, parse_generation_request, video_family
+from gateway.tasks.families.epsilon.schema import EpsilonVideoRequest
+from gateway.video import generic_family, video_family
 from gateway.validation import parse_model
 
 
@@ -64,7 +65,7 @@ def test_upstream_body_carries_the_defaults():
     ("delta-3.0-generate-001", "delta"), ("zeta-video-1-0-pro-250528", "zeta"), ("epsilon-2", "epsilon"),
 ])
 def test_video_family_follows_the_model_prefix(model, family):
-    assert video_family(model) == family
+    assert video_family(model).name == family
 
 
 @pytest.mark.parametrize("model", ["gpt-4o", "alpha-v1", "", None, 7])
@@ -76,8 +77,8 @@ def test_a_model_of_no_video_family_is_a_400_naming_it(model):
 
 def test_the_generations_endpoint_needs_a_delta_or_zeta_model():
     with pytest.raises(InvalidRequest, match="model: is required"):
-        parse_generation_request({"instances": []})
+        generic_family({"instances": []})
     with pytest.raises(InvalidRequest, match="POST /v1/videos"):
-        parse_generation_request({"model": "epsilon-2", "prompt": "p"})
+        generic_family({"model": "epsilon-2", "prompt": "p"})
     with pytest.raises(InvalidRequest, match="JSON object"):
-        parse_generation_request([])
+        generic_family([])

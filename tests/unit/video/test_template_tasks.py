@@ -22,6 +22,7 @@ def test_the_video_function_serves_the_spec_routes_and_the_sdk_content_path(temp
     events = template["Resources"]["VideoFunction"]["Properties"]["Events"].values()
     assert {(e["Properties"]["Path"], e["Properties"]["Method"]) for e in events} == {
         ("/v1/video/generations", "post"), ("/v1/video/generations/result", "get"), ("/v1/videos", "post"),
+        ("/v1/videos", "get"),
         ("/v1/videos/{video_id}", "get"), ("/videos/{videoId}/content", "get"), ("/v1/videos/{video_id}/content", "get")}
 
 
@@ -41,7 +42,9 @@ def test_the_sweeper_runs_every_minute_with_the_configurable_maximum_age(templat
     function = template["Resources"]["TaskSweeperFunction"]["Properties"]
     (event,) = function["Events"].values()
     assert event["Type"] == "Schedule" and event["Properties"]["Schedule"] == "rate(1 minute)"
-    assert function["Environment"]["Variables"]["GATEWAY_TASK_MAX_AGE_SECONDS"] == {"Ref": "TaskMaxAgeSeconds"}
+    # Every function sees it: whoever reserves for a task holds it that long (billing.task_hold_seconds)
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert variables["GATEWAY_TASK_MAX_AGE_SECONDS"] == {"Ref": "TaskMaxAgeSeconds"}
     assert template["Parameters"]["TaskMaxAgeSeconds"]["Default"] == 7200
 
 

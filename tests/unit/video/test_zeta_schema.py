@@ -3,8 +3,9 @@
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.schemas.video import (ZETA_COMMAND_RULES, ZETA_LITE_I2V, ZETA_LITE_T2V, ZETA_MODELS, ZETA_PRO,
-                                   ZetaVideoRequest, parse_generation_request, parse_text_commands)
+from gateway.tasks.families.zeta.schema import (ZETA_COMMAND_RULES, ZETA_LITE_I2V, ZETA_LITE_T2V, ZETA_MODELS,
+                                                ZETA_PRO, ZetaVideoRequest, parse_text_commands)
+from gateway.video import generic_family
 from gateway.validation import parse_model
 
 LINK = {"url": "https://img.example/cat.png"}
@@ -183,4 +184,5 @@ def test_billing_uses_the_duration_command_or_five_seconds():
 
 
 def test_the_generations_endpoint_routes_zeta_bodies_by_model():
-    assert isinstance(parse_generation_request({"model": ZETA_PRO, "content": [text("a")]}), ZetaVideoRequest)
+    data = {"model": ZETA_PRO, "content": [text("a")]}
+    assert generic_family(data).generic_task(data, "/v1/video/generations").family == "zeta"

@@ -10,13 +10,15 @@ import copy
 from types import ModuleType
 from typing import Any
 
-from gateway.schemas.text import estimate_tokens
+from gateway.tokens import estimate_tokens
 
 from . import chat, content, messages, responses
 from .neutral import (
-    CHAT, CONTENT, MESSAGES, RESPONSES, End, Failure, Start, StreamEvent, TextDelta, ThinkingDelta,
+    CHAT, CONTENT, MESSAGES, RESPONSES, End, Failure, Finish, Start, StreamEvent, TextDelta, ThinkingDelta,
     ToolArgs, ToolStart, UsageUpdate,
 )
+from .carry import refuse_uncarried
+from .stops import StopFilter, applied_by_gateway, cut_reply
 from .usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
 
 _MODULES: dict[str, ModuleType] = {CHAT: chat, MESSAGES: messages, CONTENT: content, RESPONSES: responses}
@@ -52,9 +54,12 @@ def convert_request(body: dict[str, Any], *, source: str, target: str, model: st
         return _same_dialect_request(body, target, model, stream)
     if target not in _CHANNEL_DIALECTS:
         raise ValueError(f"no channel speaks the {target!r} dialect")
+    refuse_uncarried(body, source, target)
     request = _module(source).parse_request(body)
     if stream is not None:
         request.stream = stream
+    if applied_by_gateway(source, target):
+        request.stop = []  # the gateway ends the answer at them itself, and can then say which one
     return _module(target).render_request(request, model)
 
 
@@ -71,10 +76,11 @@ def _same_dialect_request(body: dict[str, Any], dialect: str, model: str, stream
 
 
 def convert_response(body: dict[str, Any], *, source: str, target: str, model: str | None = None,
-                     now: int | None = None) -> dict[str, Any]:
+                     now: int | None = None, stop: list[str] | None = None) -> dict[str, Any]:
     """A channel's non-streamed answer in `source`, as the client's dialect `target` writes it.
 
-    `model` is the public model name to show the client (default: the upstream's).
+    `model` is the public model name to show the client (default: the upstream's); `stop` the
+    client's stop sequences, which the gateway applies when the channel cannot (`formats.stops`).
     """
     source, target = _name(source), _name(target)
     if source == target:
@@ -85,6 +91,8 @@ def convert_response(body: dict[str, Any], *, source: str, target: str, model: s
     reply = _module(source).parse_response(body)
     if now is not None and reply.created is None:
         reply.created = now
+    if stop and applied_by_gateway(target, source):
+        reply = cut_reply(reply, stop)
     return _module(target).render_response(reply, model)
 
 
@@ -111,7 +119,10 @@ class StreamConverter:
     For billing: `usage` is the latest cumulative usage the upstream reported (None if none),
     `output_chars` the generated characters relayed (text, thinking, tool names and arguments),
     `output_tokens` the gateway's own estimate of them (`estimate_tokens` of each piece),
-    `completed` whether the upstream's terminal event arrived, `error` the upstream's own error.
+    `completed` whether the upstream's terminal event arrived, `error` the upstream's own error,
+    `ending` whether the answer has begun to end (a finish reason, the terminal event or an
+    error has come): what follows is the stream's close, which the caller may hold back until
+    the request is billed.
 
     With the same dialect on both sides events pass through, renamed to `model` when given,
     except that a chat client that did not ask for usage does not get the usage the gateway
@@ -119,8 +130,9 @@ class StreamConverter:
     """
 
     def __init__(self, upstream: str, client: str, *, model: str | None = None,
-                 include_usage: bool = False, now: int | None = None):
+                 include_usage: bool = False, now: int | None = None, stop: list[str] | None = None):
         upstream, client = _name(upstream), _name(client)
+        self._stops = StopFilter(stop) if stop and applied_by_gateway(client, upstream) else None
         self._decoder = _module(upstream).StreamDecoder()
         self._encoder = _module(client).StreamEncoder(model=model, include_usage=include_usage, now=now)
         self._passthrough = upstream == client
@@ -134,6 +146,7 @@ class StreamConverter:
         self.output_chars = 0
         self.output_tokens = 0
         self.completed = False
+        self.ending = False
         self.truncated = False
         self.error: str | None = None
 
@@ -148,7 +161,7 @@ class StreamConverter:
             if self._client == RESPONSES and isinstance(data, dict) and isinstance(data.get("sequence_number"), int):
                 self._encoder.continue_after(data["sequence_number"])
             return self._relay(event_name, data)
-        return self._encode(decoded)
+        return self._encode(self._stops.filter(decoded) if self._stops else decoded)
 
     def finish(self, reason: str | None = None) -> list[Event]:
         if self._finished:
@@ -164,10 +177,12 @@ class StreamConverter:
             if self._client == CHAT and any(isinstance(e, End) for e in decoded):
                 out.append((None, chat.DONE))  # the upstream closed without it; a chat client still gets it
             return out
-        return self._encode(decoded)
+        return self._encode(self._stops.filter(decoded) if self._stops else decoded)
 
     def _track(self, events: list[StreamEvent]) -> None:
         for event in events:
+            if isinstance(event, (Finish, End, Failure)):
+                self.ending = True
             if isinstance(event, (Start, UsageUpdate)) and event.usage is not None:
                 self.usage = event.usage
             elif isinstance(event, (TextDelta, ThinkingDelta)):

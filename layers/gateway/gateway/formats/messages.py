@@ -9,7 +9,7 @@ from gateway.errors import InvalidRequest
 
 from .neutral import (
     ASSISTANT, CONTENT_FILTER, LENGTH, MIN_THINKING_BUDGET, STOP, STOP_SEQUENCE, TOOL_CALLS, USER,
-    End, Failure, Finish, Media, Part, Reply, Request, Start, StreamEvent, Text, TextDelta,
+    End, Failure, Finish, Media, Part, Reply, Request, ResponseFormat, Start, StreamEvent, Text, TextDelta,
     Thinking, ThinkingDelta, Tool, ToolArgs, ToolCall, ToolChoice, ToolResult, ToolStart,
     UsageUpdate, append_text, arguments_object, budget_for, dump_json, guess_mime_type,
     restyle_id, safe_tool_id, unsupported,
@@ -27,6 +27,28 @@ _FINISH_IN = {"end_turn": STOP, "max_tokens": LENGTH, "tool_use": TOOL_CALLS,
               "model_context_window_exceeded": LENGTH}
 _FINISH_OUT = {STOP: "end_turn", LENGTH: "max_tokens", TOOL_CALLS: "tool_use",
                STOP_SEQUENCE: "stop_sequence", CONTENT_FILTER: "refusal"}
+
+# JSON output (a chat `response_format`, a responses `text.format`, a content `responseMimeType`)
+# has no field of its own in this dialect: it becomes one forced tool whose input is the answer,
+# and that tool's call comes back to the client as the answer's text.
+ANSWER_TOOL = "gateway_json_answer"
+ANY_OBJECT = {"type": "object"}
+
+
+def _answer_tool(request: Request) -> dict[str, Any]:
+    fmt = request.response_format
+    assert fmt is not None
+    if request.tools:
+        raise unsupported("response_format together with tools (the JSON answer is carried as a forced tool)",
+                          "response_format")
+    schema = fmt.schema if fmt.schema is not None else ANY_OBJECT
+    if schema.get("type") != "object":
+        raise unsupported("a JSON schema whose root is not an object (a tool input must be one)",
+                          "response_format.json_schema.schema")
+    description = "Give the whole answer as this tool's input."
+    if fmt.name:
+        description += f" The answer is a {fmt.name}."
+    return {"name": ANSWER_TOOL, "description": description, "input_schema": schema}
 
 
 # ---- requests ----
@@ -65,6 +87,9 @@ def parse_request(body: dict[str, Any]) -> Request:
         request.tool_choice = ToolChoice(mode, choice.get("name"))  # type: ignore[arg-type]
     if "disable_parallel_tool_use" in choice:
         request.parallel_tool_calls = not choice["disable_parallel_tool_use"]
+    output = body.get("output_format") or {}  # the dialect's structured output
+    if output.get("type") == "json_schema":
+        request.response_format = ResponseFormat(output.get("schema"))
     return request
 
 
@@ -120,7 +145,8 @@ def render_request(request: Request, model: str) -> dict[str, Any]:
     body["messages"] = [m for m in (_message(t.role, t.parts) for t in request.turns) if m["content"]]
 
     budget = budget_for(request)
-    forced_tool = request.tool_choice is not None and request.tool_choice.mode in ("required", "tool")
+    forced_tool = (request.tool_choice is not None and request.tool_choice.mode in ("required", "tool")) \
+        or request.response_format is not None
     if forced_tool:
         budget = None  # the dialect refuses thinking together with a forced tool
     max_tokens = request.max_tokens
@@ -161,6 +187,11 @@ def render_request(request: Request, model: str) -> dict[str, Any]:
             choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
         if choice:
             body["tool_choice"] = choice
+    if any(t.name == ANSWER_TOOL for t in request.tools):
+        raise unsupported(f"a tool named {ANSWER_TOOL} (the gateway's own)", "tools")
+    if request.response_format is not None:
+        body["tools"] = [_answer_tool(request)]
+        body["tool_choice"] = {"type": "tool", "name": ANSWER_TOOL}
     if request.user:
         body["metadata"] = {"user_id": request.user}
     if request.stream:
@@ -228,11 +259,16 @@ def parse_response(body: dict[str, Any]) -> Reply:
             append_text(parts, block.get("text") or "")
         elif kind == "thinking":
             parts.append(Thinking(block.get("thinking") or "", block.get("signature")))
+        elif kind == "tool_use" and block.get("name") == ANSWER_TOOL:
+            append_text(parts, dump_json(block.get("input") or {}))
         elif kind == "tool_use":
             parts.append(ToolCall(block.get("id") or "", block.get("name") or "",
                                   dump_json(block.get("input") or {})))
+    finish = _FINISH_IN.get(body.get("stop_reason") or "end_turn", STOP)
+    if finish == TOOL_CALLS and not any(isinstance(p, ToolCall) for p in parts):
+        finish = STOP  # the only call was the JSON answer
     return Reply(id=body.get("id"), model=body.get("model"), parts=parts,
-                 finish=_FINISH_IN.get(body.get("stop_reason") or "end_turn", STOP),
+                 finish=finish,
                  usage=usage_from_messages(body.get("usage")), stop_sequence=body.get("stop_sequence"))
 
 
@@ -267,6 +303,8 @@ class StreamDecoder:
 
     def __init__(self) -> None:
         self._usage: dict[str, Any] = {}  # raw counts, merged: message_delta may repeat or add some
+        self._answer_blocks: set[Any] = set()  # blocks of the JSON answer tool: relayed as text
+        self._tool_calls = 0
 
     def feed(self, event_name: str | None, data: Any) -> list[StreamEvent]:
         if not isinstance(data, dict):
@@ -285,6 +323,8 @@ class StreamDecoder:
             if delta.get("type") == "thinking_delta" and delta.get("thinking"):
                 return [ThinkingDelta(delta["thinking"])]
             if delta.get("type") == "input_json_delta" and delta.get("partial_json"):
+                if data.get("index", 0) in self._answer_blocks:
+                    return [TextDelta(delta["partial_json"])]
                 return [ToolArgs(data.get("index", 0), delta["partial_json"])]
             return []
         if kind == "message_delta":
@@ -292,7 +332,10 @@ class StreamDecoder:
             events: list[StreamEvent] = [UsageUpdate(usage_from_messages(self._usage))]
             delta = data.get("delta") or {}
             if delta.get("stop_reason"):
-                events.append(Finish(_FINISH_IN.get(delta["stop_reason"], STOP), delta.get("stop_sequence")))
+                reason = _FINISH_IN.get(delta["stop_reason"], STOP)
+                if reason == TOOL_CALLS and self._answer_blocks and not self._tool_calls:
+                    reason = STOP  # the only call was the JSON answer
+                events.append(Finish(reason, delta.get("stop_sequence")))
             return events
         if kind == "message_stop":
             return [End()]
@@ -304,9 +347,13 @@ class StreamDecoder:
     def _merge_usage(self, usage: dict[str, Any] | None) -> None:
         self._usage.update({k: v for k, v in (usage or {}).items() if v is not None})
 
-    @staticmethod
-    def _block_start(index: int, block: dict[str, Any]) -> list[StreamEvent]:
+    def _block_start(self, index: int, block: dict[str, Any]) -> list[StreamEvent]:
         kind = block.get("type")
+        if kind == "tool_use" and block.get("name") == ANSWER_TOOL:
+            self._answer_blocks.add(index)
+            return [TextDelta(dump_json(block["input"]))] if block.get("input") else []
+        if kind == "tool_use":
+            self._tool_calls += 1
         if kind == "text" and block.get("text"):
             return [TextDelta(block["text"])]
         if kind == "thinking" and block.get("thinking"):

@@ -17,11 +17,19 @@ The family is recognised by the model id's prefix, so an operator can serve a ne
 known family through the channels document without a code change; the ids we ship are listed
 in `IOTA_MODELS` / `THETA_MODELS`. Any other model is a 400 naming `model`.
 
-`POST /v1/images/edits` is multipart (see `gateway.multipart`); its fields arrive as strings:
-`model` eta-image-edit; `image` one file, JPEG/PNG/BMP/TIFF/WEBP recognised from its bytes,
-under 10 MB; `prompt` 1..800 characters; `negative_prompt` optional; `n` integer 1..4
-(default 1; the charge multiplies); `response_format` url | b64_json (default url); `seed`
-integer 0..2147483647. Integers in a form must be written as integers ("2", not "2.5").
+`POST /v1/images/edits` is multipart (see `gateway.multipart`); its fields arrive as strings.
+Integers in a form must be written as integers ("2", not "2.5"). The rules follow `model`:
+
+- `eta-image-edit`: `image` one file, JPEG/PNG/BMP/TIFF/WEBP recognised from its bytes, under
+  10 MB; `prompt` 1..800 characters; `negative_prompt` optional; `n` integer 1..4 (default 1;
+  the charge multiplies); `response_format` url | b64_json (default url); `seed` integer
+  0..2147483647.
+- iota family: `image` 1..16 files (sent as `image`, repeated `image`, or `image[]`), each a
+  PNG, JPEG or WEBP recognised from its bytes whose size can be read, under 50 MB; `mask`
+  optional, a PNG with transparency (an alpha channel or tRNS), under 4 MB, of the first
+  image's width and height; `prompt` 1..32000 characters; `n` 1..10; `size`, `quality`,
+  `background`, `output_format`, `output_compression` as for generation; `input_fidelity` high |
+  low; `user`; `response_format` only b64_json; `stream` only false (a streamed edit is refused).
 
 Unknown fields are rejected by name, so a misspelt option is never silently ignored.
 """
@@ -35,7 +43,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, InstanceOf, Valida
                       field_validator)
 
 from gateway.errors import InvalidRequest
-from gateway.imagetypes import detect_image_type
+from gateway.imagetypes import detect_image_type, image_dimensions, png_has_alpha
 from gateway.multipart import Form, UploadedFile
 from gateway.validation import invalid, parse_json, parse_model
 
@@ -131,18 +139,17 @@ def _null_is(default: str):
 
 # --- generation ------------------------------------------------------------------------------
 
-class IotaGenerationRequest(BaseModel):
+class _IotaRequest(BaseModel):
+    """What an iota generation and an iota edit share: the model, the prompt, the output options."""
+
     model_config = ConfigDict(extra="forbid")
 
     model: str
     prompt: Annotated[str, _prompt(IOTA_PROMPT_MAX)]
-    n: Annotated[int, _json_integer(1, 1, IOTA_N_MAX)] = 1
     quality: Annotated[Literal[IOTA_QUALITIES], _null_is("auto")] = "auto"
     size: Annotated[Literal[IOTA_SIZES], _null_is("auto")] = "auto"
     output_format: Literal[IOTA_OUTPUT_FORMATS] | None = None
     background: Literal[IOTA_BACKGROUNDS] | None = None
-    output_compression: Annotated[int | None, _json_integer(None, 0, 100)] = None
-    moderation: Literal[IOTA_MODERATIONS] | None = None
     response_format: Literal["b64_json"] | None = None
     user: str | None = None
 
@@ -171,6 +178,12 @@ class IotaGenerationRequest(BaseModel):
     @property
     def family(self) -> str:
         return "iota"
+
+
+class IotaGenerationRequest(_IotaRequest):
+    n: Annotated[int, _json_integer(1, 1, IOTA_N_MAX)] = 1
+    output_compression: Annotated[int | None, _json_integer(None, 0, 100)] = None
+    moderation: Literal[IOTA_MODERATIONS] | None = None
 
     def upstream_payload(self) -> dict[str, Any]:
         """The JSON body for the upstream: what the client set, with our defaults resolved."""
@@ -294,9 +307,136 @@ class ImageEditRequest(BaseModel):
         fields = self.model_dump(exclude={"image"}, exclude_none=True)
         return {key: str(value) for key, value in fields.items()}
 
+    def upstream_files(self) -> list[tuple[str, UploadedFile]]:
+        return [("image", self.image)]
 
-def parse_edit_form(form: Form) -> ImageEditRequest:
-    """A parsed edit form as the request model (a 400 names the field and the rule)."""
+
+IOTA_EDIT_IMAGES_MAX = 16
+IOTA_EDIT_IMAGE_BYTES = 50 * 1024 * 1024  # "less than 50MB" each
+IOTA_MASK_BYTES = 4 * 1024 * 1024  # "less than 4MB"
+IOTA_EDIT_IMAGE_TYPES = ("png", "jpeg", "webp")
+IOTA_INPUT_FIDELITIES = ("high", "low")
+_IOTA_EDIT_TEXT_FIELDS = ("model", "prompt", "n", "size", "quality", "background", "output_format",
+                          "output_compression", "input_fidelity", "response_format", "user", "stream")
+
+
+def _check_upload(value: UploadedFile, limit: int, kinds: tuple[str, ...]) -> UploadedFile:
+    if value.size == 0:
+        raise ValueError("the file is empty")
+    if value.size >= limit:
+        raise ValueError(f"must be under {limit // (1024 * 1024)} MB ({limit} bytes); got {value.size} bytes")
+    kind = detect_image_type(value.data)
+    if kind not in kinds:
+        names = ", ".join(k.upper() for k in kinds)
+        raise ValueError(f"is not a {names} image (recognised from its content, not its name or declared type)")
+    if image_dimensions(value.data) is None:
+        raise ValueError(f"is a {kind.upper()} whose width and height cannot be read (a damaged header)")
+    return value
+
+
+class IotaEditRequest(_IotaRequest):
+    """An iota-family edit: several images, an optional mask, the generation's options."""
+
+    image: list[InstanceOf[UploadedFile]]
+    mask: InstanceOf[UploadedFile] | None = None
+    n: Annotated[int, _form_integer(1, 1, IOTA_N_MAX)] = 1
+    output_compression: Annotated[int | None, _form_integer(None, 0, 100)] = None
+    input_fidelity: Literal[IOTA_INPUT_FIDELITIES] | None = None
+    stream: Literal["false"] | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _images(cls, value: list[UploadedFile]) -> list[UploadedFile]:
+        if not value:
+            raise ValueError("at least one image is required")
+        if len(value) > IOTA_EDIT_IMAGES_MAX:
+            raise ValueError(f"at most {IOTA_EDIT_IMAGES_MAX} images (got {len(value)})")
+        for index, upload in enumerate(value):
+            try:
+                _check_upload(upload, IOTA_EDIT_IMAGE_BYTES, IOTA_EDIT_IMAGE_TYPES)
+            except ValueError as exc:
+                raise ValueError(f"image {index + 1} of {len(value)} {exc}" if len(value) > 1 else str(exc)) from None
+        return value
+
+    @field_validator("mask")
+    @classmethod
+    def _mask(cls, value: UploadedFile | None, info: ValidationInfo) -> UploadedFile | None:
+        if value is None:
+            return None
+        _check_upload(value, IOTA_MASK_BYTES, ("png",))
+        if not png_has_alpha(value.data):
+            raise ValueError("must be a PNG with transparency (an alpha channel): its transparent pixels mark "
+                             "what to edit")
+        images = info.data.get("image")
+        if images:  # image is declared first; when it failed, its own error is the one reported
+            first, mask = image_dimensions(images[0].data), image_dimensions(value.data)
+            if first != mask:
+                raise ValueError(f"must have the first image's size {first[0]}x{first[1]} "
+                                 f"(got {mask[0]}x{mask[1]})")
+        return value
+
+    @field_validator("stream", mode="before")
+    @classmethod
+    def _not_streamed(cls, value: Any) -> Any:
+        if value is not None and str(value).strip().lower() not in ("false", "0"):
+            raise ValueError("streamed edits are not supported; leave stream out")
+        return None
+
+    @property
+    def input_images(self) -> int:
+        """The images the upstream reads: every image, and the mask."""
+        return len(self.image) + (self.mask is not None)
+
+    def upstream_fields(self) -> dict[str, str]:
+        fields = self.model_dump(exclude={"image", "mask", "stream"}, exclude_none=True)
+        return {key: str(value) for key, value in fields.items()}
+
+    def upstream_files(self) -> list[tuple[str, UploadedFile]]:
+        """The files as the upstream's form takes them: `image[]` per image, then `mask`."""
+        name = "image" if len(self.image) == 1 else "image[]"
+        return [(name, image) for image in self.image] + ([("mask", self.mask)] if self.mask else [])
+
+
+EditRequest = ImageEditRequest | IotaEditRequest
+
+
+def parse_edit_form(form: Form) -> EditRequest:
+    """A parsed edit form as the request model of its model's family (a 400 names the field and the rule)."""
+    model = form.fields.get("model")
+    if model is None:
+        raise InvalidRequest("model: is required", param="model")
+    if _family_of(model) == "iota":
+        return _parse_iota_edit(form)
+    if model != ETA_EDIT_MODEL:
+        raise InvalidRequest(f"model: unknown image-edit model {model[:80]!r}; expected {ETA_EDIT_MODEL} or an "
+                             f"iota-* model (e.g. {IOTA_MODELS[0]})", param="model")
+    return _parse_eta_edit(form)
+
+
+def _parse_iota_edit(form: Form) -> IotaEditRequest:
+    for name in ("image", "image[]", "mask"):
+        if name in form.fields:
+            raise InvalidRequest(f"{name.rstrip('[]')}: must be a file part (with a filename), not a text field",
+                                 param=name.rstrip("[]"))
+    if "image" in form.files and "image[]" in form.files:
+        raise InvalidRequest("image: send the images either as `image` or as `image[]`, not both", param="image")
+    if form.more_files.get("mask"):
+        raise InvalidRequest("mask: is sent more than once; it takes a single file", param="mask")
+    for name in form.files:
+        if name in _IOTA_EDIT_TEXT_FIELDS:
+            raise InvalidRequest(f"{name}: must be a text field, not a file", param=name)
+    data: dict[str, Any] = {**form.fields, **{k: v for k, v in form.files.items() if k not in ("image", "image[]")},
+                            "image": form.files_named("image") or form.files_named("image[]")}
+    if not data["image"]:
+        raise InvalidRequest("image: is required (one or more image files)", param="image")
+    try:
+        return IotaEditRequest.model_validate(data)
+    except ValidationError as exc:
+        raise invalid(exc) from None
+
+
+def _parse_eta_edit(form: Form) -> ImageEditRequest:
+    """An eta edit form as the request model (a 400 names the field and the rule)."""
     if "image" in form.fields:
         raise InvalidRequest("image: must be a file part (with a filename), not a text field", param="image")
     if "image[]" in form.files:
@@ -304,12 +444,14 @@ def parse_edit_form(form: Form) -> ImageEditRequest:
     for name in form.files:
         if name in _EDIT_TEXT_FIELDS:
             raise InvalidRequest(f"{name}: must be a text field, not a file", param=name)
+    for name in form.more_files:
+        raise InvalidRequest(f"{name}: is sent more than once; {ETA_EDIT_MODEL} takes a single file", param=name)
     try:
         return ImageEditRequest.model_validate({**form.fields, **form.files})
     except ValidationError as exc:
         raise invalid(exc) from None
 
 
-def image_count(request: GenerationRequest | ImageEditRequest) -> int:
+def image_count(request: GenerationRequest | EditRequest) -> int:
     """How many images a request asks for: the multiplier of its per-image price."""
     return request.n

@@ -13,8 +13,6 @@ the one shape that fits so the error names the real field instead of every union
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Annotated, Any, Literal
@@ -25,54 +23,8 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainValidat
 from pydantic_core import PydanticCustomError
 
 from gateway.errors import InvalidRequest, NotFound
-
-# ---------------------------------------------------------------------------------------------
-# Token estimate, shared by validation (embedding limits), billing and the simulators.
-
-# Worst-case prompt tokens counted for one image, document, audio clip or file reference. An
-# image of about a megapixel costs up to ~1600 tokens upstream; reserving that much never
-# undercharges a reservation for a picture.
-MEDIA_TOKENS = 1600
-
-_WORDS = re.compile(r"[A-Za-z0-9]+|[\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]")
-
-
-def estimate_tokens(text: str) -> int:
-    """A deterministic, deliberately generous token count for `text`.
-
-    ASCII text: the larger of one token per 4 characters and one per word or punctuation mark
-    (real tokenizers give ~4 characters per token in English prose, but never fewer tokens than
-    short words and symbols). Every non-ASCII character counts as one token, since CJK text runs
-    at about one token per character and accented or emoji text at one or more. So the estimate
-    may run high, but never far below what a real tokenizer says.
-    """
-    if not text:
-        return 0
-    ascii_chars = len(text.encode("ascii", "ignore"))
-    other = len(text) - ascii_chars
-    return max(math.ceil(ascii_chars / 4), len(_WORDS.findall(text))) + other
-
-
-_MEDIA_KEYS = frozenset({"data", "file_data", "url", "image_url", "file_id", "fileUri", "file_uri",
-                         "bytesBase64Encoded"})
-
-
-def estimate_value_tokens(value: Any, key: str = "") -> int:
-    """Tokens of every string inside a JSON value; media payloads count `MEDIA_TOKENS` each.
-
-    Role names and part types are counted too, standing in for the per-message overhead real
-    upstreams add.
-    """
-    if isinstance(value, str):
-        if key in _MEDIA_KEYS or value.startswith("data:"):
-            return MEDIA_TOKENS
-        return estimate_tokens(value)
-    if isinstance(value, dict):
-        return sum(estimate_value_tokens(v, k) for k, v in value.items())
-    if isinstance(value, list):
-        return sum(estimate_value_tokens(v, key) for v in value)
-    return 0
-
+from gateway.schemas.shared import Base64, HttpOrDataUrl, HttpUrl
+from gateway.tokens import estimate_tokens, estimate_value_tokens
 
 # ---------------------------------------------------------------------------------------------
 # Building blocks.
@@ -82,6 +34,13 @@ Num = Annotated[float, Strict()]  # strict float still takes an int such as 1
 Bool = StrictBool
 Str = StrictStr
 NonEmptyStr = Annotated[StrictStr, Field(min_length=1)]
+# Longer than any model id, short enough to echo in an error.
+MAX_MODEL_NAME = 256
+ModelName = Annotated[StrictStr, Field(min_length=1, max_length=MAX_MODEL_NAME)]
+# An output limit above this is no limit any model has: a 400 naming the field, rather than a
+# reservation no quota could hold.
+MAX_OUTPUT_TOKENS = 1_000_000
+OutputTokens = Annotated[Int, Field(ge=1, le=MAX_OUTPUT_TOKENS)]
 
 
 class Open(BaseModel):
@@ -122,36 +81,11 @@ def _by_type(variants: dict[str, Any], fallback: Any = None, *, what: str = "typ
     def choose(value: Any) -> Any:
         if not isinstance(value, dict):
             return None
-        return variants.get(value.get(what), fallback)
+        kind = value.get(what)
+        # An unhashable or non-string `type` / `role` gets the fallback, whose Literal names it.
+        return variants.get(kind, fallback) if isinstance(kind, str) else fallback
 
     return choose
-
-
-_BASE64 = re.compile(r"[A-Za-z0-9+/_\-\s]*={0,2}\s*")
-
-
-def _base64(value: str) -> str:
-    if not value or not _BASE64.fullmatch(value):
-        raise ValueError("must be non-empty base64 data")
-    return value
-
-
-Base64 = Annotated[StrictStr, AfterValidator(_base64)]
-
-
-def _http_url(value: str) -> str:
-    if not value.startswith(("http://", "https://")):
-        raise ValueError("must be an http or https URL")
-    return value
-
-
-def _http_or_data_url(value: str) -> str:
-    if not value.startswith(("http://", "https://", "data:")):
-        raise ValueError("must be an http(s) URL or a data: URL")
-    return value
-
-
-HttpUrl = Annotated[StrictStr, AfterValidator(_http_url)]
 
 
 def _only_when_streaming(value: Any, info: ValidationInfo) -> Any:
@@ -267,14 +201,14 @@ class MessagesTool(Open):
 
 class Thinking(Open):
     type: Literal["enabled"]
-    budget_tokens: Annotated[Int, Field(gt=1024)]
+    budget_tokens: Annotated[Int, Field(gt=1024, lt=MAX_OUTPUT_TOKENS)]
 
 
 class MessagesRequest(Open):
-    model: NonEmptyStr
+    model: ModelName
     messages: Annotated[list[MessagesMessage], Field(min_length=1)]
     system: MessagesSystem | None = None
-    max_tokens: Annotated[Int, Field(ge=1)] | None = None
+    max_tokens: OutputTokens | None = None
     temperature: Annotated[Num, Field(ge=0, le=2)] | None = None
     top_p: Annotated[Num, Field(ge=0, le=1)] | None = None
     top_k: Annotated[Int, Field(ge=0)] | None = None
@@ -304,7 +238,8 @@ class MessagesRequest(Open):
     def _default_max_tokens(self) -> MessagesRequest:
         if self.max_tokens is None:
             # Assigning marks the field as set, so it is part of the payload sent upstream.
-            self.max_tokens = DEFAULT_MAX_TOKENS + (self.thinking.budget_tokens if self.thinking else 0)
+            budget = self.thinking.budget_tokens if self.thinking else 0
+            self.max_tokens = min(DEFAULT_MAX_TOKENS + budget, MAX_OUTPUT_TOKENS)
         return self
 
     def estimate_input_tokens(self) -> int:
@@ -312,6 +247,9 @@ class MessagesRequest(Open):
 
     def output_limit(self) -> int:
         return self.max_tokens or DEFAULT_MAX_TOKENS
+
+    def choices(self) -> int:
+        return 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,7 +332,7 @@ def _thinking_level(value: str) -> str:
 
 class ThinkingConfig(GeminiObject):
     thinkingLevel: Annotated[Str, AfterValidator(_thinking_level)] | None = None
-    thinkingBudget: Annotated[Int, Field(ge=-1)] | None = None  # -1 lets the model decide
+    thinkingBudget: Annotated[Int, Field(ge=-1, le=MAX_OUTPUT_TOKENS)] | None = None  # -1 lets the model decide
     includeThoughts: Bool | None = None
 
 
@@ -402,7 +340,7 @@ class GenerationConfig(GeminiObject):
     temperature: Annotated[Num, Field(ge=0, le=2)] | None = None
     topP: Annotated[Num, Field(ge=0, le=1)] | None = None
     topK: Annotated[Int, Field(ge=0)] | None = None
-    maxOutputTokens: Annotated[Int, Field(ge=1)] | None = None
+    maxOutputTokens: OutputTokens | None = None
     candidateCount: Annotated[Int, Field(ge=1)] | None = None
     stopSequences: list[Str] | None = None
     responseMimeType: Str | None = None
@@ -454,6 +392,11 @@ class ContentRequest(GeminiObject):
         config = self.generationConfig
         return config.maxOutputTokens if config else None
 
+    def choices(self) -> int:
+        """Candidates generated, each up to the output limit."""
+        config = self.generationConfig
+        return (config.candidateCount if config else None) or 1
+
 
 class CountTokensRequest(GeminiObject):
     contents: Annotated[list[GeminiContent], Field(min_length=1)] | None = None
@@ -471,6 +414,8 @@ class EmbedContent(GeminiObject):
 
 
 class EmbedContentRequest(GeminiObject):
+    # batchEmbedContents names the model in each request (the gateway replaces it upstream).
+    model: ModelName | None = None
     content: EmbedContent
     taskType: Str | None = None
     outputDimensionality: Annotated[Int, Field(ge=1)] | None = None
@@ -498,6 +443,8 @@ def parse_model_action(proxy: str) -> tuple[str, str]:
         raise NotFound(f"models/{proxy}: no action given; use one of :{', :'.join(CONTENT_ACTIONS)}")
     if not model or "/" in model:
         raise InvalidRequest("model: must be a model name", param="model")
+    if len(model) > MAX_MODEL_NAME:
+        raise InvalidRequest(f"model: must be at most {MAX_MODEL_NAME} characters", param="model")
     if action not in CONTENT_ACTIONS:
         raise NotFound(f"models/{model}:{action}: unknown action; use one of :{', :'.join(CONTENT_ACTIONS)}")
     return model, action
@@ -512,7 +459,7 @@ class ChatTextPart(Open):
 
 
 class ImageUrl(Open):
-    url: Annotated[StrictStr, AfterValidator(_http_or_data_url)]
+    url: HttpOrDataUrl
     detail: Literal["auto", "low", "high"] | None = None
 
 
@@ -666,13 +613,13 @@ Penalty = Annotated[Num, Field(ge=-2, le=2)]
 
 
 class ChatRequest(Open):
-    model: NonEmptyStr
+    model: ModelName
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     temperature: Annotated[Num, Field(ge=0, le=2)] | None = None
     top_p: Annotated[Num, Field(ge=0, le=1)] | None = None
     n: Annotated[Int, Field(ge=1, le=128)] | None = None
-    max_tokens: Annotated[Int, Field(ge=1)] | None = None
-    max_completion_tokens: Annotated[Int, Field(ge=1)] | None = None
+    max_tokens: OutputTokens | None = None
+    max_completion_tokens: OutputTokens | None = None
     stream: Bool | None = None
     stream_options: StreamOptions | None = None
     tools: list[ChatTool] | None = None
@@ -698,6 +645,10 @@ class ChatRequest(Open):
     def output_limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
 
+    def choices(self) -> int:
+        """Choices generated (`n`), each up to the output limit."""
+        return self.n or 1
+
 
 # ---------------------------------------------------------------------------------------------
 # POST /v1/responses and /v1/responses/compact
@@ -709,7 +660,7 @@ class ResponsesInputText(Open):
 
 class ResponsesInputImage(Open):
     type: Literal["input_image"]
-    image_url: Annotated[StrictStr, AfterValidator(_http_or_data_url)] | None = None
+    image_url: HttpOrDataUrl | None = None
     file_id: Str | None = None
     detail: Literal["auto", "low", "high"] | None = None
 
@@ -785,10 +736,11 @@ class ResponsesStreamOptions(Open):
 
 
 class ResponsesRequest(Open):
-    model: NonEmptyStr
-    input: ResponsesInput | None = None
+    model: ModelName
+    # Absent is allowed (previous_response_id may carry the conversation); null is not a value.
+    input: ResponsesInput = None
     instructions: Str | None = None
-    max_output_tokens: Annotated[Int, Field(ge=1)] | None = None
+    max_output_tokens: OutputTokens | None = None
     temperature: Annotated[Num, Field(ge=0, le=2)] | None = None
     top_p: Annotated[Num, Field(ge=0, le=1)] | None = None
     stream: Bool | None = None
@@ -813,6 +765,9 @@ class ResponsesRequest(Open):
 
     def output_limit(self) -> int | None:
         return self.max_output_tokens
+
+    def choices(self) -> int:
+        return 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -862,7 +817,7 @@ EmbeddingInput = _by_shape(_choose_embedding_input,
 
 
 class EmbeddingsRequest(Open):
-    model: NonEmptyStr
+    model: ModelName
     input: EmbeddingInput
     encoding_format: Literal["float", "base64"] | None = None
     dimensions: Annotated[Int, Field(ge=1)] | None = None

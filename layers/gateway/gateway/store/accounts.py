@@ -6,8 +6,8 @@
 | API key | `KEY#<sha256 of key>` | `KEY` (gsi1: `USER#<id>#KEYS` / `<created>#<key id>`) |
 | key id pointer | `KEYID#<key id>` | `KEYID` |
 | system access token | `ACCESS#<sha256 of token>` | `ACCESS` |
-| reservation | `RES#<reservation id>` | `RES` (billing) |
-| ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (billing) |
+| reservation | `RES#<reservation id>` | `RES` (billing; while open, gsi1: `HOLD#<shard>` / `<hold until>#<id>`) |
+| ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (billing; gsi1: `KEYLOG#<key id>` / the same sk; gsi2: `USER#<id>#MODEL#<model>` / the same sk) |
 | a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (billing: `units`/`requests`, and `key:<id>:…`, `model:<name>:…` of each) |
 | user id counter | `COUNTER` | `USER` |
 
@@ -17,6 +17,7 @@ Secrets (keys, access tokens) are stored only as SHA-256 hashes.
 from __future__ import annotations
 
 import time
+import zlib
 from dataclasses import dataclass
 from datetime import date, datetime, time as day_time, timedelta, timezone
 from typing import Any
@@ -40,10 +41,34 @@ def reservation_pk(reservation_id: str) -> str:
     return f"RES#{reservation_id}"
 
 
+# Open reservations spread over this many index keys, so that no one gsi1 partition takes every
+# request's writes; the sweeper reads each in turn.
+HOLD_SHARDS = 8
+
+
+def hold_shard(shard: int) -> str:
+    return f"HOLD#{shard}"
+
+
+def hold_index_keys(reservation_id: str, hold_until: int) -> dict[str, str]:
+    """The gsi1 keys of an open reservation: its shard, then its deadline (epoch seconds, padded
+    so that string order is time order)."""
+    return {"gsi1pk": hold_shard(zlib.crc32(reservation_id.encode()) % HOLD_SHARDS),
+            "gsi1sk": f"{int(hold_until):012d}#{reservation_id}"}
+
+
 def usage_sk(at: datetime, request_id: str) -> str:
     return f"USAGE#{at.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z#{request_id}"
 
 
+def ledger_index(user_id: int, key_id: str, model: str, sk: str) -> dict[str, str]:
+    """The index keys of a ledger entry: the request log reads one key's (gsi1) or one model's
+    (gsi2) entries newest first without reading the rest of the account's ledger."""
+    return {"gsi1pk": f"KEYLOG#{key_id}", "gsi1sk": sk, "gsi2pk": f"{user_pk(user_id)}#MODEL#{model}", "gsi2sk": sk}
+
+
+# The request log's access paths: (index name or None, partition attribute, sort attribute).
+LOG_BY_USER, LOG_BY_KEY, LOG_BY_MODEL = (None, "pk", "sk"), ("gsi1", "gsi1pk", "gsi1sk"), ("gsi2", "gsi2pk", "gsi2sk")
 def days_pk(user_id: int) -> str:
     return f"DAYS#{user_id}"
 
@@ -275,6 +300,56 @@ class AccountsRepository:
             UpdateExpression="SET last_used_at = :now", ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeValues=to_values({":now": now}))
 
+    # Operator actions (admin command line) ---------------------------------------------------
+
+    def list_users(self) -> list[dict[str, Any]]:
+        """Every user profile, by id (a Scan: an operator's occasional question, not a request path)."""
+        params: dict[str, Any] = {"TableName": self.table, "FilterExpression": "sk = :profile",
+                                  "ExpressionAttributeValues": to_values({":profile": PROFILE})}
+        users: list[dict[str, Any]] = []
+        while True:
+            answer = self._db.scan(**params)
+            users.extend(from_item(item) for item in answer.get("Items", []))
+            if "LastEvaluatedKey" not in answer:
+                return sorted(users, key=lambda u: int(u["id"]))
+            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+    def set_user_enabled(self, user_id: int, enabled: bool) -> list[str]:
+        """Disables a user (profile status 2, each active key `disabled`, so every key is refused at
+        once) or enables it again (status 1, the keys this disabled become active; a revoked key
+        stays revoked). Returns the ids of the keys it changed."""
+        try:
+            self._db.update_item(
+                TableName=self.table, Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                UpdateExpression="SET #s = :status", ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={"#s": "status"}, ExpressionAttributeValues=to_values({":status": 1 if enabled else 2}))
+        except Exception as exc:
+            if is_condition_failure(exc):
+                raise UserNotFound(user_id) from None
+            raise
+        before, after = ("disabled", "active") if enabled else ("active", "disabled")
+        changed = []
+        for record in self.list_keys(user_id):
+            try:
+                self._db.update_item(
+                    TableName=self.table, Key=to_item({"pk": record["pk"], "sk": "KEY"}),
+                    UpdateExpression="SET #s = :after", ConditionExpression="#s = :before",
+                    ExpressionAttributeNames={"#s": "status"},
+                    ExpressionAttributeValues=to_values({":after": after, ":before": before}))
+                changed.append(record["key_id"])
+            except Exception as exc:
+                if not is_condition_failure(exc):
+                    raise
+        return changed
+
+    def delete_key(self, key_id: str) -> None:
+        """Removes a key and its id pointer together; its ledger entries stay (they name the key id)."""
+        key_hash = self.key_hash_for_id(key_id)
+        self._db.transact_write_items(TransactItems=[
+            {"Delete": {"TableName": self.table, "Key": to_item({"pk": key_pk(key_hash), "sk": "KEY"})}},
+            {"Delete": {"TableName": self.table, "Key": to_item({"pk": f"KEYID#{key_id}", "sk": "KEYID"})}},
+        ])
+
     # Ledger --------------------------------------------------------------------------------
 
     def ledger(self, user_id: int, *, start: datetime | None = None, end: datetime | None = None,
@@ -284,6 +359,8 @@ class AccountsRepository:
         high = usage_sk(end, "\uffff") if end else "USAGE#\uffff"
         params: dict[str, Any] = {
             "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            # A bill is readable the moment its answer is: the settlement was written before it.
+            "ConsistentRead": True,
             "ExpressionAttributeValues": to_values({":pk": user_pk(user_id), ":low": low, ":high": high}),
         }
         if key_id:
@@ -297,6 +374,36 @@ class AccountsRepository:
                 return entries
             params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
+    def log_query(self, user_id: int, path: tuple[str | None, str, str], partition: str, *, low: str, high: str,
+                  limit: int, start_after: str | None = None, count_only: bool = False,
+                  filter_expression: str | None = None, names: dict[str, str] | None = None,
+                  values: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int, int, str | None]:
+        """One read of a user's ledger entries on an access path, newest first: examines at most
+        `limit` entries with sort keys in [low, high] below `start_after`. Returns the entries that
+        pass the filter (none when `count_only`), how many passed, how many were examined, and the
+        sort key to continue after (None when the path is exhausted)."""
+        index, pk_name, sk_name = path
+        params: dict[str, Any] = {
+            "TableName": self.table, "KeyConditionExpression": "#p = :p AND #s BETWEEN :low AND :high",
+            "ExpressionAttributeNames": {"#p": pk_name, "#s": sk_name, **(names or {})},
+            "ExpressionAttributeValues": to_values({":p": partition, ":low": low, ":high": high, **(values or {})}),
+            "ScanIndexForward": False, "Limit": limit,
+        }
+        if index:
+            params["IndexName"] = index
+        if filter_expression:
+            params["FilterExpression"] = filter_expression
+        if count_only:
+            params["Select"] = "COUNT"
+        if start_after:
+            # A position on an index is the entry's table key plus its index key.
+            params["ExclusiveStartKey"] = to_item({"pk": user_pk(user_id), "sk": start_after,
+                                                   pk_name: partition, sk_name: start_after})
+        answer = self._db.query(**params)
+        items = [from_item(item) for item in answer.get("Items", [])]
+        last = answer.get("LastEvaluatedKey")
+        return (items, int(answer.get("Count", len(items))), int(answer.get("ScannedCount", len(items))),
+                from_item(last)[sk_name] if last else None)
     def usage(self, user_id: int, *, start: datetime | None = None, end: datetime | None = None,
               key_id: str | None = None, model: str | None = None) -> UsageTotal:
         """What `ledger(user_id, start=start, end=end)` adds up to (units, entries), for the user,

@@ -7,11 +7,16 @@ that loses the race reads the task again and finds it already moved.
 An unfinished task carries `open_shard` (one of `OPEN_SHARDS` values), which puts it in the
 sparse `open_tasks` index ordered by `next_poll_at`; the sweeper reads only that index, and a
 finished task drops the attribute and leaves it.
+
+A task is read and written as a `Task`; `Task.from_item` / `Task.item` are its one mapping to
+and from the stored item.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from gateway.errors import NotFound
@@ -19,12 +24,72 @@ from gateway.settings import get_settings
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
 OPEN_INDEX = "open_tasks"
+OWNER_INDEX = "by_owner"
 # Spreads open tasks over a few index partitions; the sweeper reads each one.
 OPEN_SHARDS = 4
 
 
 def open_shard(task_id: str) -> str:
     return f"open#{zlib.crc32(task_id.encode()) % OPEN_SHARDS}"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One asynchronous task, as stored. Statuses are the engine's unified words
+    (`gateway.tasks.adapter.UNIFIED`); each family turns them into its own public words."""
+
+    task_id: str  # the gateway's public id; also the id of its reservation
+    owner_id: str  # the user id, as a string
+    family: str  # a name of `gateway.tasks.families.FAMILIES`
+    model: str  # the public model id
+    channel: str  # the channel that accepted it
+    upstream_task_id: str
+    reservation: dict[str, Any]  # `billing.Reservation` as a dict
+    created_at: int
+    updated_at: int
+    status: str = "submitted"
+    upstream_status: str | None = None  # the upstream's own last word
+    progress: int = 0  # 0..100
+    result_urls: list[str] = field(default_factory=list)
+    error: str | None = None
+    duration: str | None = None  # seconds of one video, as a string, when the family has one
+    #: What the price multiplies (`families.base.Quantities` as a dict): seconds, images, calls, ...
+    quantities: dict[str, Any] = field(default_factory=dict)
+    callback_url: str | None = None
+    #: Request fields the family's answers repeat (size, seconds, external ids, ...).
+    public: dict[str, Any] = field(default_factory=dict)
+    #: What the upstream reported that the family's answers show (`TaskSnapshot.details`).
+    details: dict[str, Any] = field(default_factory=dict)
+    poll_url: str | None = None  # where to poll, when the upstream named its own URL
+    parent_id: str | None = None  # the task this one acts on, for a family with follow-up actions
+    polls: int = 0
+    next_poll_at: int = 0
+    open_shard: str | None = None  # set while open (the sparse index); removed once finished
+    completed_at: int | None = None
+    billing: str | None = None  # settled or refunded, once finished
+    closed_at: int | None = None
+    version: int = 0  # bumped by every write; each write is conditioned on it
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> Task:
+        """A task from its stored attributes (an attribute of another version of the code is ignored)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in item.items() if k in known}
+        for name in ("created_at", "updated_at", "progress", "polls", "next_poll_at", "version"):
+            if values.get(name) is not None:
+                values[name] = int(values[name])
+        for name in ("result_urls",):
+            values[name] = list(values.get(name) or [])
+        for name in ("quantities", "public", "details"):
+            values[name] = dict(values.get(name) or {})
+        return cls(**values)
+
+    def item(self) -> dict[str, Any]:
+        """The stored attributes: every field that has a value (None is left out)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    def replace(self, **changes: Any) -> Task:
+        return dataclasses.replace(self, **changes)
 
 
 class TasksRepository:
@@ -35,27 +100,29 @@ class TasksRepository:
     def table(self) -> str:
         return self._table or get_settings().tasks_table
 
-    def put(self, task: dict[str, Any]) -> None:
+    def put(self, task: Task) -> Task:
         """Stores a new task (version 1); a task id is never reused."""
-        item = {**task, "version": 1}
-        client("dynamodb").put_item(TableName=self.table, Item=to_item(item),
+        task = task.replace(version=1)
+        client("dynamodb").put_item(TableName=self.table, Item=to_item(task.item()),
                                     ConditionExpression="attribute_not_exists(task_id)")
+        return task
 
-    def get(self, task_id: str) -> dict[str, Any] | None:
-        return from_item(client("dynamodb").get_item(
+    def get(self, task_id: str) -> Task | None:
+        item = from_item(client("dynamodb").get_item(
             TableName=self.table, Key=to_item({"task_id": task_id}), ConsistentRead=True).get("Item"))
+        return None if item is None else Task.from_item(item)
 
-    def get_owned(self, task_id: str, owner_id: int | str) -> dict[str, Any]:
+    def get_owned(self, task_id: str, owner_id: int | str) -> Task:
         """The task if `owner_id` owns it; anybody else's task is answered as if it did not exist."""
         task = self.get(task_id) if task_id else None
-        if task is None or str(task.get("owner_id")) != str(owner_id):
+        if task is None or task.owner_id != str(owner_id):
             raise NotFound(f"task '{task_id}' does not exist", param="task_id", code="task_not_found")
         return task
 
-    def update(self, task: dict[str, Any], changes: dict[str, Any], remove: tuple[str, ...] = ()) -> dict[str, Any] | None:
-        """Applies `changes` if the stored task is still at `task["version"]`; the new task, or None
-        when somebody else changed it first."""
-        version = int(task["version"])
+    def update(self, task: Task, changes: dict[str, Any], remove: tuple[str, ...] = ()) -> Task | None:
+        """Applies `changes` (field names to values) and removes the `remove` fields if the stored
+        task is still at `task.version`; the new task, or None when somebody else changed it first."""
+        version = task.version
         values = {**changes, "version": version + 1}
         names = {f"#f{i}": name for i, name in enumerate(values)}
         sets = [f"#f{i} = :v{i}" for i in range(len(values))]
@@ -65,7 +132,7 @@ class TasksRepository:
             expression += " REMOVE " + ", ".join(removed)
         try:
             client("dynamodb").update_item(
-                TableName=self.table, Key=to_item({"task_id": task["task_id"]}), UpdateExpression=expression,
+                TableName=self.table, Key=to_item({"task_id": task.task_id}), UpdateExpression=expression,
                 ConditionExpression="#version = :expected",
                 ExpressionAttributeNames={**names, **removed, "#version": "version"},
                 ExpressionAttributeValues=to_values({**{f":v{i}": v for i, v in enumerate(values.values())},
@@ -74,12 +141,9 @@ class TasksRepository:
             if is_condition_failure(exc):
                 return None
             raise
-        updated = {**task, **values}
-        for name in remove:
-            updated.pop(name, None)
-        return updated
+        return task.replace(**values, **{name: None for name in remove})
 
-    def overdue(self, before: float, limit: int = 100) -> Iterator[dict[str, Any]]:
+    def overdue(self, before: float, limit: int = 100) -> Iterator[Task]:
         """Open tasks whose next poll was due before `before`, oldest due first, per shard."""
         for shard in range(OPEN_SHARDS):
             answer = client("dynamodb").query(
@@ -88,4 +152,29 @@ class TasksRepository:
                 ExpressionAttributeValues=to_values({":shard": f"open#{shard}", ":before": int(before)}),
                 Limit=limit)
             for item in answer.get("Items", []):
-                yield from_item(item)
+                yield Task.from_item(from_item(item))
+
+    def by_owner(self, owner_id: int | str, *, family: str | None = None, at_most: int | None = None,
+                 newest_first: bool = True) -> Iterator[Task]:
+        """The owner's tasks by creation second (`created_at`), page by page; `at_most`
+        (seconds) starts the newest-first walk there, or the oldest-first one there when
+        `newest_first` is false; `family` keeps only that family's tasks."""
+        condition, values = "owner_id = :owner", {":owner": str(owner_id)}
+        if at_most is not None:
+            condition += " AND created_at " + ("<= :edge" if newest_first else ">= :edge")
+            values[":edge"] = int(at_most)
+        extra: dict[str, Any] = {}
+        if family is not None:
+            extra = {"FilterExpression": "#family = :family", "ExpressionAttributeNames": {"#family": "family"}}
+            values[":family"] = family
+        start: dict[str, Any] | None = None
+        while True:
+            answer = client("dynamodb").query(
+                TableName=self.table, IndexName=OWNER_INDEX, KeyConditionExpression=condition,
+                ExpressionAttributeValues=to_values(values), ScanIndexForward=not newest_first,
+                **extra, **({"ExclusiveStartKey": start} if start else {}))
+            for item in answer.get("Items", []):
+                yield Task.from_item(from_item(item))
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                return

@@ -3,9 +3,10 @@
 - `submit`: the key may use the model, a channel serves it, the price is reserved (reservation
   id = task id), the upstream accepts the task (a refusal refunds at once and answers the
   error), the task is stored and its first poll is enqueued with a delay.
-- `poll_once` (the poller, once per SQS message): asks the upstream, maps its status through the
-  adapter's table, writes the task conditioned on its version, and re-enqueues the next poll
-  with backoff while it runs.
+- `poll_many` (the poller, per batch of SQS messages) and `poll_once`: asks the upstream (once
+  per task, or once per channel for a family that polls in batches), maps its status through
+  the adapter's table, writes the task conditioned on its version, and re-enqueues the next
+  poll with backoff while it runs (with a callback on each change, for a family that wants it).
 - `finish`: a terminal task is first written (its outcome decided once, by whoever wins the
   versioned write), then settled or refunded (idempotent per reservation), then its callback
   enqueued, then closed (it leaves the open-task index). A crash anywhere in between leaves the
@@ -15,49 +16,36 @@
   lose a task), fails and refunds tasks older than the maximum age, finishes half-finished ones.
 
 Queries read the task store only; nothing on a client's path calls the upstream but submit.
+Everything a family decides (its prices, its upstream, its statuses, its answers) comes from its
+`TaskFamily` (`gateway.tasks.families`), looked up by the task's `family`: no family is named here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
-import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from gateway import billing
 from gateway.auth import Principal
-from gateway.channels import Channel, get_catalog, report_success
-from gateway.errors import NotFound
+from gateway.channels import Channel, get_catalog
+from gateway.errors import InvalidRequest, NotFound
 from gateway.observability import logger
-from gateway.prices import unit_cost
+from gateway.outbound import sync_client
 from gateway.settings import get_settings
-from gateway.store.tasks import TasksRepository, open_shard
+from gateway.store.tasks import Task, TasksRepository, open_shard
 from gateway.tasks import queue
-from gateway.tasks.adapters import ADAPTERS, TERMINAL, TaskSnapshot, UpstreamRejected
-from gateway.tasks.adapters import poll as poll_upstream
-from gateway.tasks.adapters import submit as submit_upstream
-from gateway.upstreams.verdict import exhausted_error, record_failure
+from gateway.tasks.adapter import TERMINAL, TaskSnapshot
+from gateway.tasks.callbacks import UnsafeCallback, check_url
+from gateway.tasks.families import family_of
+from gateway.upstreams.errors import UpstreamError
+from gateway.upstreams.verdict import first_success
 
 SUBMITTED = "submitted"
-# Submits and polls of a task are quick upstream calls (the work happens later, upstream).
-POLL_TIMEOUT = httpx.Timeout(10.0, connect=3.0)
-
-_http_lock = threading.Lock()
-_http: httpx.Client | None = None
-
-
-def http_client() -> httpx.Client:
-    """One pooled client per execution environment (the adapters are synchronous)."""
-    global _http
-    with _http_lock:
-        if _http is None or _http.is_closed:
-            _http = httpx.Client(timeout=POLL_TIMEOUT, follow_redirects=False,
-                                 limits=httpx.Limits(max_connections=32, max_keepalive_connections=16))
-        return _http
+# What one poll may take: the upstream call's timeouts (`adapter.UPSTREAM_TIMEOUT`) and a few AWS calls.
+POLL_SECONDS_NEEDED = 15.0
 
 
 def tasks() -> TasksRepository:
@@ -68,38 +56,43 @@ def tasks() -> TasksRepository:
 class NewTask:
     """A validated request of some family, in the terms the engine needs."""
 
-    family: str  # the adapter's protocol: delta, zeta, epsilon
+    family: str  # a name of the registry (`gateway.tasks.families`)
     model: str
-    upstream_request: dict[str, Any]  # what the adapter relays
-    billable_seconds: int  # seconds of video across every video asked for
-    sample_count: int
-    route: str
-    id_prefix: str = "task_"
+    upstream_request: dict[str, Any]  # what the family's adapter relays
+    route: str  # for the ledger
+    #: What the price multiplies (`families.base.Quantities` as a dict).
+    quantities: dict[str, Any] = field(default_factory=dict)
     callback_url: str | None = None
+    callback_field: str = "callback_url"  # how the family's request names it, for a 400
     duration: str | None = None  # seconds of one video, as a string
     public: dict[str, Any] = field(default_factory=dict)  # family fields the answers repeat (size, seconds)
+    parent_id: str | None = None  # the caller's task this one acts on
 
 
-def submit(principal: Principal, new: NewTask) -> dict[str, Any]:
+def submit(principal: Principal, new: NewTask) -> Task:
     """Reserve, submit upstream, store, enqueue the first poll; the stored task."""
+    family = family_of(new.family)
+    if new.callback_url is not None:
+        try:
+            check_url(new.callback_url, resolve=False)
+        except UnsafeCallback as exc:
+            raise InvalidRequest(f"{new.callback_field}: {exc}", param=new.callback_field) from None
     principal.require_model(new.model)
-    price, channels = get_catalog().serving(new.model, (new.family,))
-    task_id = new.id_prefix + uuid.uuid4().hex
-    reservation = billing.reserve(principal, unit_cost(price, seconds=new.billable_seconds), model=new.model,
-                                  route=new.route, reservation_id=task_id)
+    price, channels = get_catalog().serving(new.model, family.protocols)
+    task_id = family.new_task_id()
+    reservation = billing.reserve(principal, family.units_to_hold(new, price), model=new.model,
+                                  route=new.route, reservation_id=task_id, hold_seconds=billing.task_hold_seconds())
     try:
-        channel, upstream_task_id = _first_accepting(channels, new)
+        accepted, channel = first_success(channels, lambda channel: family.submit_upstream(
+            sync_client, channel, channel.upstream_model(new.model), new))
         now = time.time()
-        task = {
-            "task_id": task_id, "owner_id": str(principal.user_id), "family": new.family, "model": new.model,
-            "channel": channel.name, "upstream_task_id": upstream_task_id, "status": SUBMITTED,
-            "upstream_status": None, "progress": 0, "result_urls": [], "error": None, "duration": new.duration,
-            "billable_seconds": new.billable_seconds, "sample_count": new.sample_count,
-            "reservation": dataclasses.asdict(reservation), "callback_url": new.callback_url,
-            "public": new.public or None, "created_at": int(now), "updated_at": int(now), "polls": 0,
-            "open_shard": open_shard(task_id), "next_poll_at": int(now + get_settings().task_poll_seconds),
-        }
-        tasks().put(task)
+        task = tasks().put(Task(
+            task_id=task_id, owner_id=str(principal.user_id), family=new.family, model=new.model,
+            channel=channel.name, upstream_task_id=accepted.upstream_task_id, poll_url=accepted.poll_url,
+            details=dict(accepted.details), reservation=dataclasses.asdict(reservation),
+            quantities=dict(new.quantities), duration=new.duration, callback_url=new.callback_url,
+            public=dict(new.public), parent_id=new.parent_id, created_at=int(now), updated_at=int(now),
+            open_shard=open_shard(task_id), next_poll_at=int(now + get_settings().task_poll_seconds)))
     except BaseException as exc:
         billing.refund(reservation, reason=getattr(exc, "message", type(exc).__name__)[:200])
         raise
@@ -110,23 +103,7 @@ def submit(principal: Principal, new: NewTask) -> dict[str, Any]:
         logger.exception("first poll not enqueued; the sweeper will pick the task up", extra={"task_id": task_id})
     logger.info("task submitted", extra={"task_id": task_id, "family": new.family, "model": new.model,
                                          "channel": channel.name, "units": reservation.units})
-    task["version"] = 1
     return task
-
-
-def _first_accepting(channels: list[Channel], new: NewTask) -> tuple[Channel, str]:
-    failures: list[UpstreamRejected] = []
-    adapter = ADAPTERS[new.family]
-    for channel in channels:
-        try:
-            upstream_task_id = submit_upstream(http_client(), adapter, channel.base_url, channel.api_key,
-                                               channel.upstream_model(new.model), new.upstream_request)
-        except UpstreamRejected as exc:
-            record_failure(channel, exc, failures)
-            continue
-        report_success(channel)
-        return channel, upstream_task_id
-    raise exhausted_error(failures)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,25 +121,81 @@ def poll_once(task_id: str, *, now: float | None = None) -> str:
 
     Raises when the task store or the queue fails, so the message comes back and is retried.
     """
-    task = tasks().get(task_id)
-    if task is None:
-        logger.warning("poll for an unknown task", extra={"task_id": task_id})
-        return "missing"
-    if task["status"] in TERMINAL:
-        if "open_shard" in task:  # written terminal, then interrupted before it was closed
-            finish(task, now=now)
-            return "finished"
-        return "done"
+    outcome = poll_many([task_id], now=now)[task_id]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def poll_many(task_ids: Sequence[str], *, now: float | None = None,
+              time_left: Callable[[], float] | None = None) -> dict[str, str | BaseException]:
+    """Polls several tasks (a batch of poll messages); each id's outcome, as `poll_once` says
+    it, or the exception that must bring its message back.
+
+    A family that `polls_in_batches` is asked once per channel for all its tasks of the batch;
+    any other, once per task. `time_left` (seconds) is checked before each upstream call: a call
+    there is no time left for fails its tasks with `TimeoutError`, and their messages come back.
+    """
+    def out_of_time() -> bool:
+        return time_left is not None and time_left() < POLL_SECONDS_NEEDED
+
+    if out_of_time():
+        return {task_id: TimeoutError("no time left for this poll; the message comes back") for task_id in task_ids}
+    outcomes: dict[str, str | BaseException] = {}
+    groups: dict[tuple[str, ...], list[Task]] = {}
+    for task_id in dict.fromkeys(task_ids):  # a message delivered twice in one batch is polled once
+        try:
+            task = tasks().get(task_id)
+            if task is None:
+                logger.warning("poll for an unknown task", extra={"task_id": task_id})
+                outcomes[task_id] = "missing"
+            elif task.status in TERMINAL:
+                outcomes[task_id] = "done"
+                if task.open_shard is not None:  # written terminal, then interrupted before it was closed
+                    finish(task, now=now)
+                    outcomes[task_id] = "finished"
+            else:
+                batched = family_of(task.family).polls_in_batches
+                groups.setdefault((task.family, task.channel) if batched else (task_id,), []).append(task)
+        except Exception as exc:
+            outcomes[task_id] = exc
+    for group in groups.values():
+        if out_of_time():
+            outcomes.update({task.task_id: TimeoutError("no time left for this poll; the message comes back")
+                             for task in group})
+            continue
+        outcomes.update(_poll_group(group, now=now))
+    return outcomes
+
+
+def _poll_group(group: list[Task], *, now: float | None) -> dict[str, str | BaseException]:
+    """Asks the upstream about tasks of one family and channel at once, and records each answer."""
+    outcomes: dict[str, str | BaseException] = {}
+    snapshots: list[TaskSnapshot | UpstreamError]
     try:
-        channel = channel_named(task["channel"])
-        snapshot = poll_upstream(http_client(), ADAPTERS[task["family"]], channel.base_url, channel.api_key,
-                                 task["upstream_task_id"])
-    except UpstreamRejected as exc:
-        if exc.retryable:
-            logger.warning("upstream poll failed; retrying later", extra={"task_id": task_id, "error": exc.message})
-            return _reschedule(task, now=now)
-        snapshot = _failed(f"the upstream no longer answers for this task: {exc.message}", str(exc.status))
-    return record(task, snapshot, now=now)
+        channel = channel_named(group[0].channel)
+        snapshots = list(family_of(group[0].family).poll_upstream(sync_client, channel, group))
+        if len(snapshots) != len(group):
+            raise UpstreamError(502, f"the family answered {len(snapshots)} snapshots for {len(group)} tasks",
+                                retryable=True)
+    except UpstreamError as exc:
+        snapshots = [exc] * len(group)
+    except Exception as exc:
+        return {task.task_id: exc for task in group}
+    for task, snapshot in zip(group, snapshots, strict=True):
+        try:
+            if isinstance(snapshot, UpstreamError):
+                if snapshot.retryable:
+                    logger.warning("upstream poll failed; retrying later",
+                                   extra={"task_id": task.task_id, "error": snapshot.message})
+                    outcomes[task.task_id] = _reschedule(task, now=now)
+                    continue
+                snapshot = _failed(f"the upstream no longer answers for this task: {snapshot.message}",
+                                   str(snapshot.status))
+            outcomes[task.task_id] = record(task, snapshot, now=now)
+        except Exception as exc:
+            outcomes[task.task_id] = exc
+    return outcomes
 
 
 def channel_named(name: str) -> Channel:
@@ -170,7 +203,7 @@ def channel_named(name: str) -> Channel:
         if channel.name == name:
             return channel
     # Removed from the document while the task ran: retried, then failed by the sweeper's age limit.
-    raise UpstreamRejected(503, f"channel {name!r} is no longer configured", retryable=True)
+    raise UpstreamError(503, f"channel {name!r} is no longer configured", retryable=True)
 
 
 def _failed(message: str, word: str = "failed") -> TaskSnapshot:
@@ -178,24 +211,26 @@ def _failed(message: str, word: str = "failed") -> TaskSnapshot:
                         duration=None, raw={})
 
 
-def _reschedule(task: dict[str, Any], changes: dict[str, Any] | None = None, *, now: float | None = None) -> str:
+def _reschedule(task: Task, changes: dict[str, Any] | None = None, *, now: float | None = None) -> str:
     """Writes `changes` with the next poll time, then enqueues that poll."""
     now = time.time() if now is None else now
-    delay = poll_delay(int(task.get("polls", 0)))
-    updated = tasks().update(task, {**(changes or {}), "next_poll_at": int(now + delay),
-                                    "polls": int(task.get("polls", 0)) + 1})
+    delay = poll_delay(task.polls)
+    updated = tasks().update(task, {**(changes or {}), "next_poll_at": int(now + delay), "polls": task.polls + 1})
     if updated is None:
         return "stale"  # another poller moved it first and enqueued its next poll
-    queue.send_poll(task["task_id"], delay)
+    queue.send_poll(task.task_id, delay)
+    if updated.callback_url and family_of(task.family).callback_on_change and \
+            (updated.status, updated.progress) != (task.status, task.progress):
+        queue.send_callback(task.task_id)
     return "running"
 
 
-def record(task: dict[str, Any], snapshot: TaskSnapshot, *, now: float | None = None) -> str:
+def record(task: Task, snapshot: TaskSnapshot, *, now: float | None = None) -> str:
     """Writes what the upstream said; a terminal answer goes on to `finish`."""
     now = time.time() if now is None else now
-    if snapshot.status == "succeeded" and not snapshot.result_urls and task["family"] != "epsilon":
-        # Inline bytes (delta) would need an object store this gateway does not have. Epsilon
-        # has no links by design: its bytes are relayed by the content endpoint.
+    if snapshot.status == "succeeded" and not snapshot.result_urls and family_of(task.family).result_links:
+        # Inline bytes (an upstream that answers with the video itself) would need an object store
+        # this gateway does not have. A family without links by design relays its bytes itself.
         snapshot = _failed("the upstream returned the video inline; this gateway relays video links only"
                            if snapshot.inline_results else "the upstream finished without a video",
                            snapshot.upstream_status)
@@ -205,6 +240,8 @@ def record(task: dict[str, Any], snapshot: TaskSnapshot, *, now: float | None = 
         changes["progress"] = snapshot.progress
     if snapshot.duration:
         changes["duration"] = snapshot.duration
+    if snapshot.details:
+        changes["details"] = {**task.details, **snapshot.details}
     if not snapshot.terminal:
         return _reschedule(task, changes, now=now)
     changes.update(result_urls=snapshot.result_urls, error=snapshot.error, completed_at=int(now),
@@ -216,34 +253,28 @@ def record(task: dict[str, Any], snapshot: TaskSnapshot, *, now: float | None = 
     return "finished"
 
 
-def finish(task: dict[str, Any], *, now: float | None = None) -> None:
+def finish(task: Task, *, now: float | None = None) -> None:
     """Settles or refunds a terminal task's reservation, enqueues its callback, closes it."""
     now = time.time() if now is None else now
-    reservation = billing.Reservation(**task["reservation"])
-    if task["status"] == "succeeded":
-        units = settled_units(task)
-        billing.settle(reservation, units, detail={"task_id": task["task_id"], "videos": len(task["result_urls"]),
-                                                   "channel": task["channel"]})
+    reservation = billing.Reservation(**task.reservation)
+    if task.status == "succeeded":
+        detail = {"task_id": task.task_id, **family_of(task.family).settlement_detail(task), "channel": task.channel}
+        billing.settle(reservation, settled_units(task), detail=detail)
         outcome = billing.SETTLED
     else:
-        billing.refund(reservation, reason=(task.get("error") or task["status"])[:200])
+        billing.refund(reservation, reason=(task.error or task.status)[:200], error=task.status == "failed")
         outcome = billing.REFUNDED
-    if task.get("callback_url"):
-        queue.send_callback(task["task_id"])
+    if task.callback_url:
+        queue.send_callback(task.task_id)
     tasks().update(task, {"billing": outcome, "closed_at": int(now)}, remove=("open_shard",))
-    logger.info("task finished", extra={"task_id": task["task_id"], "status": task["status"], "billing": outcome})
+    logger.info("task finished", extra={"task_id": task.task_id, "status": task.status, "billing": outcome})
 
 
-def settled_units(task: dict[str, Any]) -> int:
-    """The price of what was delivered: fewer videos than asked cost proportionally less."""
-    reservation = task["reservation"]
-    samples = max(int(task.get("sample_count") or 1), 1)
-    delivered = min(len(task.get("result_urls") or []) or samples, samples)
-    if delivered == samples:
-        return int(reservation["units"])
-    price = get_catalog().prices.get(task["model"])
-    seconds = int(task["billable_seconds"]) * delivered // samples
-    return min(unit_cost(price, seconds=seconds), int(reservation["units"]))
+def settled_units(task: Task) -> int:
+    """The price of what was delivered, by the task's family (a model no longer priced keeps
+    the price it was held at)."""
+    prices = get_catalog().prices
+    return family_of(task.family).units_to_settle(task, prices.get(task.model) if task.model in prices else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,26 +288,26 @@ def sweep(*, now: float | None = None) -> dict[str, int]:
     counts = {"requeued": 0, "timed_out": 0, "finished": 0, "stale": 0}
     for task in tasks().overdue(now - settings.task_sweep_grace_seconds):
         try:
-            if task["status"] in TERMINAL:
+            if task.status in TERMINAL:
                 finish(task, now=now)
                 counts["finished"] += 1
-            elif now - int(task["created_at"]) > settings.task_max_age_seconds:
+            elif now - task.created_at > settings.task_max_age_seconds:
                 outcome = record(task, _failed(f"the task did not finish within {int(settings.task_max_age_seconds)} "
                                                "seconds", "timed_out"), now=now)
                 counts["timed_out" if outcome == "finished" else "stale"] += 1
             elif tasks().update(task, {"next_poll_at": int(now + settings.task_sweep_grace_seconds)}) is None:
                 counts["stale"] += 1  # the index copy was behind: the task moved meanwhile
             else:
-                queue.send_poll(task["task_id"], 0)
+                queue.send_poll(task.task_id, 0)
                 counts["requeued"] += 1
         except Exception:
-            logger.exception("sweeping a task failed", extra={"task_id": task.get("task_id")})
+            logger.exception("sweeping a task failed", extra={"task_id": task.task_id})
     if any(counts.values()):
         logger.info("sweep", extra=counts)
     return counts
 
 
-def owned_task(principal: Principal, task_id: str) -> dict[str, Any]:
+def owned_task(principal: Principal, task_id: str) -> Task:
     """A task of the caller's own account (another user's answers 404, as a missing one does)."""
     if not isinstance(task_id, str) or not task_id.strip():
         raise NotFound("task id is required", param="task_id", code="task_not_found")

@@ -8,7 +8,6 @@ the seam tests use for a mock or an ASGI transport).
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import time
 from collections.abc import AsyncIterator
@@ -18,70 +17,22 @@ from typing import Any, ClassVar
 
 import httpx
 
-from gateway.errors import GatewayError
+from gateway import observability
 from gateway.sse import SSEEvent, SSEParser
-from gateway.upstreams.verdict import exhausted_error, relayed_error
+from gateway.upstreams.errors import UpstreamError, parse_retry_after, retryable_status
 
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds. `first_byte` (stream opened to first body byte) and `idle` (longest gap between
-    two chunks) apply to streams; a non-streamed answer only arrives when generation is over, so
-    it is bounded by `total` alone."""
+    """Seconds. `first_byte`: request sent to the first byte of the answer (a stream's first body
+    byte; a non-streamed answer's status line, so an upstream still silent then is given up on,
+    as documented, rather than waited for until `total`). `idle`: the longest gap between two
+    chunks of a body once it has begun. `total`: the whole exchange."""
 
     connect: float = 10.0
     first_byte: float = 60.0
     idle: float = 60.0
     total: float = 900.0  # the streaming function's own 15-minute ceiling
-
-
-class UpstreamError(Exception):
-    """The upstream did not give a usable answer.
-
-    `retryable` says another channel may be tried (connection errors, timeouts, 429, 5xx), as
-    long as nothing has been sent to the client yet. The message never holds the upstream key.
-    """
-
-    def __init__(self, status: int | None, message: str, retryable: bool, retry_after: float | None = None,
-                 body: dict[str, Any] | None = None, *, timed_out: bool = False):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.retryable = retryable
-        self.retry_after = retry_after
-        self.body = body
-        self.timed_out = timed_out
-
-    def __repr__(self) -> str:
-        return f"UpstreamError(status={self.status!r}, message={self.message!r}, retryable={self.retryable!r})"
-
-    def to_gateway_error(self) -> GatewayError:
-        """The error the gateway answers once no other channel can be tried."""
-        return exhausted_error([self]) if self.retryable else relayed_error(self)
-
-
-def is_retryable_status(status: int) -> bool:
-    return status in (408, 409, 429) or status >= 500
-
-
-def parse_retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait, from `retry-after-ms`, or `Retry-After` as seconds or an HTTP date."""
-    if value := headers.get("retry-after-ms"):
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
 
 
 def error_message(body: Any) -> str | None:
@@ -145,23 +96,53 @@ class UpstreamClient:
     async def call(self, path: str, payload: dict[str, Any] | None = None, *, method: str = "POST") -> dict[str, Any]:
         """A non-streamed exchange: the decoded JSON answer, or an `UpstreamError`."""
         request = self._request(method, path, payload, stream=False)
+        started = time.perf_counter()
+        timeouts = self.timeouts
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeouts.total
+        first_byte_by = min(loop.time() + timeouts.first_byte, deadline)
         try:
-            async with asyncio.timeout(self.timeouts.total):
-                response = await self._client.send(request)
+            async with asyncio.timeout_at(first_byte_by):
+                response = await self._client.send(request, stream=True)
         except TimeoutError:
-            raise UpstreamError(None, f"upstream gave no answer within {self.timeouts.total:g}s",
+            raise UpstreamError(None, f"upstream gave no answer within {min(timeouts.first_byte, timeouts.total):g}s",
                                 retryable=True, timed_out=True) from None
         except httpx.HTTPError as exc:
             raise self.transport_error(exc) from None
-        if response.status_code >= 400:
-            raise self.status_error(response.status_code, response.headers, response.content)
+        observability.upstream_latency(time.perf_counter() - started)
         try:
-            body = response.json()
-        except ValueError:
+            content = await self._read_body(response, deadline)
+        finally:
+            await response.aclose()
+        if response.status_code >= 400:
+            raise self.status_error(response.status_code, response.headers, content)
+        try:
+            body = json.loads(content)
+        except (ValueError, RecursionError):
             raise UpstreamError(None, "upstream answered with a body that is not JSON", retryable=True) from None
         if not isinstance(body, (dict, list)):
             raise UpstreamError(None, "upstream answered with JSON that is not an object", retryable=True)
         return body
+
+    async def _read_body(self, response: httpx.Response, deadline: float) -> bytes:
+        """A whole answer body, each chunk within `idle` of the last and all before `deadline`."""
+        loop = asyncio.get_running_loop()
+        chunks: list[bytes] = []
+        stream = response.aiter_bytes()
+        while True:
+            limit = min(loop.time() + self.timeouts.idle, deadline)
+            try:
+                async with asyncio.timeout_at(limit):
+                    chunk = await anext(stream)
+            except StopAsyncIteration:
+                return b"".join(chunks)
+            except TimeoutError:
+                why = f"exceeded {self.timeouts.total:g}s in total" if limit >= deadline else \
+                    f"was idle for more than {self.timeouts.idle:g}s"
+                raise UpstreamError(None, f"upstream answer {why}", retryable=True, timed_out=True) from None
+            except httpx.HTTPError as exc:
+                raise self.transport_error(exc) from None
+            chunks.append(chunk)
 
     def stream(self, path: str, payload: dict[str, Any]) -> EventStream:
         """A streamed exchange; use `async with client.stream(...) as events: async for ...`."""
@@ -199,7 +180,7 @@ class UpstreamClient:
             body = body[0] if body and isinstance(body[0], dict) else None
         body = self._redact_json(body) if isinstance(body, dict) else None
         return UpstreamError(status, self.redact(f"upstream answered {status}: {detail}"),
-                             retryable=is_retryable_status(status), retry_after=parse_retry_after(headers), body=body)
+                             retryable=retryable_status(status), retry_after=parse_retry_after(headers), body=body)
 
 
 class EventStream:
@@ -247,6 +228,7 @@ class EventStream:
         except httpx.HTTPError as exc:
             raise self._owner.transport_error(exc) from None
         self._response, self.status, self.headers = response, response.status_code, response.headers
+        observability.upstream_latency(loop.time() - start)  # to the response headers
         if response.status_code >= 400:
             try:
                 async with asyncio.timeout(timeouts.idle):

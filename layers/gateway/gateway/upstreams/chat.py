@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.sse import SSEEvent
-from gateway.upstreams.base import EventStream, UpstreamClient, UpstreamError
+from gateway.upstreams.base import EventStream, UpstreamClient
+from gateway.upstreams.errors import UpstreamError
 
 # A responses stream ends with one of these; response.failed is reported as an error instead.
 RESPONSES_TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})

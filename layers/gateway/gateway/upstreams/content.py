@@ -7,7 +7,8 @@ from typing import Any
 from urllib.parse import quote
 
 from gateway.sse import SSEEvent
-from gateway.upstreams.base import EventStream, UpstreamClient, UpstreamError, is_retryable_status
+from gateway.upstreams.base import EventStream, UpstreamClient
+from gateway.upstreams.errors import UpstreamError, retryable_status
 
 
 def model_path(model: str, action: str) -> str:
@@ -37,7 +38,7 @@ class ContentClient(UpstreamClient):
             return None
         status = error.get("code") if isinstance(error.get("code"), int) else None
         return UpstreamError(status, self.redact(f"upstream stream failed: {error.get('message') or 'no detail'}"),
-                             retryable=status is None or is_retryable_status(status), body=data)
+                             retryable=status is None or retryable_status(status), body=data)
 
     async def generate_content(self, model: str, payload: dict[str, Any]) -> dict[str, Any]:
         return await self.call(model_path(model, "generateContent"), payload)

@@ -4,9 +4,9 @@ The caller owns the `httpx.AsyncClient` (made once per execution environment and
 test can put the simulator behind it with `httpx.ASGITransport`.
 
 Every failure is an `UpstreamError` saying whether another channel may be tried: connection
-errors, timeouts, 429 and 5xx are retryable; any other answer is the upstream's verdict on the
-request itself. The API key is only ever sent in the Authorization header and is scrubbed
-from every message, in case an upstream echoes it back.
+errors, timeouts and the statuses of `retryable_status` (408, 409, 429, 5xx) are retryable; any
+other answer is the upstream's verdict on the request itself. The API key is only ever sent in
+the Authorization header and is scrubbed from every message, in case an upstream echoes it back.
 """
 
 from __future__ import annotations
@@ -16,36 +16,9 @@ from typing import Any
 import httpx
 
 from gateway.multipart import UploadedFile
+from gateway.upstreams.errors import UpstreamError, parse_retry_after, retryable_status
 
 _MESSAGE_MAX = 500  # an upstream's error text is relayed, not a whole HTML error page
-
-
-class UpstreamError(Exception):
-    """A failed upstream call: its HTTP status (None when no answer came) and whether to retry."""
-
-    def __init__(self, status: int | None, message: str, retryable: bool, *,
-                 retry_after: float | None = None, timed_out: bool = False):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.retryable = retryable
-        self.retry_after = retry_after
-        # A timeout is told apart so that a caller out of channels can answer 504, not 502.
-        self.timed_out = timed_out
-
-    def __repr__(self) -> str:
-        return f"UpstreamError(status={self.status!r}, message={self.message!r}, retryable={self.retryable!r})"
-
-
-def _retryable_status(status: int) -> bool:
-    return status == 429 or status >= 500
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        return float(response.headers["retry-after"])
-    except (KeyError, ValueError):
-        return None  # absent, or an HTTP date: the caller's own backoff applies
 
 
 class ImagesClient:
@@ -60,10 +33,12 @@ class ImagesClient:
         """POST {base}/v1/images/generations with a JSON body; the upstream's JSON answer."""
         return await self._send("/v1/images/generations", json=payload)
 
-    async def edit(self, fields: dict[str, str], image: UploadedFile) -> dict[str, Any]:
-        """POST {base}/v1/images/edits as multipart: the text fields plus the one `image` file."""
-        files = {"image": (image.filename or "image", image.data, image.content_type or "application/octet-stream")}
-        return await self._send("/v1/images/edits", data=fields, files=files)
+    async def edit(self, fields: dict[str, str], files: list[tuple[str, UploadedFile]]) -> dict[str, Any]:
+        """POST {base}/v1/images/edits as multipart: the text fields plus the files, each under its
+        form name (`image`, `image[]` repeated, `mask`), in order."""
+        parts = [(name, (f.filename or name.rstrip("[]"), f.data, f.content_type or "application/octet-stream"))
+                 for name, f in files]
+        return await self._send("/v1/images/edits", data=fields, files=parts)
 
     async def _send(self, path: str, **body: Any) -> dict[str, Any]:
         url = self._base + path
@@ -84,7 +59,7 @@ class ImagesClient:
 
         if response.status_code >= 400:
             raise UpstreamError(response.status_code, self._scrub(self._error_text(response)),
-                                _retryable_status(response.status_code), retry_after=_retry_after(response))
+                                retryable_status(response.status_code), retry_after=parse_retry_after(response.headers))
         try:
             answer = response.json()
         except ValueError:

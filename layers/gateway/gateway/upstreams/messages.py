@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.sse import SSEEvent
-from gateway.upstreams.base import EventStream, UpstreamClient, UpstreamError
+from gateway.upstreams.base import EventStream, UpstreamClient
+from gateway.upstreams.errors import UpstreamError
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -44,3 +45,6 @@ class MessagesClient(UpstreamClient):
 
     def stream_messages(self, payload: dict[str, Any]) -> EventStream:
         return self.stream("/v1/messages", {**payload, "stream": True})
+
+    async def count_tokens(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return await self.call("/v1/messages/count_tokens", payload)

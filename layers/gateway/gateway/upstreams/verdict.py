@@ -1,18 +1,24 @@
 """What the gateway answers when upstream attempts fail: one rule for every family.
 
-Works on the `UpstreamError` of any client (text or images) and on the task adapters'
-`UpstreamRejected`: each carries `status`, `message`, `retryable`, `retry_after` and `timed_out`.
+Works on the `UpstreamError` (`upstreams/errors.py`) that every client and task adapter raises:
+it carries `status`, `message`, `retryable`, `retry_after` and `timed_out`. `first_success` (and
+`first_success_async`) is the one failover walk over a request's channels that text, images and
+task submits share.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Awaitable, Callable
+from typing import Any, Sequence, TypeVar
 
-from gateway.channels import report_failure
+from gateway.channels import report_failure, report_success
 from gateway.errors import (GatewayError, InvalidRequest, NotFound, PayloadTooLarge, RateLimited, UpstreamFailed,
                             UpstreamTimeout)
 from gateway.observability import logger
+from gateway.upstreams.errors import UpstreamError
+
+T = TypeVar("T")
 
 # What an upstream says about the channel's own account, not about the client's request.
 CHANNEL_ACCOUNT_STATUSES = (401, 402, 403, 407)
@@ -61,3 +67,39 @@ def exhausted_error(failures: Sequence[Any], no_attempt: str = "no upstream coul
     if failures[-1].timed_out:
         return UpstreamTimeout(summary)
     return UpstreamFailed(summary)
+
+
+async def first_success_async(channels: Sequence[Any], attempt: Callable[[Any], Awaitable[T]], *,
+                              can_try: Callable[[], bool] = lambda: True,
+                              no_attempt: str = "no upstream could be tried") -> tuple[T, Any]:
+    """Tries `attempt(channel)` on each channel in order until one answers; that answer and its
+    channel. A failure worth retrying moves on (while `can_try()`); any other is the verdict."""
+    failures: list[UpstreamError] = []
+    for channel in channels:
+        if not can_try():
+            break
+        try:
+            answer = await attempt(channel)
+        except UpstreamError as exc:
+            record_failure(channel, exc, failures)
+            continue
+        report_success(channel)
+        return answer, channel
+    raise exhausted_error(failures, no_attempt)
+
+
+def first_success(channels: Sequence[Any], attempt: Callable[[Any], T], *,
+                  can_try: Callable[[], bool] = lambda: True,
+                  no_attempt: str = "no upstream could be tried") -> tuple[T, Any]:
+    """`first_success_async` for a synchronous `attempt`."""
+    async def now(channel: Any) -> T:
+        return attempt(channel)
+
+    # With attempts that never suspend, the walk runs to its end in one step: no event loop needed.
+    walk = first_success_async(channels, now, can_try=can_try, no_attempt=no_attempt)
+    try:
+        walk.send(None)
+    except StopIteration as done:
+        return done.value
+    walk.close()
+    raise RuntimeError("a synchronous failover attempt suspended")

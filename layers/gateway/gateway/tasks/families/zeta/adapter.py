@@ -7,8 +7,7 @@ from urllib.parse import quote
 
 import httpx
 
-from gateway.tasks.adapters.base import (GENERIC_TASK_STATUS, TaskSnapshot, UpstreamRejected, join, read_json,
-                                         unified)
+from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, read_json, unified
 
 TASKS_PATH = "/api/v3/contents/generations/tasks"
 
@@ -16,13 +15,6 @@ STATUSES: Mapping[str, str] = {
     "queued": "queued", "running": "in_progress", "succeeded": "succeeded",
     "failed": "failed", "cancelled": "cancelled",
 }
-#: Public words. The zeta submit answer `{taskId, status}` speaks the upstream's own words, which a
-#: zeta client already knows; the generic result speaks the spec's `task_status` set.
-PUBLIC_SUBMIT_STATUS: Mapping[str, str] = {
-    "submitted": "queued", "queued": "queued", "in_progress": "running",
-    "succeeded": "succeeded", "failed": "failed", "cancelled": "cancelled",
-}
-PUBLIC_TASK_STATUS: Mapping[str, str] = GENERIC_TASK_STATUS
 
 
 def _error_text(body: Any) -> str | None:
@@ -47,7 +39,7 @@ class ZetaAdapter:
         body = read_json(response, _error_text, retry_unreadable=False)
         task_id = body.get("id")
         if not isinstance(task_id, str) or not task_id:
-            raise UpstreamRejected(502, "upstream accepted the task without an id", retryable=False)
+            raise UpstreamError(502, "upstream accepted the task without an id", retryable=False)
         return task_id
 
     def build_poll(self, base_url: str, api_key: str, upstream_task_id: str) -> httpx.Request:

@@ -17,8 +17,7 @@ from urllib.parse import quote
 
 import httpx
 
-from gateway.tasks.adapters.base import (GENERIC_TASK_STATUS, InlineResult, TaskSnapshot, UpstreamRejected, join,
-                                         read_json, unified)
+from gateway.tasks.adapter import InlineResult, TaskSnapshot, UpstreamError, join, read_json, unified
 
 #: The upstream has no status word; the adapter names the three states an operation can be in.
 STATUSES: Mapping[str, str] = {
@@ -26,9 +25,6 @@ STATUSES: Mapping[str, str] = {
     "succeeded": "succeeded",  # done: true with response (and at least one video)
     "failed": "failed",  # done: true with error, or a response with no video (filtered)
 }
-#: Public words: delta submit `task_status` and the generic result's `task_status`.
-SUBMIT_TASK_STATUS = GENERIC_TASK_STATUS["submitted"]  # "pending"
-PUBLIC_TASK_STATUS: Mapping[str, str] = GENERIC_TASK_STATUS
 
 # An operation name is a relative resource path; anything else must not reach the URL.
 _OPERATION_NAME = re.compile(r"[A-Za-z0-9._~-]+(?:/[A-Za-z0-9._~-]+)*")
@@ -74,7 +70,7 @@ class DeltaAdapter:
         body = read_json(response, _error_text, retry_unreadable=False)
         name = body.get("name")
         if not isinstance(name, str) or not _OPERATION_NAME.fullmatch(name) or ".." in name.split("/"):
-            raise UpstreamRejected(502, "upstream accepted the task without a usable operation name", retryable=False)
+            raise UpstreamError(502, "upstream accepted the task without a usable operation name", retryable=False)
         return name
 
     def build_poll(self, base_url: str, api_key: str, upstream_task_id: str) -> httpx.Request:

@@ -1,8 +1,9 @@
-"""The one shape every async-task upstream adapter has.
+"""The one shape every task family's upstream adapter has (`tasks/families/<name>/adapter.py`).
 
 An adapter is pure: it builds an `httpx.Request` and parses an `httpx.Response`; the caller
-sends it with whatever client (and transport) it holds. So a family is four functions and a
-status table, and `submit` / `poll` below are the only code that touches the network.
+sends it with whatever client (and transport) it holds. So an adapter is four functions and a
+status table, and `submit` / `poll` below are the only code that touches the network. Every
+failure is a `gateway.upstreams.errors.UpstreamError`, never a client-facing error.
 """
 
 from __future__ import annotations
@@ -12,16 +13,15 @@ from typing import Any, Callable, Mapping, Protocol
 
 import httpx
 
+from gateway.upstreams.errors import UpstreamError
+
+#: Submits and polls of a task are quick upstream calls (the work happens later, upstream).
+UPSTREAM_TIMEOUT = httpx.Timeout(10.0, connect=3.0)
+
 #: The gateway's own task states, for its bookkeeping (upstreams.md).
 UNIFIED = ("submitted", "queued", "in_progress", "succeeded", "failed", "cancelled")
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 
-#: `task_status` of the generic result (`GET /v1/video/generations/result`), shared by the
-#: delta and zeta families. The spec's set has no cancelled: a cancelled task did not succeed.
-GENERIC_TASK_STATUS: Mapping[str, str] = {
-    "submitted": "pending", "queued": "pending", "in_progress": "processing",
-    "succeeded": "succeeded", "failed": "failed", "cancelled": "failed",
-}
 
 
 @dataclass
@@ -44,32 +44,30 @@ class TaskSnapshot:
     duration: str | None  # seconds as a string, when known
     raw: dict  # the upstream JSON, for debugging (never returned to clients; inline bytes elided)
     inline_results: list[InlineResult] = field(default_factory=list)
+    #: What the family's answers show beyond the fields above (stored in the task's `details`,
+    #: merged over what earlier polls said): an upstream's result objects, buttons, times.
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
 
 
-def retryable_status(status: int) -> bool:
-    return status in (408, 429) or status >= 500
+@dataclass
+class Accepted:
+    """What an upstream says when it takes a task."""
+
+    upstream_task_id: str
+    #: Where to poll it when the upstream names a URL of its own (checked by the family).
+    poll_url: str | None = None
+    #: Family fields the answers show from the start (stored in the task's `details`).
+    details: dict[str, Any] = field(default_factory=dict)
 
 
-class UpstreamRejected(Exception):
-    """The upstream said no (or said nothing readable). `retryable`: asking again may work.
+class Sender(Protocol):
+    """What sends a built request: the shared `outbound.sync_client`, or any `httpx.Client`."""
 
-    It carries what `gateway.upstreams.verdict` reads of any upstream failure."""
-
-    retry_after: float | None = None  # the task upstreams' answers are not read for it
-
-    def __init__(self, status: int, message: str, retryable: bool | None = None):
-        super().__init__(f"{status}: {message}")
-        self.status = status
-        self.message = message
-        self.retryable = retryable_status(status) if retryable is None else retryable
-
-    @property
-    def timed_out(self) -> bool:
-        return self.status == 504
+    def send(self, request: httpx.Request) -> httpx.Response: ...
 
 
 class TaskAdapter(Protocol):
@@ -92,7 +90,7 @@ def join(base_url: str, path: str) -> str:
 
 def read_json(response: httpx.Response, error_text: Callable[[Any], str | None], *,
               retry_unreadable: bool) -> dict:
-    """The JSON object of a 2xx answer, or UpstreamRejected carrying the upstream's own message.
+    """The JSON object of a 2xx answer, or UpstreamError carrying the upstream's own message.
 
     `retry_unreadable`: whether a 2xx that is not a JSON object may be asked again. A submit
     must not be (the task may exist upstream, and a second one would be paid twice); a poll may.
@@ -103,37 +101,43 @@ def read_json(response: httpx.Response, error_text: Callable[[Any], str | None],
         body = None
     if not response.is_success:
         message = (error_text(body) if body is not None else None) or response.text[:300] or response.reason_phrase
-        raise UpstreamRejected(response.status_code, message)
+        raise UpstreamError(response.status_code, message)
     if not isinstance(body, dict):
-        raise UpstreamRejected(502, f"upstream answered {response.status_code} without a JSON object",
+        raise UpstreamError(502, f"upstream answered {response.status_code} without a JSON object",
                                retryable=retry_unreadable)
     return body
 
 
-def submit(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: str,
+def timed(request: httpx.Request, timeout: httpx.Timeout = UPSTREAM_TIMEOUT) -> httpx.Request:
+    """`request` with its timeout (a request built by hand carries none, so a client would wait forever)."""
+    request.extensions["timeout"] = timeout.as_dict()
+    return request
+
+
+def submit(client: Sender, adapter: TaskAdapter, base_url: str, api_key: str,
            upstream_model: str, request: dict) -> str:
-    """Build, send and parse a submit; the upstream task id, or UpstreamRejected."""
+    """Build, send and parse a submit; the upstream task id, or UpstreamError."""
     try:
-        response = client.send(adapter.build_submit(base_url, api_key, upstream_model, request))
+        response = client.send(timed(adapter.build_submit(base_url, api_key, upstream_model, request)))
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise UpstreamRejected(502, f"upstream unreachable: {exc}", retryable=True) from exc
+        raise UpstreamError(502, f"upstream unreachable: {exc}", retryable=True) from exc
     except httpx.TimeoutException as exc:
         # Sent but unanswered: the task may exist upstream, so a blind resubmit could pay twice.
-        raise UpstreamRejected(504, f"upstream timed out: {exc}", retryable=False) from exc
+        raise UpstreamError(504, f"upstream timed out: {exc}", retryable=False) from exc
     except httpx.HTTPError as exc:
-        raise UpstreamRejected(502, f"upstream transport error: {exc}", retryable=False) from exc
+        raise UpstreamError(502, f"upstream transport error: {exc}", retryable=False) from exc
     return adapter.parse_submit(response)
 
 
-def poll(client: httpx.Client, adapter: TaskAdapter, base_url: str, api_key: str,
+def poll(client: Sender, adapter: TaskAdapter, base_url: str, api_key: str,
          upstream_task_id: str) -> TaskSnapshot:
     """Build, send and parse a poll; a poll is safe to repeat, so transport trouble is retryable."""
     try:
-        response = client.send(adapter.build_poll(base_url, api_key, upstream_task_id))
+        response = client.send(timed(adapter.build_poll(base_url, api_key, upstream_task_id)))
     except httpx.TimeoutException as exc:
-        raise UpstreamRejected(504, f"upstream timed out: {exc}", retryable=True) from exc
+        raise UpstreamError(504, f"upstream timed out: {exc}", retryable=True) from exc
     except httpx.HTTPError as exc:
-        raise UpstreamRejected(502, f"upstream transport error: {exc}", retryable=True) from exc
+        raise UpstreamError(502, f"upstream transport error: {exc}", retryable=True) from exc
     return adapter.parse_poll(response)
 
 

@@ -1,0 +1,301 @@
+"""The request log: an account's or a key's requests, newest first, read from the ledger.
+
+Every billed, refunded or failed request leaves one ledger entry (`billing._close`); the log
+shows those entries page by page (`GET /api/log/self`, `GET /api/log/token`, admin `logs`).
+
+Reads stay proportional to the page, never to the ledger:
+
+- One access path per request, a key-condition query newest first over the time window: the
+  account's entries (the table), one key's (gsi1) or one model's (gsi2). Filters the path does
+  not cover (type, a model on the key path, several keys of one name) are DynamoDB filters.
+- Page `p` reads the `(p - 1) x page_size` entries before it, so pages reach back at most
+  `MAX_EXAMINED` entries (a later `p` is a 400 naming `p`). `data.next_cursor` (also each
+  item's `id`) passed back as `cursor` continues right after that entry at the cost of one page.
+- One read examines at most `MAX_EXAMINED` entries: a filter that matches little can return a
+  short page with `has_more` and a `next_cursor` to go on from.
+- `total` is exact when the page read reaches the end of the window; otherwise it is a count
+  that examines at most `MAX_EXAMINED` entries of the path (so at most that many; `total_exact`
+  says which).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from gateway.auth import Principal
+from gateway.billing import LOG_CONSUME, LOG_ERROR, LOG_REFUND, REFUNDED, SETTLED
+from gateway.errors import InvalidRequest
+from gateway.store.accounts import LOG_BY_KEY, LOG_BY_MODEL, LOG_BY_USER, AccountsRepository, usage_sk, user_pk
+
+PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
+MAX_EXAMINED = 1000
+TYPES = (LOG_CONSUME, LOG_ERROR, LOG_REFUND)
+_NAME_MAX = 200
+_MAX_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z, the last second an entry's sort key can hold
+_POSITION = re.compile(r"USAGE#\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#[\x21-\x7e]{1,200}")
+_TYPE_FILTERS = {
+    LOG_CONSUME: "#outcome = :settled",
+    LOG_ERROR: "#log_type = :error",
+    # Entries written before the log existed carry no type: their refunds count as type 6.
+    LOG_REFUND: "#outcome = :refunded AND (attribute_not_exists(#log_type) OR #log_type = :refund)",
+}
+# Every attribute a filter names goes through an alias, so no DynamoDB reserved word can bite.
+_FILTER_NAMES = {"#outcome": "outcome", "#log_type": "log_type", "#model": "model", "#key_id": "key_id"}
+_TYPE_VALUES = {LOG_CONSUME: {":settled": SETTLED}, LOG_ERROR: {":error": LOG_ERROR},
+                LOG_REFUND: {":refunded": REFUNDED, ":refund": LOG_REFUND}}
+
+
+# --- the query ---------------------------------------------------------------------------------
+
+class LogQuery:
+    """The parameters of one log request, each checked (a 400 names the parameter)."""
+
+    def __init__(self, params: Mapping[str, Any] | None):
+        params = {k: v for k, v in (params or {}).items() if v is not None and str(v).strip() != ""}
+        self.page = _integer(params, "p", 1, 1, None)
+        self.page_size = _integer(params, "page_size", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX)
+        self.start = _integer(params, "start_timestamp", None, 0, _MAX_TIMESTAMP)
+        self.end = _integer(params, "end_timestamp", None, 0, _MAX_TIMESTAMP)
+        if self.start is not None and self.end is not None and self.start > self.end:
+            raise InvalidRequest("start_timestamp: must not be after end_timestamp", param="start_timestamp")
+        kind = _integer(params, "type", 0, 0, None)
+        if kind not in (0, *TYPES):
+            raise InvalidRequest(f"type: must be 2 (consume), 5 (error), 6 (refund) or 0 (all); got {kind}",
+                                 param="type")
+        self.type = kind or None
+        self.model_name = _name(params, "model_name")
+        self.token_name = _name(params, "token_name")
+        self.cursor = _cursor(params.get("cursor"))
+        self.offset = 0 if self.cursor else (self.page - 1) * self.page_size
+        if self.offset + self.page_size > MAX_EXAMINED:
+            raise InvalidRequest(
+                f"p: pages reach back at most {MAX_EXAMINED} entries (p x page_size); continue from "
+                "data.next_cursor with `cursor`, or narrow the window with end_timestamp", param="p")
+
+    @property
+    def low(self) -> str:
+        return usage_sk(_at(self.start), "") if self.start is not None else "USAGE#"
+
+    @property
+    def high(self) -> str:
+        if self.end is None:
+            return "USAGE#\uffff"
+        return usage_sk(_at(self.end).replace(microsecond=999999), "\uffff")  # the whole last second
+
+
+def _at(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+
+
+def _integer(params: Mapping[str, Any], name: str, default: int | None, low: int, high: int | None) -> int | None:
+    if name not in params:
+        return default
+    text = str(params[name]).strip()
+    if not re.fullmatch(r"[+-]?[0-9]{1,18}", text):
+        raise InvalidRequest(f"{name}: must be an integer (got {text[:40]!r})", param=name)
+    value = int(text)
+    if value < low or (high is not None and value > high):
+        bound = f"{low} to {high}" if high is not None else f"at least {low}"
+        raise InvalidRequest(f"{name}: must be {bound} (got {value})", param=name)
+    return value
+
+
+def _name(params: Mapping[str, Any], name: str) -> str | None:
+    if name not in params:
+        return None
+    value = str(params[name])
+    if len(value) > _NAME_MAX:
+        raise InvalidRequest(f"{name}: must be at most {_NAME_MAX} characters (got {len(value)})", param=name)
+    return value
+
+
+def encode_cursor(sort_key: str) -> str:
+    return base64.urlsafe_b64encode(sort_key.encode()).decode("ascii").rstrip("=")
+
+
+def _cursor(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        position = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode("ascii")
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        position = ""
+    if len(text) > 400 or not _POSITION.fullmatch(position):
+        raise InvalidRequest("cursor: is not a cursor this log handed out (data.next_cursor or an item's id)",
+                             param="cursor")
+    return position
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+def account_log(user_id: int, params: Mapping[str, Any] | None,
+                accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """GET /api/log/self: every key's entries of the account, in the account envelope."""
+    accounts = accounts or AccountsRepository()
+    query = LogQuery(params)
+    names = _key_names(user_id, accounts)
+    key_ids = None
+    if query.token_name is not None:
+        key_ids = tuple(key_id for key_id, name in names.items() if name == query.token_name)
+    return _envelope(read(user_id, query, key_ids=key_ids, key_names=names, accounts=accounts))
+
+
+def key_log(principal: Principal, params: Mapping[str, Any] | None,
+            accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """GET /api/log/token: the calling key's entries only."""
+    query = LogQuery(params)
+    key_ids = (principal.key_id,) if query.token_name in (None, principal.key_name) else ()
+    return _envelope(read(principal.user_id, query, key_ids=key_ids,
+                          key_names={principal.key_id: principal.key_name}, accounts=accounts))
+
+
+def _envelope(data: dict[str, Any]) -> dict[str, Any]:
+    return {"success": True, "message": "", "data": data}
+
+
+def _key_names(user_id: int, accounts: AccountsRepository) -> dict[str, str]:
+    return {key["key_id"]: key.get("name", "") for key in accounts.list_keys(user_id)}
+
+
+def read(user_id: int, query: LogQuery, *, key_ids: tuple[str, ...] | None = None,
+         key_names: Mapping[str, str] | None = None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """One page of a user's log. `key_ids` None means every key; () means none (an empty page)."""
+    accounts = accounts or AccountsRepository()
+    page: dict[str, Any] = {"items": [], "total": 0, "total_exact": True, "page": query.page,
+                            "page_size": query.page_size, "has_more": False, "next_cursor": None}
+    if key_ids == ():
+        return page
+    path, partition, filters, values = _access_path(user_id, query, key_ids)
+    filter_expression = " AND ".join(f"({f})" for f in filters) or None
+    # DynamoDB refuses an alias the expressions do not use.
+    names = {alias: name for alias, name in _FILTER_NAMES.items() if alias in (filter_expression or "")}
+
+    def fetch(limit: int, after: str | None, count_only: bool = False):
+        return accounts.log_query(user_id, path, partition, low=query.low, high=query.high, limit=limit,
+                                  start_after=after, count_only=count_only, filter_expression=filter_expression,
+                                  names=names, values=values)
+
+    start_after = _inside(query.cursor, query.low, query.high)
+    if query.cursor and start_after is None and query.cursor <= query.low:
+        return page  # the cursor is at or before the window's start: nothing older is in it
+    wanted = query.offset + query.page_size + 1  # one more tells whether another page follows
+    matches: list[dict[str, Any]] = []
+    examined_budget, position, exhausted = MAX_EXAMINED + 1, start_after, False
+    while len(matches) < wanted and examined_budget > 0:
+        missing = wanted - len(matches)
+        limit = min(examined_budget, missing if not filter_expression else max(4 * missing, 50))
+        found, _, scanned, position = fetch(limit, position)
+        examined_budget -= max(scanned, 1)
+        matches.extend(found)
+        if position is None:
+            exhausted = True
+            break
+    shown = matches[query.offset:query.offset + query.page_size]
+    names_of = key_names or {}
+    page["items"] = [_item(entry, names_of) for entry in shown]
+    if len(matches) > query.offset + query.page_size:
+        page["has_more"], page["next_cursor"] = True, encode_cursor(shown[-1]["sk"])
+    elif not exhausted:
+        # The read stopped at its bound before the page filled: go on from where it stopped.
+        page["has_more"], page["next_cursor"] = True, encode_cursor(position)
+    if exhausted and not query.cursor:
+        page["total"] = len(matches)
+    else:
+        counted, examined, after = 0, 0, None
+        while examined < MAX_EXAMINED:
+            _, count, scanned, after = fetch(MAX_EXAMINED - examined, after, count_only=True)
+            counted, examined = counted + count, examined + max(scanned, 1)
+            if after is None:
+                break
+        page["total"], page["total_exact"] = counted, after is None
+    return page
+
+
+def _inside(cursor: str | None, low: str, high: str) -> str | None:
+    """The cursor as a start position if it lies inside the window; above it, the window's top."""
+    if cursor is None or cursor <= low:
+        return None
+    return cursor if cursor <= high else None
+
+
+def _access_path(user_id: int, query: LogQuery, key_ids: tuple[str, ...] | None):
+    filters: list[str] = []
+    values: dict[str, Any] = {}
+    if query.type is not None:
+        filters.append(_TYPE_FILTERS[query.type])
+        values.update(_TYPE_VALUES[query.type])
+    if key_ids is not None and len(key_ids) == 1:
+        if query.model_name is not None:
+            filters.append("#model = :model")
+            values[":model"] = query.model_name
+        return LOG_BY_KEY, f"KEYLOG#{key_ids[0]}", filters, values
+    if key_ids is not None:
+        # One token name on several keys: the account's (or the model's) entries of those keys.
+        filters.append(f"#key_id IN ({', '.join(f':k{i}' for i in range(len(key_ids)))})")
+        values.update({f":k{i}": key_id for i, key_id in enumerate(key_ids[:100])})
+    if query.model_name is not None:
+        return LOG_BY_MODEL, f"{user_pk(user_id)}#MODEL#{query.model_name}", filters, values
+    return LOG_BY_USER, user_pk(user_id), filters, values
+
+
+# --- an entry as a log item ------------------------------------------------------------------------
+
+def entry_type(entry: Mapping[str, Any]) -> int:
+    if entry.get("log_type") in TYPES:
+        return int(entry["log_type"])
+    return LOG_CONSUME if entry.get("outcome") == SETTLED else LOG_REFUND
+
+
+def _item(entry: Mapping[str, Any], key_names: Mapping[str, str]) -> dict[str, Any]:
+    detail = entry.get("detail") or {}
+    created_at = int(entry.get("at", 0)) // 1000
+    started_at = int(entry.get("started_at") or 0)
+    return {
+        "id": encode_cursor(entry["sk"]),
+        "created_at": created_at,
+        "type": entry_type(entry),
+        "model_name": entry.get("model", ""),
+        "token_name": key_names.get(entry.get("key_id", ""), ""),
+        "quota": int(entry.get("units", 0)),
+        "prompt_tokens": int(detail.get("input_tokens") or 0),
+        "completion_tokens": int(detail.get("output_tokens") or 0),
+        "use_time": max(created_at - started_at, 0) if started_at else 0,
+        "is_stream": bool(detail.get("stream")),
+        "request_id": entry.get("request_id", ""),
+        "content": content_of(entry),
+    }
+
+
+def content_of(entry: Mapping[str, Any]) -> str:
+    """A short sentence saying what happened to the request."""
+    detail = entry.get("detail") or {}
+    route = entry.get("route", "")
+    kind = entry_type(entry)
+    if kind != LOG_CONSUME:
+        reason = str(detail.get("reason") or "no reason recorded")
+        held = int(entry.get("reserved_units") or 0)
+        what = "failed" if kind == LOG_ERROR else "refunded"
+        return f"{route} {what}, {held} units held and returned: {reason}"[:300]
+    parts = [route]
+    if "images" in detail:
+        parts.append(f"{detail['images']} image(s)")
+    if "videos" in detail:
+        parts.append(f"task {detail.get('task_id', '')}, {detail['videos']} video(s)")
+    if "input_tokens" in detail or "output_tokens" in detail:
+        cached = int(detail.get("cached_input_tokens") or 0)
+        parts.append(f"{int(detail.get('input_tokens') or 0)} tokens in"
+                     + (f" ({cached} cached)" if cached else "")
+                     + f", {int(detail.get('output_tokens') or 0)} out")
+    if detail.get("stream"):
+        parts.append("streamed")
+    if detail.get("outcome") == "cut":
+        parts.append("cut short by the upstream, billed for what was relayed")
+    elif detail.get("outcome") == "client_gone":
+        parts.append("the client went away, billed for what was relayed")
+    return ", ".join(p for p in parts if p)[:300]

@@ -1,0 +1,110 @@
+"""The epsilon family: video objects on `POST /v1/videos`, whose bytes the gateway relays.
+
+The video object carries no link, so a success has no result links: `content` asks the
+upstream for the bytes of a completed video with the channel's key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from gateway.auth import Principal
+from gateway.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UpstreamFailed
+from gateway.outbound import sync_client
+from gateway.store.tasks import Task
+from gateway.tasks import engine
+from gateway.tasks.adapter import timed
+from gateway.tasks.engine import NewTask
+from gateway.tasks.families.base import Quantities, TaskFamily
+from gateway.tasks.families.epsilon.adapter import CONTENT_VARIANTS, STATUSES, EpsilonAdapter
+from gateway.upstreams.errors import UpstreamError
+
+#: Public words of the video object's `status`. It has no cancelled: a cancelled video never completed.
+PUBLIC_STATUS: Mapping[str, str] = {
+    "submitted": "queued", "queued": "queued", "in_progress": "in_progress",
+    "succeeded": "completed", "failed": "failed", "cancelled": "failed",
+}
+# A buffered Lambda answer is at most 6 MB after base64 (4/3): what is left for the bytes.
+MAX_CONTENT_BYTES = 6 * 1024 * 1024 * 3 // 4 - 64 * 1024
+# Within API Gateway's 29 s, with time left to answer.
+CONTENT_TIMEOUT = httpx.Timeout(25.0, connect=3.0)
+
+
+class EpsilonFamily(TaskFamily):
+    name = "epsilon"
+    adapter = EpsilonAdapter()
+    statuses = STATUSES
+    public_statuses = PUBLIC_STATUS
+    id_prefix = "video_"
+    result_links = False
+    submit_route = "POST /v1/videos"
+
+    def create_task(self, data: Any, route: str) -> NewTask:
+        """The task of a `POST /v1/videos` body."""
+        from gateway.tasks.families.epsilon.schema import EpsilonVideoRequest  # pydantic only where a body is parsed
+        from gateway.validation import parse_model
+
+        request = parse_model(EpsilonVideoRequest, data)
+        return NewTask(family=self.name, model=request.model, upstream_request=request.upstream_body(), route=route,
+                       quantities=Quantities(seconds=request.billable_seconds).as_dict(), duration=request.seconds,
+                       public={"seconds": request.seconds, "size": request.size})
+
+    def submit_answer(self, task: Task) -> dict[str, Any]:
+        return self.query_answer(task)
+
+    def query_answer(self, task: Task) -> dict[str, Any]:
+        """The video object."""
+        status = self.public_status(task)
+        error = None
+        if status == "failed":
+            error = {"code": "video_generation_failed", "message": task.error or "the video failed"}
+        return {
+            "id": task.task_id, "object": "video", "created_at": task.created_at, "status": status,
+            "completed_at": task.completed_at if status == "completed" and task.completed_at else None,
+            "error": error, "expires_at": None, "model": task.model, "progress": task.progress,
+            "remixed_from_video_id": None, "seconds": str(task.public.get("seconds", task.duration or "")),
+            "size": task.public.get("size", ""),
+        }
+
+    def owned_video(self, principal: Principal, video_id: str) -> Task:
+        """The caller's video (anybody else's, or another family's task, is a 404)."""
+        task = engine.owned_task(principal, video_id)
+        if task.family != self.name:
+            raise NotFound(f"video '{video_id}' does not exist", param="video_id", code="video_not_found")
+        return task
+
+    def content(self, principal: Principal, video_id: str, variant: str | None) -> tuple[bytes, str]:
+        """The bytes of a completed video (or its thumbnail or spritesheet), and their media type."""
+        variant = variant or "video"
+        if variant not in CONTENT_VARIANTS:
+            raise InvalidRequest(f"variant: must be one of {', '.join(CONTENT_VARIANTS)}", param="variant")
+        task = self.owned_video(principal, video_id)
+        if task.status != "succeeded":
+            status = self.public_status(task)
+            raise Conflict(f"video '{task.task_id}' is {status}; its content exists once it is completed"
+                           + (" (it failed, so it never will)" if status == "failed" else ""),
+                           param="video_id", code="video_not_ready")
+        try:
+            channel = engine.channel_named(task.channel)
+            answer = sync_client.send(timed(self.adapter.build_content(
+                channel.base_url, channel.api_key, task.upstream_task_id, variant), CONTENT_TIMEOUT))
+        except UpstreamError as exc:
+            raise UpstreamFailed(exc.message) from None
+        except httpx.HTTPError as exc:
+            raise UpstreamFailed(f"the upstream content request failed: {type(exc).__name__}") from None
+        if answer.status_code == 404:
+            raise NotFound(f"the upstream no longer has the {variant} of video '{task.task_id}'",
+                           code="content_not_found")
+        if not answer.is_success:
+            raise UpstreamFailed(f"the upstream answered {answer.status_code} for the video content")
+        if len(answer.content) > MAX_CONTENT_BYTES:
+            raise PayloadTooLarge(f"the {variant} is {len(answer.content)} bytes, more than the {MAX_CONTENT_BYTES} "
+                                  "bytes a Lambda response can carry", code="content_too_large", status=502)
+        media_type = answer.headers.get("content-type", "").split(";")[0].strip() or CONTENT_VARIANTS[variant]
+        return answer.content, media_type
+
+
+FAMILY = EpsilonFamily()

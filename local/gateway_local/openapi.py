@@ -1,0 +1,214 @@
+"""The OpenAPI document of the gateway, generated from the code: every route of template.yaml,
+each request body from the pydantic model that validates it, each error in its route family's
+envelope (`gateway.errors.render`).
+
+`make openapi` writes it to docs/openapi.json (committed; a test fails when it is stale). The
+local runner serves it at /openapi.json, with Swagger UI at /docs; the fuzz test
+(tests/e2e/test_fuzz.py) generates requests from it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gateway.errors import Dialect, GatewayError, dialect_for_path, render
+from gateway_local.template import read_template
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENT = ROOT / "docs" / "openapi.json"
+
+# The actions of /v1beta/models/{proxy+}, each its own documented path.
+CONTENT_ACTIONS = ("generateContent", "streamGenerateContent", "countTokens", "embedContent", "batchEmbedContents")
+ERROR_STATUSES = {
+    "400": "the request broke a rule (the message names the field and the rule)",
+    "401": "no key, or a key that is unknown, revoked or expired",
+    "403": "the quota cannot cover the request, or the key may not do this",
+    "404": "no such model, task, video or route",
+    "409": "a conflict: a duplicate id, a replayed request, content not ready",
+    "413": "the request body is too large",
+    "429": "every upstream is rate limited (Retry-After says when to try again)",
+    "500": "an unexpected failure; quote the request id",
+    "502": "the upstream failed",
+    "503": "no upstream is available",
+    "504": "the upstream did not answer in time",
+}
+_ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError", Dialect.CONTENT: "ContentError",
+                   Dialect.PLANTS: "PlantsError", Dialect.ACCOUNT: "AccountError"}
+
+
+def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
+    """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
+    from gateway.schemas import images, plants, text
+    from gateway.tasks.families.delta.schema import DeltaVideoRequest
+    from gateway.tasks.families.epsilon.schema import EpsilonVideoRequest
+    from gateway.tasks.families.zeta.schema import ZetaVideoRequest
+
+    models: dict[tuple[str, str], tuple[str, Any]] = {
+        ("POST", "/plants"): ("application/json", plants.NewPlant),
+        ("POST", "/v1/chat/completions"): ("application/json", text.ChatRequest),
+        ("POST", "/v1/messages"): ("application/json", text.MessagesRequest),
+        ("POST", "/v1/responses"): ("application/json", text.ResponsesRequest),
+        ("POST", "/v1/responses/compact"): ("application/json", text.ResponsesRequest),
+        ("POST", "/v1/embeddings"): ("application/json", text.EmbeddingsRequest),
+        ("POST", "/v1/images/generations"): ("application/json",
+                                             [images.IotaGenerationRequest, images.ThetaGenerationRequest]),
+        ("POST", "/v1/images/edits"): ("multipart/form-data", None),
+        ("POST", "/v1/video/generations"): ("application/json", [DeltaVideoRequest, ZetaVideoRequest]),
+        ("POST", "/v1/videos"): ("application/json", EpsilonVideoRequest),
+    }
+    for action in CONTENT_ACTIONS:
+        models[("POST", f"/v1beta/models/{{model}}:{action}")] = ("application/json", text.CONTENT_ACTIONS[action])
+    return models
+
+
+def _schema_of(model: Any, definitions: dict[str, Any]) -> dict[str, Any]:
+    """A model's JSON schema, its nested definitions moved to components.schemas."""
+    if isinstance(model, list):
+        return {"oneOf": [_schema_of(each, definitions) for each in model]}
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}", mode="validation")
+    for name, definition in schema.pop("$defs", {}).items():
+        definitions[name] = definition
+    definitions[model.__name__] = schema
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _edit_form() -> dict[str, Any]:
+    from gateway.schemas import images
+
+    return {"type": "object", "required": ["model", "image", "prompt"], "properties": {
+        "model": {"type": "string", "enum": [images.ETA_EDIT_MODEL]},
+        "image": {"type": "string", "format": "binary",
+                  "description": "JPG, PNG, BMP, TIFF or WEBP, under 10 MB"},
+        "prompt": {"type": "string", "maxLength": images.EDIT_PROMPT_MAX},
+        "negative_prompt": {"type": "string"},
+        "n": {"type": "string", "pattern": "^[0-9]+$", "description": f"1 to {images.EDIT_N_MAX}"},
+        "response_format": {"type": "string", "enum": list(images.RESPONSE_FORMATS)},
+        "seed": {"type": "string", "pattern": "^[0-9]+$", "description": f"0 to {images.SEED_MAX}"},
+    }}
+
+
+def _envelope_schemas() -> dict[str, Any]:
+    """Each family's error envelope, described from what `render` produces."""
+    def example(dialect: Dialect) -> dict[str, Any]:
+        return render(GatewayError("what went wrong", status=400), dialect, "request-id").body
+
+    string, integer = {"type": "string"}, {"type": "integer"}
+    schemas = {
+        "ChatError": {"type": "object", "required": ["error"], "properties": {"error": {
+            "type": "object", "required": ["message", "type"], "properties": {
+                "message": string, "type": string, "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]}}}}},
+        "MessagesError": {"type": "object", "required": ["type", "error"], "properties": {
+            "type": {"const": "error"}, "error": {"type": "object", "required": ["type", "message"],
+                                                  "properties": {"type": string, "message": string}}}},
+        "ContentError": {"type": "object", "required": ["error"], "properties": {"error": {
+            "type": "object", "required": ["code", "message", "status"],
+            "properties": {"code": integer, "message": string, "status": string}}}},
+        "PlantsError": {"type": "object", "required": ["error", "message"],
+                        "properties": {"error": integer, "message": string}},
+        "AccountError": {"type": "object", "required": ["data", "message", "success"], "properties": {
+            "data": {"type": "null"}, "message": string, "success": {"const": False}}},
+    }
+    for dialect, name in _ENVELOPE_NAMES.items():
+        schemas[name]["example"] = example(dialect)
+    return schemas
+
+
+def _parameters(method: str, path: str) -> list[dict[str, Any]]:
+    def param(name: str, where: str, description: str, required: bool = False, **schema: Any) -> dict[str, Any]:
+        return {"name": name, "in": where, "required": required or where == "path", "description": description,
+                "schema": schema or {"type": "string"}}
+
+    params = [param(name, "path", f"the {name}") for name in
+              (part[1:].split("}")[0] for part in path.split("/") if part.startswith("{"))]
+    if path == "/v1/dashboard/billing/usage":
+        params += [param("start_date", "query", "from (inclusive): milliseconds since the epoch, or YYYY-MM-DD"),
+                   param("end_date", "query", "to (inclusive): milliseconds since the epoch, or YYYY-MM-DD")]
+    elif path == "/v1/video/generations/result":
+        params.append(param("taskid", "query", "the task id a submit answered", required=True))
+    elif path.endswith("/content"):
+        params.append(param("variant", "query", "video (default), thumbnail or spritesheet",
+                            enum=["video", "thumbnail", "spritesheet"]))
+    elif path == "/api/user/self":
+        params.append(param("X-Api-User", "header", "the id of the user the access token belongs to", required=True))
+    elif path.endswith(":streamGenerateContent"):
+        params.append(param("alt", "query", "must be sse", required=True, enum=["sse"]))
+    return params
+
+
+def _documented_paths(template_path: str) -> list[tuple[str, str]]:
+    template = read_template(ROOT / template_path)
+    documented: list[tuple[str, str]] = []
+    for route in template.routes:
+        if route.path == "/v1beta/models/{proxy+}":
+            documented += [(route.method, f"/v1beta/models/{{model}}:{action}") for action in CONTENT_ACTIONS]
+        else:
+            documented.append((route.method, route.path))
+    return sorted(documented, key=lambda item: (item[1], item[0]))
+
+
+def build(template_path: str = "template.yaml") -> dict[str, Any]:
+    """The whole OpenAPI 3.1 document."""
+    models = _request_models()
+    definitions: dict[str, Any] = {}
+    paths: dict[str, Any] = {}
+    for method, path in _documented_paths(template_path):
+        dialect = dialect_for_path(path)
+        envelope = {"$ref": f"#/components/schemas/{_ENVELOPE_NAMES[dialect]}"}
+        operation: dict[str, Any] = {
+            "operationId": f"{method.lower()}_{''.join(c if c.isalnum() else '_' for c in path).strip('_')}",
+            "tags": [path.split("/")[1] if not path.startswith("/v1/") else path.split("/")[2]],
+            "responses": {"200": {"description": "the answer", "content": {
+                "text/event-stream" if "stream" in path else "application/json": {"schema": {}}}}},
+            "security": ([{"accessToken": []}] if path == "/api/user/self" else
+                         [{"bearer": []}, {"apiKey": []}, {"googApiKey": []}, {"queryKey": []}]),
+        }
+        for status, description in ERROR_STATUSES.items():
+            operation["responses"][status] = {"description": description,
+                                              "content": {"application/json": {"schema": envelope}}}
+        if parameters := _parameters(method, path):
+            operation["parameters"] = parameters
+        if (method, path) in models:
+            media_type, model = models[(method, path)]
+            schema = _edit_form() if model is None else _schema_of(model, definitions)
+            content = {media_type: {"schema": schema}}
+            if path == "/v1/videos":  # the openai SDK sends this form
+                content["multipart/form-data"] = {"schema": schema}
+            operation["requestBody"] = {"required": True, "content": content}
+        paths.setdefault(path, {})[method.lower()] = operation
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Unified AI gateway", "version": "0.1.0",
+                 "description": "Generated from the code by `make openapi` (local/gateway_local/openapi.py); "
+                                "do not edit by hand. Errors come in the envelope of the route's family."},
+        "paths": paths,
+        "components": {
+            "schemas": {**dict(sorted(definitions.items())), **_envelope_schemas()},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "the API key (sk-...)"},
+                "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+                "googApiKey": {"type": "apiKey", "in": "header", "name": "x-goog-api-key"},
+                "queryKey": {"type": "apiKey", "in": "query", "name": "key"},
+                "accessToken": {"type": "apiKey", "in": "header", "name": "Authorization",
+                                "description": "the user's system access token (not a bearer API key)"},
+            },
+        },
+    }
+
+
+def render_document(template_path: str = "template.yaml") -> str:
+    return json.dumps(build(template_path), indent=1, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    target = Path(argv[1]) if len(argv) > 1 else DOCUMENT
+    target.write_text(render_document(), encoding="utf-8")
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
