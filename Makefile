@@ -60,13 +60,13 @@ e2e: $(BIN)/.installed
 openapi: $(BIN)/.installed
 	PYTHONPATH=layers/gateway:local $(BIN)/python -m gateway_local.openapi docs/openapi.json
 
-## Benchmarks print figures; they are not tests. The last one goes through `make run` and
+## Benchmarks print figures; they are not tests. The first one goes through `make run` and
 ## writes bench/results.md and bench/results.png.
 bench: $(BIN)/.bench-installed
+	$(BIN)/python bench/embedded.py
 	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/relay.py
 	$(BIN)/python bench/tasks.py
-	$(BIN)/python bench/embedded.py
 
 ## The same load through `make run` and through LiteLLM's proxy (in .venv-peers), side by side.
 bench-peers: $(BIN)/.bench-installed $(PEERS_VENV)/bin/litellm
