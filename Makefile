@@ -7,17 +7,29 @@ PYTHON ?= $(shell for p in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.1
 VENV := .venv
 BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
+PEERS_VENV := .venv-peers
+# The peer of `make bench-peers`, pinned (never 1.107.0, a compromised release).
+LITELLM_VERSION := 1.102.4
 PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e bench validate build deploy admin clean openapi
+.PHONY: run test unit integration e2e bench bench-peers validate build deploy admin clean openapi
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install $(PIP_QUIET) --upgrade pip
 	$(BIN)/pip install $(PIP_QUIET) -e '.[dev]'
 	touch $@
+
+# The benchmarks' own dependencies (matplotlib for the plot): never in the Lambda layer.
+$(BIN)/.bench-installed: $(BIN)/.installed
+	$(BIN)/pip install $(PIP_QUIET) -e '.[dev,bench]'
+	touch $@
+
+$(PEERS_VENV)/bin/litellm:
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install $(PIP_QUIET) 'litellm[proxy]==$(LITELLM_VERSION)'
 
 $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)
@@ -26,8 +38,9 @@ $(SAM_VENV)/bin/sam:
 venv: $(BIN)/.installed
 
 ## The whole gateway on http://127.0.0.1:$${PORT:-3000}, with the AWS emulator and simulated upstreams.
+## Its data is kept in .local/state across restarts; `make run FRESH=1` starts empty.
 run: $(BIN)/.installed
-	$(BIN)/python -m gateway_local
+	$(if $(FRESH),GATEWAY_LOCAL_FRESH=$(FRESH)) $(BIN)/python -m gateway_local
 
 ## The whole test suite (unit, integration against the emulator, end-to-end over HTTP).
 test: $(BIN)/.installed
@@ -47,11 +60,17 @@ e2e: $(BIN)/.installed
 openapi: $(BIN)/.installed
 	PYTHONPATH=layers/gateway:local $(BIN)/python -m gateway_local.openapi docs/openapi.json
 
-## Benchmarks print figures; they are not tests.
-bench: $(BIN)/.installed
+## Benchmarks print figures; they are not tests. The first one goes through `make run` and
+## writes bench/results.md and bench/results.png.
+bench: $(BIN)/.bench-installed
+	$(BIN)/python bench/embedded.py
 	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/relay.py
 	$(BIN)/python bench/tasks.py
+
+## The same load through `make run` and through LiteLLM's proxy (in .venv-peers), side by side.
+bench-peers: $(BIN)/.bench-installed $(PEERS_VENV)/bin/litellm
+	$(BIN)/python bench/peers.py --litellm $(PEERS_VENV)/bin/litellm
 
 ## sam validate --lint, with SAM CLI in its own virtual environment.
 validate: $(SAM_VENV)/bin/sam
@@ -69,4 +88,4 @@ admin: $(BIN)/.installed
 	$(BIN)/python -m gateway.admin $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache
+	rm -rf $(VENV) $(SAM_VENV) $(PEERS_VENV) .aws-sam .pytest_cache bench/.work

@@ -1,6 +1,7 @@
 """The in-process AWS emulator: moto's server, with the template's tables, queues and buckets.
 
-Requests are served one at a time. DynamoDB applies each request (a transaction included)
+Requests are served one at a time. `moto_fixes` keeps its cost per request flat and its memory
+bounded; `state.py` keeps its data across restarts of the runner. DynamoDB applies each request (a transaction included)
 atomically; moto applies it in Python, with no lock of its own, so letting two requests
 interleave inside moto would show races that real DynamoDB does not have.
 """
@@ -16,6 +17,8 @@ from typing import Any
 
 import yaml
 from werkzeug.serving import make_server
+
+from gateway_local import moto_fixes
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -40,13 +43,73 @@ def load_template(path: Path | str) -> dict[str, Any]:
     return yaml.load(Path(path).read_text(), Loader=_CfnLoader)
 
 
+# Calls that change nothing worth keeping (`state.py` saves only after some other call).
+_READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable", "ListTables",
+                    "ReceiveMessage", "GetQueueAttributes", "GetQueueUrl", "ListQueues", "DescribeTimeToLive"})
+
+
 class _Serialized:
+    """moto's app, one request at a time; counts the requests that may have changed data."""
+
     def __init__(self, app: Any):
-        self._app, self._lock = app, threading.Lock()
+        self._app, self.lock = app, threading.Lock()
+        self.changes = 0
 
     def __call__(self, environ: Any, start_response: Any) -> Any:
-        with self._lock:
+        action = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
+        with self.lock:
+            if action not in _READS:
+                self.changes += 1
             return list(self._app(environ, start_response))
+
+
+class _Body:
+    """The raw body of an in-process answer, as botocore reads it."""
+
+    def __init__(self, data: bytes):
+        self._data = data
+
+    def stream(self, **_: Any) -> Any:
+        yield self._data
+
+
+_in_process: dict[str, Any] = {}  # endpoint URL -> the emulator's WSGI app
+_in_process_lock = threading.Lock()
+
+
+def _answer_in_process(endpoint: str, app: Any) -> None:
+    """botocore calls from this process to the emulator go straight to its WSGI app.
+
+    Same request and answer bytes as over HTTP (botocore serialises, signs and parses them as
+    ever, and moto sees an HTTP request), without a TCP connection and a server thread per
+    call: the server closes every connection after one answer, which would cost more than
+    most calls. Other processes (the admin command line, tests) still reach it over HTTP.
+    """
+    from botocore.awsrequest import AWSResponse
+    from botocore.httpsession import URLLib3Session
+    from werkzeug.test import EnvironBuilder
+
+    with _in_process_lock:
+        first = not _in_process
+        _in_process[endpoint] = app
+    if not first:
+        return
+    over_http = URLLib3Session.send
+
+    def send(self: Any, request: Any) -> Any:
+        target = _in_process.get("/".join(request.url.split("/", 3)[:3]))  # scheme://host:port
+        if target is None:
+            return over_http(self, request)
+        body = request.body
+        if hasattr(body, "read"):
+            body = body.read()
+        headers = [(k, v.decode("latin-1") if isinstance(v, bytes) else v) for k, v in request.headers.items()]
+        environ = EnvironBuilder(request.url, method=request.method, headers=headers, data=body or b"").get_environ()
+        answer: list[Any] = []
+        data = b"".join(target(environ, lambda status, headers, exc_info=None: answer.extend((status, headers))))
+        return AWSResponse(request.url, int(answer[0].split()[0]), dict(answer[1]), _Body(data))
+
+    URLLib3Session.send = send  # type: ignore[method-assign]
 
 
 @dataclass
@@ -55,6 +118,7 @@ class Emulator:
     endpoint_url: str
     _server: Any
     _thread: threading.Thread
+    _app: _Serialized
     tables: dict[str, str] = field(default_factory=dict)  # logical id -> table name
     queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
     buckets: dict[str, str] = field(default_factory=dict)  # logical id -> bucket name
@@ -126,6 +190,16 @@ class Emulator:
         self.buckets.clear()
         self.create_resources()
 
+    @property
+    def lock(self) -> threading.Lock:
+        """Held, no AWS call is served: the emulator's data stands still."""
+        return self._app.lock
+
+    @property
+    def changes(self) -> int:
+        """How many calls so far may have changed a table or a queue."""
+        return self._app.changes
+
     def stop(self) -> None:
         self._server.shutdown()
         self._thread.join(timeout=5)
@@ -138,6 +212,8 @@ def start_emulator(template_path: Path | str, port: int = 0) -> Emulator:
     from gateway.settings import reload_settings
     from gateway.store.aws import reset_clients
 
+    moto_fixes.apply()  # flat cost per request, bounded memory; fails here if moto changed
+
     class QuietHandler(MotoRequestHandler):
         def log_request(self, *args: Any, **kwargs: Any) -> None:  # one line per AWS call is noise
             pass
@@ -147,12 +223,13 @@ def start_emulator(template_path: Path | str, port: int = 0) -> Emulator:
     thread = threading.Thread(target=server.serve_forever, name="aws-emulator", daemon=True)
     thread.start()
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    _answer_in_process(endpoint, app)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     os.environ["AWS_ENDPOINT_URL"] = endpoint
     emulator = Emulator(template=load_template(template_path), endpoint_url=endpoint, _server=server,
-                        _thread=thread)
+                        _thread=thread, _app=app)
     emulator.create_resources()
     os.environ.update(emulator.environment())
     reset_clients()

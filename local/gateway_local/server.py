@@ -1,17 +1,19 @@
 """The local gateway: API Gateway, Lambda and the event sources of template.yaml, in one process.
 
 - every `Api` event of the template is served on 127.0.0.1: a buffered function gets a REST proxy
-  event in a worker thread (as Lambda runs one invocation at a time per environment); the
-  streaming function's ASGI app gets the request itself, so streaming is real. A client's own
+  event in a worker thread; the streaming function's ASGI app gets the request itself, so
+  streaming is real; each function runs in a small pool of instances that handle one request
+  at a time, as Lambda's execution environments do (`instances.py`). A client's own
   `x-amzn-*` headers are dropped first: they are the platform's to set, never a client's;
-- moto's server stands in for DynamoDB and SQS, with the template's tables and queues;
+- moto's server stands in for DynamoDB and SQS, with the template's tables and queues, whose
+  data is kept across restarts in the state directory (`state.py`);
 - each SQS event source is a loop (receive, invoke, delete what succeeded), each schedule a timer;
 - the simulated upstreams run on a second port, and the demo account is made at start.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import secrets
@@ -28,26 +30,14 @@ import uvicorn
 
 from gateway_local import apigw, docs
 from gateway_local.emulator import Emulator, start_emulator
-from gateway_local.template import Function, Template, read_template, schedule_seconds
+from gateway_local.instances import AsgiPool, FunctionPool, instance_limit, isolate_router_state
+from gateway_local.state import State, state_dir
+from gateway_local.template import Template, read_template, schedule_seconds
 
 _FORBIDDEN = json.dumps({"message": "Missing Authentication Token"}).encode()
 _TOO_LONG = json.dumps({"message": "Request Too Long"}).encode()
 EMPTY_QUEUE_PAUSE = 0.2  # seconds before an empty queue is asked again
 SHUTDOWN_SETTLE_SECONDS = 10
-
-
-def load_module(function: Function) -> Any:
-    """A function's app.py under its own module name (every function's file is called app.py)."""
-    path = function.code_dir / "app.py"
-    spec = importlib.util.spec_from_file_location(f"fn_{function.logical_id}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def handler_of(function: Function, module: Any) -> Callable[[dict, Any], Any]:
-    return getattr(module, function.handler.rsplit(".", 1)[-1])
 
 
 class GatewayApp:
@@ -275,6 +265,15 @@ def main(template_path: str = "template.yaml") -> int:
 
     template = read_template(template_path)
     emulator: Emulator = start_emulator(template.root / Path(template_path).name)
+    state = State(emulator, state_dir(template.root))
+    if os.environ.get("GATEWAY_LOCAL_FRESH", "").strip() not in ("", "0"):
+        state.wipe()
+        print(f"state: starting empty (FRESH); data is kept in {state.directory}", flush=True)
+    else:
+        loaded = state.load()
+        print(f"state: {loaded['items']} items and {loaded['messages']} messages loaded from {state.path}"
+              if loaded["items"] or loaded["messages"] else f"state: none yet; data is kept in {state.directory}",
+              flush=True)
     simulators = _ThreadedServer(simulators_app(), simulator_port)
     simulator_port = simulators.start()
     os.environ["GATEWAY_SIMULATOR_URL"] = f"http://127.0.0.1:{simulator_port}"
@@ -288,7 +287,6 @@ def main(template_path: str = "template.yaml") -> int:
                         ("GATEWAY_RESULT_LINK_SECRET", secrets.token_hex(24))):
         os.environ.setdefault(name, value)
 
-    from gateway import keys
     from gateway.admin import ensure_demo_account
     from gateway.settings import reload_settings
 
@@ -303,19 +301,20 @@ def main(template_path: str = "template.yaml") -> int:
         emulator.stop()
         return 2
     endpoint_file = write_endpoint_file(template.root, emulator, port)
-    demo_key = os.environ.get("GATEWAY_DEMO_KEY") or keys.new_key()
-    access_token = os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN") or keys.new_secret()
+    demo_key, access_token = state.demo_credentials(os.environ.get("GATEWAY_DEMO_KEY"),
+                                                    os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN"))
     quota = int(os.environ.get("GATEWAY_DEMO_QUOTA", "500000000"))
     ensure_demo_account(user_id=1, key=demo_key, quota=quota, access_token=access_token)
 
     handlers: dict[str, Callable] = {}
     streaming_apps: dict[str, Any] = {}
+    limit = instance_limit()
+    isolate_router_state()
     for function in template.functions.values():
-        module = load_module(function)
         if function.streaming:
-            streaming_apps[function.logical_id] = module.app
+            streaming_apps[function.logical_id] = AsgiPool(function, limit)
         else:
-            handlers[function.logical_id] = handler_of(function, module)
+            handlers[function.logical_id] = FunctionPool(function, limit).invoke
 
     from gateway.store.aws import client
 
@@ -334,6 +333,7 @@ def main(template_path: str = "template.yaml") -> int:
             loops.append(_Loop(f"schedule:{function.logical_id}", step, pause, print))
     for loop in loops:
         loop.start()
+    state.autosave(float(os.environ.get("GATEWAY_LOCAL_SAVE_SECONDS", "30")))
 
     server = _StoppableServer(uvicorn.Config(GatewayApp(template, handlers, streaming_apps), host="127.0.0.1",
                                            port=port, log_level="warning", timeout_graceful_shutdown=3))
@@ -360,6 +360,7 @@ def main(template_path: str = "template.yaml") -> int:
             loop.stopping.set()
         for loop in loops:
             loop.join(timeout=5)
+        state.stop()  # saves, with no function running any more
         remove_endpoint_file(endpoint_file)
         simulators.stop()
         emulator.stop()

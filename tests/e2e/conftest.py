@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,17 +30,20 @@ def free_port() -> int:
 
 class LocalGateway:
     def __init__(self, extra_env: dict[str, str] | None = None):
+        # Its own state directory unless told: never the checkout's .local/state of `make run`.
+        given = (extra_env or {}).get("GATEWAY_LOCAL_STATE_DIR")
+        self.state_dir = given or tempfile.mkdtemp(prefix="gateway-state-")
+        self._own_state_dir = not given
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # Its own endpoint file, so a test gateway never takes over that of a developer's `make run`
-        import tempfile
         self.endpoint_file = Path(tempfile.mkdtemp(prefix="gateway-e2e-")) / "gateway.json"
         env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
         env.update({
             "PORT": str(self.port), "GATEWAY_SIMULATOR_PORT": str(free_port()), "GATEWAY_DEMO_KEY": DEMO_KEY,
             "GATEWAY_DEMO_QUOTA": str(DEMO_QUOTA), "GATEWAY_DEMO_ACCESS_TOKEN": DEMO_ACCESS_TOKEN,
             "GATEWAY_LOCAL_SCHEDULE_SECONDS": "1", "GATEWAY_SIM_TASK_SECONDS": "2", "GATEWAY_SIM_TOKEN_DELAY_MS": "1",
-            "GATEWAY_LOCAL_ENDPOINT_FILE": str(self.endpoint_file),
+            "GATEWAY_LOCAL_ENDPOINT_FILE": str(self.endpoint_file), "GATEWAY_LOCAL_STATE_DIR": self.state_dir,
             "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(
                 [str(ROOT / "layers" / "gateway"), str(ROOT / "local"), os.environ.get("PYTHONPATH", "")]),
             **(extra_env or {}),
@@ -63,6 +69,23 @@ class LocalGateway:
         import threading
         threading.Thread(target=self._drain, daemon=True).start()
 
+    @property
+    def emulator_url(self) -> str:
+        """The AWS emulator's endpoint, as the runner announces it."""
+        line = next(line for line in self.output if "AWS emulator:" in line)
+        return line.split("AWS emulator:", 1)[1].strip()
+
+    def admin(self, *args: str) -> dict:
+        """`python -m gateway.admin ...` against this gateway's emulator; its JSON answer."""
+        env = {**os.environ, "AWS_ENDPOINT_URL": self.emulator_url, "ACCOUNTS_TABLE": "AccountsTable",
+               "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_DEFAULT_REGION": "us-east-1",
+               "PYTHONPATH": str(ROOT / "layers" / "gateway")}
+        env.pop("AWS_SESSION_TOKEN", None)
+        done = subprocess.run([sys.executable, "-m", "gateway.admin", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
     def _drain(self) -> None:
         for line in self.process.stdout:
             self.output.append(line)
@@ -75,6 +98,8 @@ class LocalGateway:
             except subprocess.TimeoutExpired:  # pragma: no cover
                 self.process.kill()
                 self.process.wait()
+        if self._own_state_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
         return self.process.returncode
 
 

@@ -55,9 +55,8 @@ def billing_usage(principal: Principal, start_date: str | None, end_date: str | 
     start, end = parse_date("start_date", start_date), parse_date("end_date", end_date, end=True)
     if start and end and start > end:
         raise InvalidRequest("start_date: must not be after end_date", param="start_date")
-    entries = (accounts or AccountsRepository()).ledger(principal.user_id, start=start, end=end,
-                                                        key_id=principal.key_id)
-    units = sum(int(entry.get("units", 0)) for entry in entries)
+    units = (accounts or AccountsRepository()).usage(principal.user_id, start=start, end=end,
+                                                     key_id=principal.key_id).units
     cents = Decimal(units) / _UNITS_PER_CENT
     return {"object": "list", "total_usage": int(cents) if cents == cents.to_integral_value() else float(cents)}
 

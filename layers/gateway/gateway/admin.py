@@ -7,7 +7,7 @@
     python -m gateway.admin revoke-key <key id>
     python -m gateway.admin add-quota --user 2 --usd 10        (or --key <key id>, or --units N)
     python -m gateway.admin set-access-token --user 2          (prints a new system access token)
-    python -m gateway.admin usage --user 2 [--start 2026-11-01] [--end 2026-11-30] [--key <key id>]
+    python -m gateway.admin usage --user 2 [--start 2026-11-01] [--end 2026-11-30] [--key <key id> | --model <model>] [--by model]
     python -m gateway.admin logs --user 2 [--key <key id>] [--since 2h] [--until ...] [--model m] [--type 5] [--limit 50] [--cursor c]
 
 The accounts table is `ACCOUNTS_TABLE` (the stack output `AccountsTableName` when deployed).
@@ -104,11 +104,10 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
         user = accounts.get_user(args.user, consistent=True)
         if user is None:
             raise UserNotFound(args.user)
-        entries = accounts.ledger(args.user, start=parse_date("start", args.start),
-                                  end=parse_date("end", args.end, end=True), key_id=args.key)
-        units = sum(int(e.get("units", 0)) for e in entries)
-        return {"user_id": args.user, "requests": len(entries), "units": units,
-                "usd": str(Decimal(units) / UNITS_PER_USD), "quota_left": user["quota"],
+        total = accounts.usage(args.user, start=parse_date("start", args.start),
+                               end=parse_date("end", args.end, end=True), key_id=args.key, model=args.model)
+        return {"user_id": args.user, "requests": total.requests, "units": total.units,
+                "usd": str(Decimal(total.units) / UNITS_PER_USD), "quota_left": user["quota"],
                 "used_quota": user["used_quota"], "request_count": user["request_count"]}
     if args.command == "logs":
         return _logs(args, accounts)
@@ -197,7 +196,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--user", type=int, required=True)
     p.add_argument("--start", help="ms timestamp or YYYY-MM-DD")
     p.add_argument("--end", help="ms timestamp or YYYY-MM-DD")
-    p.add_argument("--key", help="only this key id")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--key", help="only this key id")
+    only.add_argument("--model", help="only this model")
     p.add_argument("--by", choices=["model"], help="spend per model and day")
 
     p = commands.add_parser("logs", help="a user's request log, newest first")

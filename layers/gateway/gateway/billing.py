@@ -12,6 +12,8 @@ Each step is one DynamoDB transaction over the accounts table:
   writes the ledger entry and counts the request; a refund writes a zero-unit ledger entry so
   every request leaves a trace. A price above the hold takes at most what the quota has left:
   the quota never goes negative through a request (the entry records the `shortfall`).
+  Both add the entry to its day's totals (user, key, model) in the same transaction, which
+  the usage reads add up.
 - `sweep_stale` (on the task sweeper's schedule) refunds a reservation still open after its
   `hold_until`, the moment its request can no longer be running (a crash, a killed function).
   An open reservation sits in the accounts table's `gsi1` under one of `HOLD_SHARDS` keys,
@@ -31,8 +33,8 @@ from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
 from gateway.settings import get_settings
-from gateway.store.accounts import (HOLD_SHARDS, PROFILE, hold_index_keys, hold_shard, key_pk, ledger_index,
-                                    reservation_pk, usage_sk, user_pk)
+from gateway.store.accounts import (HOLD_SHARDS, PROFILE, day_total_updates, hold_index_keys, hold_shard, key_pk,
+                                    ledger_index, reservation_pk, usage_sk, user_pk)
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
 RESERVED, SETTLED, REFUNDED = "reserved", "settled", "refunded"
@@ -222,6 +224,8 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
         _ledger_entry(reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0),
                       log_type=log_type),
     ]
+    writes += day_total_updates(_table(), user_id=reservation.user_id, key_id=reservation.key_id,
+                                model=reservation.model, units=units, at=now)  # the usage reads' day totals
     try:
         _db().transact_write_items(TransactItems=writes)
     except Exception as exc:

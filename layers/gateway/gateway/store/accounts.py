@@ -8,6 +8,7 @@
 | system access token | `ACCESS#<sha256 of token>` | `ACCESS` |
 | reservation | `RES#<reservation id>` | `RES` (billing; while open, gsi1: `HOLD#<shard>` / `<hold until>#<id>`) |
 | ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (billing; gsi1: `KEYLOG#<key id>` / the same sk; gsi2: `USER#<id>#MODEL#<model>` / the same sk) |
+| a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (billing: `units`/`requests`, and `key:<id>:…`, `model:<name>:…` of each) |
 | user id counter | `COUNTER` | `USER` |
 
 Secrets (keys, access tokens) are stored only as SHA-256 hashes.
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import time
 import zlib
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import date, datetime, time as day_time, timedelta, timezone
 from typing import Any
 
 from gateway import keys
@@ -67,6 +69,63 @@ def ledger_index(user_id: int, key_id: str, model: str, sk: str) -> dict[str, st
 
 # The request log's access paths: (index name or None, partition attribute, sort attribute).
 LOG_BY_USER, LOG_BY_KEY, LOG_BY_MODEL = (None, "pk", "sk"), ("gsi1", "gsi1pk", "gsi1sk"), ("gsi2", "gsi2pk", "gsi2sk")
+def days_pk(user_id: int) -> str:
+    return f"DAYS#{user_id}"
+
+
+def day_counters(*, key_id: str | None = None, model: str | None = None) -> tuple[str, str]:
+    """The names of the (units, requests) counters of one series on a day item: the user's,
+    a key's or a model's."""
+    if key_id and model:
+        raise ValueError("usage totals are kept per key or per model, not per key and model")
+    prefix = f"key:{key_id}:" if key_id else f"model:{model}:" if model else ""
+    return f"{prefix}units", f"{prefix}requests"
+
+
+def day_total_updates(table: str, *, user_id: int, key_id: str, model: str, units: int,
+                      at: datetime) -> list[dict[str, Any]]:
+    """The transaction item that adds one closed request to its UTC day's totals: one item per
+    user and day, counting units and requests for the user, per key and per model.
+
+    Written in the same transaction as the ledger entry, so the totals and the ledger never
+    disagree; a usage read then costs the days it spans instead of every entry in them.
+    """
+    day = at.astimezone(timezone.utc).date()
+    names: dict[str, str] = {}
+    additions = []
+    for n, counter in enumerate((*day_counters(), *day_counters(key_id=key_id), *day_counters(model=model))):
+        names[f"#c{n}"] = counter
+        additions.append(f"#c{n} {':u' if counter.endswith('units') else ':one'}")
+    values: dict[str, Any] = {":u": int(units), ":one": 1}
+    expression = "ADD " + ", ".join(additions)
+    retention = get_settings().ledger_retention_days
+    if retention:  # a day's totals outlive its last ledger entry by the same retention
+        day_end = datetime.combine(day, day_time(), timezone.utc) + timedelta(days=1)
+        values[":ttl"] = int(day_end.timestamp()) + retention * 86400
+        expression += " SET expires_ttl = :ttl"
+    return [{"Update": {"TableName": table, "Key": to_item({"pk": days_pk(user_id), "sk": day.isoformat()}),
+                        "UpdateExpression": expression, "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": to_values(values)}}]
+
+
+@dataclass(frozen=True)
+class UsageTotal:
+    units: int = 0
+    requests: int = 0
+
+    def __add__(self, other: "UsageTotal") -> "UsageTotal":
+        return UsageTotal(self.units + other.units, self.requests + other.requests)
+
+
+_FIRST_INSTANT, _LAST_INSTANT = day_time(0, 0, 0, 0), day_time(23, 59, 59, 999999)
+
+
+def _day_start(day: date) -> datetime:
+    return datetime.combine(day, _FIRST_INSTANT, timezone.utc)
+
+
+def _day_end(day: date) -> datetime:
+    return datetime.combine(day, _LAST_INSTANT, timezone.utc)
 
 
 def iso_of(epoch_seconds: float) -> datetime:
@@ -345,3 +404,50 @@ class AccountsRepository:
         last = answer.get("LastEvaluatedKey")
         return (items, int(answer.get("Count", len(items))), int(answer.get("ScannedCount", len(items))),
                 from_item(last)[sk_name] if last else None)
+    def usage(self, user_id: int, *, start: datetime | None = None, end: datetime | None = None,
+              key_id: str | None = None, model: str | None = None) -> UsageTotal:
+        """What `ledger(user_id, start=start, end=end)` adds up to (units, entries), for the user,
+        one key or one model: the day totals of the whole UTC days in the range, plus the raw
+        entries of the partial days at its ends. With no dates, the day totals only."""
+        counters = day_counters(key_id=key_id, model=model)
+        start, end = (t.astimezone(timezone.utc) if t else None for t in (start, end))
+        if start and end and start > end:
+            return UsageTotal()
+        first = None if start is None else start.date() if start.time() == _FIRST_INSTANT \
+            else start.date() + timedelta(days=1)
+        last = None if end is None else end.date() if end.time() == _LAST_INSTANT else end.date() - timedelta(days=1)
+        partial: list[tuple[datetime, datetime]] = []
+        if start and end and start.date() == end.date() and (first is None or first > end.date()
+                                                              or last is None or last < start.date()):
+            partial.append((start, end))  # one day, not whole: its entries only
+        else:
+            if start and start.time() != _FIRST_INSTANT:
+                partial.append((start, _day_end(start.date())))
+            if end and end.time() != _LAST_INSTANT:
+                partial.append((_day_start(end.date()), end))
+        total = self._day_totals(user_id, counters, first, last) if first is None or last is None or first <= last \
+            else UsageTotal()
+        for low, high in partial:
+            entries = [e for e in self.ledger(user_id, start=low, end=high, key_id=key_id)
+                       if model is None or e.get("model") == model]
+            total += UsageTotal(sum(int(e.get("units", 0)) for e in entries), len(entries))
+        return total
+
+    def _day_totals(self, user_id: int, counters: tuple[str, str], first: date | None,
+                    last: date | None) -> UsageTotal:
+        params: dict[str, Any] = {
+            "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            "ExpressionAttributeValues": to_values({":pk": days_pk(user_id), ":low": first.isoformat() if first else "0",
+                                                    ":high": last.isoformat() if last else "9999-12-31"}),
+            "ProjectionExpression": "#u, #r", "ExpressionAttributeNames": {"#u": counters[0], "#r": counters[1]},
+            "ConsistentRead": True,
+        }
+        total = UsageTotal()
+        while True:
+            answer = self._db.query(**params)
+            for item in answer.get("Items", []):
+                day = from_item(item)
+                total += UsageTotal(int(day.get(counters[0], 0)), int(day.get(counters[1], 0)))
+            if "LastEvaluatedKey" not in answer:
+                return total
+            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]

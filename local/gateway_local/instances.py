@@ -1,0 +1,171 @@
+"""Lambda's execution environments, locally: a small pool of instances per function.
+
+Deployed, an instance of a function (an execution environment) handles one request at a time,
+and concurrent requests run in separate instances, each with its own copy of the function's
+module. The runner does the same inside one process:
+
+- an instance is a separate load of the function's `app.py` (its own Powertools resolver, its
+  own module globals), lent to one request at a time; a function has at most
+  `GATEWAY_LOCAL_INSTANCES` of them (default: the number of cores), made on first need, and a
+  request that finds every instance busy waits for one, as it would at a concurrency limit;
+- buffered functions run in worker threads. Powertools keeps the current event and context on
+  its `BaseRouter` class, shared by every resolver of the process; `isolate_router_state` makes
+  those two attributes per thread, so a request only ever sees its own event;
+- the streaming text function (an ASGI app under the Lambda Web Adapter) gets the same pool of
+  separately loaded apps, each serving one request at a time on the runner's event loop: the
+  same one-request-per-environment rule as deployed, where the adapter hands an environment
+  one invocation at a time.
+
+What the instances still share is the layer (`gateway.*` is imported once per process): its
+key cache, AWS clients, the outbound HTTP client and the logger's appended keys. The first three
+hold no request's data; log lines of concurrent requests may carry each other's appended keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import queue
+import sys
+import threading
+from typing import Any, Callable
+
+from gateway_local.template import Function
+
+
+def instance_limit() -> int:
+    """Instances per function: `GATEWAY_LOCAL_INSTANCES`, else the number of cores."""
+    value = os.environ.get("GATEWAY_LOCAL_INSTANCES", "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"GATEWAY_LOCAL_INSTANCES must be a whole number of at least 1, got '{value}'")
+        return int(value)
+    return os.cpu_count() or 1
+
+
+def load_module(function: Function, instance: int = 1) -> Any:
+    """A fresh load of a function's app.py under its own module name (every function's file is
+    called app.py); each instance of a function is its own load."""
+    name = f"fn_{function.logical_id}" + (f"_{instance}" if instance > 1 else "")
+    spec = importlib.util.spec_from_file_location(name, function.code_dir / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def handler_of(function: Function, module: Any) -> Callable[[dict, Any], Any]:
+    return getattr(module, function.handler.rsplit(".", 1)[-1])
+
+
+class FunctionPool:
+    """The instances of one buffered function. `invoke` is called from any thread."""
+
+    def __init__(self, function: Function, limit: int):
+        self.function, self.limit = function, limit
+        self._idle: queue.LifoQueue = queue.LifoQueue()  # the warmest instance first
+        self._made, self._lock = 0, threading.Lock()
+        self._idle.put(self._load())  # the first instance at start: a broken function fails here
+
+    def _load(self) -> Callable[[dict, Any], Any]:
+        with self._lock:
+            self._made += 1
+            number = self._made
+        return handler_of(self.function, load_module(self.function, number))
+
+    def _acquire(self) -> Callable[[dict, Any], Any]:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            room = self._made < self.limit
+        return self._load() if room else self._idle.get()
+
+    @property
+    def instances(self) -> int:
+        return self._made
+
+    def invoke(self, event: dict, context: Any) -> Any:
+        handler = self._acquire()
+        try:
+            return handler(event, context)
+        finally:
+            self._idle.put(handler)
+
+
+class AsgiPool:
+    """The instances of the streaming function: an ASGI app that lends each request one instance."""
+
+    def __init__(self, function: Function, limit: int):
+        self.function, self.limit = function, limit
+        self._idle: list[Any] = [load_module(function).app]
+        self._made = 1
+        self._free: asyncio.Semaphore | None = None  # made on the serving loop
+
+    @property
+    def instances(self) -> int:
+        return self._made
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if self._free is None:
+            self._free = asyncio.Semaphore(self.limit)
+        async with self._free:
+            if self._idle:
+                app = self._idle.pop()
+            else:
+                self._made += 1
+                app = load_module(self.function, self._made).app
+            try:
+                await app(scope, receive, send)
+            finally:
+                self._idle.append(app)
+
+
+_isolated = False
+
+
+def isolate_router_state() -> None:
+    """Makes Powertools' class-level `current_event` and `lambda_context` per thread (once)."""
+    global _isolated
+    if _isolated:
+        return
+    from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
+
+    names = ("current_event", "lambda_context")
+    state = threading.local()
+
+    class PerThread:
+        def __init__(self, name: str):
+            self.name = name
+
+        def __get__(self, instance: Any, owner: Any = None) -> Any:
+            return getattr(state, self.name, None)
+
+        def __set__(self, instance: Any, value: Any) -> None:
+            setattr(state, self.name, value)
+
+    class PerThreadRouterMeta(type(BaseRouter)):  # type: ignore[misc]
+        """`BaseRouter.current_event = event` (how Powertools sets it) writes this thread's copy."""
+
+        def __setattr__(cls, name: str, value: Any) -> None:
+            if cls is BaseRouter and name in names:
+                setattr(state, name, value)
+            else:
+                super().__setattr__(name, value)
+
+    for name in names:
+        type.__setattr__(BaseRouter, name, PerThread(name))
+    BaseRouter.__class__ = PerThreadRouterMeta
+    # Fail at start, not on a request, if Powertools stopped keeping them this way.
+    BaseRouter.current_event = "probe"  # type: ignore[assignment]
+    seen: list[Any] = []
+    probe = threading.Thread(target=lambda: seen.append(BaseRouter.current_event))
+    probe.start()
+    probe.join()
+    if BaseRouter.current_event != "probe" or seen != [None]:
+        raise RuntimeError("aws_lambda_powertools no longer keeps the current event on BaseRouter; "
+                           "gateway_local/instances.py must be checked again")
+    BaseRouter.current_event = None  # type: ignore[assignment]
+    _isolated = True

@@ -1,0 +1,182 @@
+"""The local DynamoDB emulator: transactions all-or-nothing at a cost that does not grow with the table."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError
+
+from gateway.store.aws import client, from_item, to_item, to_values
+from gateway_local import moto_fixes
+
+TABLE = "EmulatorScratch"
+
+
+@pytest.fixture
+def scratch(store):
+    db = client("dynamodb")
+    db.create_table(TableName=TABLE, BillingMode="PAY_PER_REQUEST",
+                    AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                          {"AttributeName": "sk", "AttributeType": "S"}],
+                    KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                               {"AttributeName": "sk", "KeyType": "RANGE"}])
+    yield db
+    db.delete_table(TableName=TABLE)
+
+
+def _get(db, pk: str, sk: str = "A"):
+    return from_item(db.get_item(TableName=TABLE, Key=to_item({"pk": pk, "sk": sk}), ConsistentRead=True).get("Item"))
+
+
+def _put(pk: str, sk: str = "A", **attrs):
+    return {"Put": {"TableName": TABLE, "Item": to_item({"pk": pk, "sk": sk, **attrs})}}
+
+
+def _writes(last_condition: str):
+    """A new item, an update, a delete, then a put whose condition decides the whole transaction."""
+    return [
+        _put("new", n=1),
+        {"Update": {"TableName": TABLE, "Key": to_item({"pk": "counted", "sk": "A"}),
+                    "UpdateExpression": "ADD n :one SET tag = :t",
+                    "ExpressionAttributeValues": to_values({":one": 1, ":t": "changed"})}},
+        {"Delete": {"TableName": TABLE, "Key": to_item({"pk": "doomed", "sk": "A"})}},
+        {"Put": {"TableName": TABLE, "Item": to_item({"pk": "guard", "sk": "A", "n": 2}),
+                 "ConditionExpression": last_condition}},
+    ]
+
+
+def _load(scratch, count: int) -> None:
+    """`count` items straight into the emulator's table (through the API this would take minutes)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    table = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].get_table(TABLE)
+    for i in range(count):
+        table.put_item({"pk": {"S": f"bulk#{i % 50}"}, "sk": {"S": f"{i:08d}"}, "n": {"N": str(i)}})
+
+
+def test_a_failed_condition_in_the_last_operation_leaves_every_item_as_it_was(scratch):
+    # Given an item to update, one to delete and one whose existence fails the last condition
+    scratch.transact_write_items(TransactItems=[_put("counted", n=5, tag="kept"), _put("doomed", n=7),
+                                                _put("guard", n=0)])
+    # When a transaction touching all of them fails on its last operation
+    with pytest.raises(ClientError) as failure:
+        scratch.transact_write_items(TransactItems=_writes("attribute_not_exists(pk)"))
+    # Then it is cancelled for that reason, and every item is as it was
+    assert failure.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert [r["Code"] for r in failure.value.response["CancellationReasons"]] == \
+        ["None", "None", "None", "ConditionalCheckFailed"]
+    assert _get(scratch, "new") is None
+    assert _get(scratch, "counted") == {"pk": "counted", "sk": "A", "n": 5, "tag": "kept"}
+    assert _get(scratch, "doomed") == {"pk": "doomed", "sk": "A", "n": 7}
+    assert _get(scratch, "guard") == {"pk": "guard", "sk": "A", "n": 0}
+    assert scratch.query(TableName=TABLE, KeyConditionExpression="pk = :p",
+                         ExpressionAttributeValues=to_values({":p": "new"}))["Items"] == []
+
+
+def test_a_transaction_whose_conditions_hold_applies_every_operation(scratch):
+    # Given the same items
+    scratch.transact_write_items(TransactItems=[_put("counted", n=5, tag="kept"), _put("doomed", n=7)])
+    # When the last condition holds
+    scratch.transact_write_items(TransactItems=_writes("attribute_not_exists(pk)"))
+    # Then every operation took effect
+    assert _get(scratch, "new") == {"pk": "new", "sk": "A", "n": 1}
+    assert _get(scratch, "counted") == {"pk": "counted", "sk": "A", "n": 6, "tag": "changed"}
+    assert _get(scratch, "doomed") is None
+    assert _get(scratch, "guard") == {"pk": "guard", "sk": "A", "n": 2}
+
+
+def test_a_transaction_copies_only_the_items_it_touches_whatever_the_table_holds(scratch, monkeypatch):
+    # Given a count of every item moto makes, new or copied (a copy of a table copies every item)
+    from moto.dynamodb.models.dynamo_type import Item
+
+    made = [0]
+
+    def counting_new(cls, *args, **kwargs):
+        made[0] += 1
+        return object.__new__(cls)
+
+    def items_made_by_one_failed_transaction() -> int:
+        scratch.transact_write_items(TransactItems=[_put("counted", n=5), _put("doomed", n=7),
+                                                    _put("guard", n=0)])
+        monkeypatch.setattr(Item, "__new__", staticmethod(counting_new), raising=False)
+        made[0] = 0
+        with pytest.raises(ClientError):
+            scratch.transact_write_items(TransactItems=_writes("attribute_not_exists(pk)"))
+        monkeypatch.undo()
+        return made[0]
+
+    # When the same transaction fails against 100 items, then against 100000
+    _load(scratch, 100)
+    small = items_made_by_one_failed_transaction()
+    _load(scratch, 100_000 - 100)
+    large = items_made_by_one_failed_transaction()
+    # Then it does the same work: a handful of items, never a copy of the table
+    assert small == large <= 10
+
+
+def test_nothing_moto_makes_is_kept_for_its_dashboard(scratch):
+    from moto.dynamodb.models.dynamo_type import Item
+
+    scratch.put_item(TableName=TABLE, Item=to_item({"pk": "p", "sk": "A"}))
+    assert Item.instances_tracked == []
+
+
+def test_a_query_reads_its_own_partition_in_order_with_paging(scratch):
+    # Given two partitions, written out of order
+    for sk in ("c", "a", "b"):
+        scratch.put_item(TableName=TABLE, Item=to_item({"pk": "one", "sk": sk}))
+        scratch.put_item(TableName=TABLE, Item=to_item({"pk": "two", "sk": sk}))
+    # When one partition is read two items a page, then a range of it
+    pages, params = [], {"TableName": TABLE, "KeyConditionExpression": "pk = :p", "Limit": 2,
+                         "ExpressionAttributeValues": to_values({":p": "one"})}
+    while True:
+        answer = scratch.query(**params)
+        pages.append([from_item(i)["sk"] for i in answer["Items"]])
+        if "LastEvaluatedKey" not in answer:
+            break
+        params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+    ranged = scratch.query(TableName=TABLE, KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :b",
+                           ExpressionAttributeValues=to_values({":p": "two", ":a": "b", ":b": "c"}))
+    # Then only that partition's items come back, in key order
+    assert pages == [["a", "b"], ["c"]]
+    assert [from_item(i)["sk"] for i in ranged["Items"]] == ["b", "c"]
+    assert scratch.query(TableName=TABLE, KeyConditionExpression="pk = :p",
+                         ExpressionAttributeValues=to_values({":p": "none"}))["Items"] == []
+
+
+def test_a_moto_whose_replaced_code_changed_is_refused_at_start(monkeypatch):
+    # Given the installed moto, which the fixes know
+    moto_fixes.check()
+    # Given a moto whose transaction code is not the one the fixes were written against
+    monkeypatch.setitem(moto_fixes._EXPECTED_SOURCES, "DynamoDBBackend.transact_write_items", "000000000000")
+    # When the fixes are checked, Then the start fails naming what changed
+    with pytest.raises(moto_fixes.MotoChanged, match="transact_write_items"):
+        moto_fixes.check()
+
+
+def test_answers_written_as_plain_json_read_back_as_moto_would_write_them(scratch, monkeypatch):
+    # Given an item of every attribute type, with a key made only of sets and nesting
+    item = {"pk": {"S": "every"}, "sk": {"S": "A"}, "n": {"N": "-12.50"}, "b": {"B": b"\x00\xffbytes"},
+            "yes": {"BOOL": True}, "none": {"NULL": True}, "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]},
+            "bs": {"BS": [b"x", b"y"]}, "m": {"M": {"inner": {"L": [{"S": "deep"}, {"N": "3"}]}}}}
+    scratch.put_item(TableName=TABLE, Item=item)
+    calls = {
+        "get_item": {"TableName": TABLE, "Key": {"pk": {"S": "every"}, "sk": {"S": "A"}}},
+        "query": {"TableName": TABLE, "KeyConditionExpression": "pk = :p",
+                  "ExpressionAttributeValues": {":p": {"S": "every"}}},
+        "update_item": {"TableName": TABLE, "Key": {"pk": {"S": "every"}, "sk": {"S": "A"}},
+                        "UpdateExpression": "SET z = :z", "ExpressionAttributeValues": {":z": {"S": "z"}},
+                        "ReturnValues": "ALL_NEW"},
+    }
+    # When each is answered the fast way, then moto's own way
+    fast = {name: getattr(scratch, name)(**params) for name, params in calls.items()}
+    from moto.core.responses import ActionResult
+
+    monkeypatch.setattr(ActionResult, "execute_result", moto_fixes._targets()["ActionResult.execute_result"])
+    scratch.update_item(TableName=TABLE, Key={"pk": {"S": "every"}, "sk": {"S": "A"}}, UpdateExpression="REMOVE z")
+    slow = {name: getattr(scratch, name)(**params) for name, params in calls.items()}
+    # Then boto3 reads the same answers
+    for name in calls:
+        fast[name].pop("ResponseMetadata"), slow[name].pop("ResponseMetadata")
+        assert fast[name] == slow[name], name
+    assert fast["get_item"]["Item"]["b"] == {"B": b"\x00\xffbytes"}

@@ -1,0 +1,115 @@
+"""Usage reads from day totals kept by settlement: exact to the unit, costing the days they span."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from gateway import admin, billing
+from gateway.auth import authenticate
+from gateway.store.accounts import AccountsRepository, UsageTotal
+
+DAY0 = datetime(2026, 11, 10, tzinfo=timezone.utc)
+HOURS = (0, 7, 13, 23)  # entries at these hours of each of five days (and one at 23:59:59.999999)
+
+
+class _Clock(datetime):
+    at = DAY0
+
+    @classmethod
+    def now(cls, tz=None):
+        return cls.at
+
+
+class _CountingRepository(AccountsRepository):
+    """Counts the items every Query of the usage read hands back (its cost on DynamoDB)."""
+
+    read = 0
+
+    @property
+    def _db(self):
+        db, repository = super()._db, self
+
+        class Counting:
+            def query(self, **params):
+                answer = db.query(**params)
+                repository.read += len(answer.get("Items", []))
+                return answer
+
+            def __getattr__(self, name):
+                return getattr(db, name)
+
+        return Counting()
+
+
+@pytest.fixture
+def ledger(accounts, monkeypatch):
+    """User 5 with two keys; five days of settled and refunded requests on two models."""
+    accounts.create_user(username="eve", quota=10**9, user_id=5)
+    keys = [authenticate({"x-api-key": accounts.create_key(5, name=f"k{i}")[0]}) for i in range(2)]
+    monkeypatch.setattr(billing, "datetime", _Clock)
+    serial = itertools.count()
+    for day in range(5):
+        moments = [DAY0 + timedelta(days=day, hours=h) for h in HOURS]
+        moments.append(DAY0 + timedelta(days=day + 1) - timedelta(microseconds=1))
+        for moment in moments:
+            n = next(serial)
+            _Clock.at = moment
+            principal, model = keys[n % 2], ("m-small", "m-large")[n % 3 == 0]
+            reservation = billing.reserve(principal, 1000 + n, model=model, route="test", reservation_id=f"r{n}")
+            if n % 4 == 3:
+                billing.refund(reservation, reason="test")
+            else:
+                billing.settle(reservation, 100 + 7 * n)
+    return {"keys": keys}
+
+
+def _expected(accounts, start, end, key_id=None, model=None) -> UsageTotal:
+    entries = [e for e in accounts.ledger(5, start=start, end=end, key_id=key_id)
+               if model is None or e["model"] == model]
+    return UsageTotal(sum(e["units"] for e in entries), len(entries))
+
+
+BOUNDS = [None, DAY0, DAY0 + timedelta(hours=7), DAY0 + timedelta(days=1, hours=12, milliseconds=5),
+          DAY0 + timedelta(days=2) - timedelta(microseconds=1), DAY0 + timedelta(days=2),
+          DAY0 + timedelta(days=3, hours=23), DAY0 + timedelta(days=4, hours=23, minutes=59, seconds=59,
+                                                                 microseconds=999999),
+          DAY0 + timedelta(days=9)]
+
+
+def test_every_range_adds_up_to_exactly_what_its_ledger_entries_do(ledger, accounts):
+    # Given five days of entries; When every range between the bounds is read, for every scope
+    scopes = [{}, {"key_id": ledger["keys"][0].key_id}, {"key_id": ledger["keys"][1].key_id},
+              {"model": "m-large"}, {"model": "m-small"}]
+    for start, end in itertools.product(BOUNDS, BOUNDS):
+        if start and end and start > end:
+            continue
+        for scope in scopes:
+            # Then the totals match the raw entries to the unit and to the entry
+            assert accounts.usage(5, start=start, end=end, **scope) == _expected(accounts, start, end, **scope), \
+                (start, end, scope)
+
+
+def test_a_range_reads_the_days_it_spans_and_the_entries_of_its_partial_ends(ledger):
+    repository = _CountingRepository()
+    # When a range from the middle of the first day to the middle of the last is read
+    repository.usage(5, start=DAY0 + timedelta(hours=12), end=DAY0 + timedelta(days=4, hours=12))
+    # Then it read three day totals and the entries in range on the two end days (3 after noon of
+    # the first, 2 before noon of the last), never the 15 entries of the whole days between
+    assert repository.read == 3 + 3 + 2
+    repository.read = 0
+    # When no dates are given, Then only the five day totals are read
+    assert repository.usage(5).units == AccountsRepository().usage(5).units
+    assert repository.read == 5
+
+
+def test_the_admin_usage_command_reads_the_same_totals(ledger, accounts):
+    key_id = ledger["keys"][1].key_id
+    answer = admin.run(["usage", "--user", "5", "--start", "2026-11-11", "--end", "2026-11-12", "--key", key_id])
+    # (both dates inclusive: the whole of 11-12 is in)
+    expected = _expected(accounts, DAY0 + timedelta(days=1), DAY0 + timedelta(days=3, microseconds=-1), key_id=key_id)
+    assert (answer["units"], answer["requests"]) == (expected.units, expected.requests) and expected.requests > 0
+    by_model = admin.run(["usage", "--user", "5", "--model", "m-large"])
+    assert by_model["units"] == _expected(accounts, None, None, model="m-large").units > 0
