@@ -58,11 +58,12 @@ def serve_in_memory(port: int, sim_port: int) -> None:
     principal = auth.Principal(user_id=1, key_hash="bench", key_id="bench", key_name="bench", unlimited=True,
                                allowed_models=None, expires_at=0)
     auth.authenticate = lambda headers, query=None: principal
-    billing.reserve = lambda principal, units, *, model, route, reservation_id: billing.Reservation(
+    # In memory: the same calls as billing's, whatever options they carry (hold deadlines, log types).
+    billing.reserve = lambda principal, units, *, model, route, reservation_id, **_: billing.Reservation(
         reservation_id=reservation_id, user_id=1, key_hash="bench", key_id="bench", limited_key=False, units=units,
         model=model, route=route)
-    billing.settle = lambda reservation, units, detail=None: True
-    billing.refund = lambda reservation, reason="": True
+    billing.settle = lambda reservation, units, **_: True
+    billing.refund = lambda reservation, **_: True
     _ThreadedServer(simulators_app(), sim_port).start()
     spec = importlib.util.spec_from_file_location("fn_text", ROOT / "functions" / "text" / "app.py")
     module = importlib.util.module_from_spec(spec)

@@ -8,6 +8,7 @@ interleave inside moto would show races that real DynamoDB does not have.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import threading
@@ -63,14 +64,12 @@ class _Serialized:
             return list(self._app(environ, start_response))
 
 
-class _Body:
-    """The raw body of an in-process answer, as botocore reads it."""
-
-    def __init__(self, data: bytes):
-        self._data = data
+class _Body(io.BytesIO):
+    """The raw body of an in-process answer, as botocore reads it: whole (`stream`, what it does
+    for JSON answers) or bit by bit (`read`, what a streamed S3 object's body does)."""
 
     def stream(self, **_: Any) -> Any:
-        yield self._data
+        yield self.getvalue()
 
 
 _in_process: dict[str, Any] = {}  # endpoint URL -> the emulator's WSGI app
