@@ -24,6 +24,7 @@ shutdown cancels the relay (the settlement runs in a thread of its own that the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -199,19 +200,21 @@ class Answer:
         if self._closed:
             return
         self._closed = True
-        done = threading.Event()
+        loop, done = asyncio.get_running_loop(), asyncio.Event()
 
         def settle() -> None:
             try:
                 self._settle(usage, outcome)
             finally:
                 _unsettled.discard(self)
-                done.set()
+                try:
+                    loop.call_soon_threadsafe(done.set)  # wakes the relay the moment the bill is written
+                except RuntimeError:
+                    pass  # the loop is gone (a shutdown): nobody waits any more
 
         threading.Thread(target=settle, name=f"settle-{self.reservation.reservation_id}", daemon=False).start()
         with anyio.CancelScope(shield=True):
-            while not done.is_set():
-                await anyio.sleep(0.002)
+            await done.wait()
 
     def _settle(self, usage: Usage, outcome: str) -> None:
         units = token_cost(self.price, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
