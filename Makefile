@@ -14,7 +14,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e bench bench-peers validate build deploy admin clean openapi
+.PHONY: run test unit integration e2e bench bench-peers validate build deploy admin clean openapi lint typecheck
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,14 @@ integration: $(BIN)/.installed
 
 e2e: $(BIN)/.installed
 	$(BIN)/python -m pytest tests/e2e
+
+## ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade, complexity); settings in pyproject.toml.
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+
+## mypy with the pydantic plugin over the layer, the local runner and each function (settings in pyproject.toml).
+typecheck: $(BIN)/.installed
+	$(BIN)/mypy layers/gateway/gateway local/gateway_local functions/*/app.py
 
 ## docs/openapi.json from the code (template.yaml routes, request models, error envelopes);
 ## a test fails while the committed copy is stale.
