@@ -2,9 +2,9 @@
 
 from aws_lambda_powertools.logging import correlation_paths
 
+from gateway import observability
 from gateway.errors import InvalidRequest
 from gateway.http import authenticate, body_model, create_app, json_response
-from gateway import observability
 from gateway.schemas.plants import NewPlant
 from gateway.store.plants import PlantsRepository
 

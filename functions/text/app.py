@@ -23,9 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway import count_tokens, observability
+from gateway import count_tokens, observability, text
 from gateway import models as model_list
-from gateway import text
 from gateway.channels import check_at_start
 from gateway.errors import GatewayError, NotFound, dialect_for_path, render
 from gateway.observability import logger

@@ -3,11 +3,10 @@
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway import video
+from gateway import observability, video
 from gateway.channels import check_at_start
 from gateway.http import authenticate, create_app, json_response
 from gateway.multipart import event_body
-from gateway import observability
 
 check_at_start()  # a bad channels document fails the cold start, naming the field
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 # Lambda refuses a synchronous invocation event above 6 MB; API Gateway a payload above 10 MB.
@@ -59,7 +59,7 @@ def build_event(*, method: str, path: str, resource: str, path_parameters: dict[
         text_body: str | None = base64.b64encode(body).decode("ascii")
     else:
         text_body = body.decode("utf-8", errors="replace") if body else None
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return {
         "resource": resource, "path": path, "httpMethod": method,
         "headers": headers or None, "multiValueHeaders": multi_headers or None,

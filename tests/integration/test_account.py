@@ -2,6 +2,7 @@
 
 import json
 import time
+from datetime import UTC
 
 import pytest
 
@@ -45,13 +46,13 @@ def test_usage_is_the_ledger_sum_in_cents_within_the_dates(account_fn, demo, lam
 
 def test_both_usage_dates_are_inclusive_to_the_millisecond_and_to_the_day(account_fn, demo, accounts,
                                                                          lambda_context):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     auth = {"Authorization": f"Bearer {demo['key']}"}
     charge(authenticate(auth), 500_000, "edge")  # 100 cents
     (entry,) = accounts.ledger(1)
     at = str(entry["at"])  # the entry's own millisecond
-    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
     for query in ({"start_date": at, "end_date": at}, {"end_date": today}, {"start_date": today, "end_date": today}):
         _, body = get(account_fn, lambda_context, "/v1/dashboard/billing/usage", auth, query)
         assert body["total_usage"] == 100, query

@@ -7,7 +7,7 @@ the simulators) and from `billing` directly where only the time or the outcome d
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -42,7 +42,7 @@ def entry_at(monkeypatch, principal, seconds, *, request_id, model="m-small", un
     class At(datetime):
         @classmethod
         def now(cls, tz=None):
-            return datetime.fromtimestamp(seconds, tz=timezone.utc)
+            return datetime.fromtimestamp(seconds, tz=UTC)
 
     monkeypatch.setattr(billing, "datetime", At)
     try:
@@ -103,7 +103,7 @@ def test_plain_streamed_and_failed_requests_are_listed_newest_first_with_their_u
     assert stream["type"] == 2 and stream["is_stream"] is True and "streamed" in stream["content"]
     assert error["type"] == 5 and error["quota"] == 0 and "failed" in error["content"]
     assert "upstream" in error["content"]
-    assert abs(simple["created_at"] - int(datetime.now(timezone.utc).timestamp())) < 60
+    assert abs(simple["created_at"] - int(datetime.now(UTC).timestamp())) < 60
     assert all(i["use_time"] >= 0 for i in data["items"])
 
     # And the demo key's log holds the same; user 2's key sees only its own request

@@ -22,8 +22,8 @@ from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, 
 from gateway.formats import usage_of_response
 from gateway.prices import SHIPPED, token_cost
 from gateway.sse import SSEParser
-from gateway.upstreams.base import Timeouts
 from gateway.store.accounts import AccountsRepository
+from gateway.upstreams.base import Timeouts
 from gateway_local.server import simulators_app
 from tests.conftest import load_function
 

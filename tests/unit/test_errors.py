@@ -1,9 +1,15 @@
+import pytest
 from pydantic import BaseModel, Field
 
-import pytest
-
-from gateway.errors import (AuthenticationFailed, Dialect, InvalidRequest, NotFound, RateLimited, dialect_for_path,
-                            render)
+from gateway.errors import (
+    AuthenticationFailed,
+    Dialect,
+    InvalidRequest,
+    NotFound,
+    RateLimited,
+    dialect_for_path,
+    render,
+)
 from gateway.validation import parse_body
 
 

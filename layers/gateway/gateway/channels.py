@@ -17,9 +17,10 @@ import os
 import random
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from gateway.errors import NotFound, shown
@@ -116,7 +117,7 @@ def _document_model():
             return value.rstrip("/")
 
         @model_validator(mode="after")
-        def _one_key(self) -> "ChannelSpec":
+        def _one_key(self) -> ChannelSpec:
             if self.api_key and self.api_key_env:
                 raise ValueError("give api_key or api_key_env, not both")
             return self
@@ -127,7 +128,7 @@ def _document_model():
         prices: dict[str, dict[str, Any]] = {}
 
         @model_validator(mode="after")
-        def _unique(self) -> "Document":
+        def _unique(self) -> Document:
             names = [c.name for c in self.channels]
             duplicated = sorted({n for n in names if names.count(n) > 1})
             if duplicated:
@@ -149,7 +150,7 @@ class Catalog:
         self.prices = prices
 
     @classmethod
-    def from_document(cls, document: dict[str, Any], source: str = "channels document") -> "Catalog":
+    def from_document(cls, document: dict[str, Any], source: str = "channels document") -> Catalog:
         from pydantic import ValidationError
 
         from gateway.validation import describe
@@ -176,7 +177,7 @@ class Catalog:
         return cls(channels, prices)
 
     @classmethod
-    def simulated(cls, simulator_url: str) -> "Catalog":
+    def simulated(cls, simulator_url: str) -> Catalog:
         """The local runner's channels: one per protocol, at the simulators. They may be polled
         at the simulators' own origin under both local names (the beta simulator names the other
         one, as a real upstream names a regional host), over plain http: allowed here explicitly."""

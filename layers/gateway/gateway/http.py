@@ -13,9 +13,8 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
-from gateway import auth
+from gateway import auth, observability
 from gateway.errors import Dialect, GatewayError, NotFound, dialect_for_path, render
-from gateway import observability
 from gateway.observability import logger
 
 

@@ -18,9 +18,10 @@ with an `anthropic-version` header) and the content dialect's (`GET /v1beta/mode
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from gateway import auth
 from gateway.auth import Principal
@@ -142,7 +143,7 @@ def chat_list(infos: list[ModelInfo]) -> dict[str, Any]:
 # ---- the messages dialect (anthropic): cursor pages by id ----
 
 def messages_model(info: ModelInfo) -> dict[str, Any]:
-    created = datetime.fromtimestamp(CREATED, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = datetime.fromtimestamp(CREATED, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {"id": info.id, "type": "model", "display_name": info.id, "created_at": created,
             "owned_by": info.family, "kind": info.kind}
 

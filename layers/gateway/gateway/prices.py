@@ -8,9 +8,10 @@ unit once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
-from typing import Any, Mapping
+from typing import Any
 
 from gateway.errors import InvalidRequest, shown
 
@@ -29,7 +30,7 @@ class Price:
     per_call: Decimal | None = None
 
     @classmethod
-    def of(cls, spec: Mapping[str, Any]) -> "Price":
+    def of(cls, spec: Mapping[str, Any]) -> Price:
         unknown = set(spec) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"unknown price field(s): {', '.join(sorted(unknown))}")

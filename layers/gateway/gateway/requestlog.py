@@ -24,7 +24,7 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway.auth import Principal
@@ -89,7 +89,7 @@ class LogQuery:
 
 
 def _at(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def _integer(params: Mapping[str, Any], name: str, default: int | None, low: int, high: int | None) -> int | None:

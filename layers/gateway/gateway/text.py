@@ -234,7 +234,7 @@ class Answer:
 
 
 # Answers committed to a client and not yet billed (weak: an answer dropped unsent leaves it).
-_unsettled: "weakref.WeakSet[Answer]" = weakref.WeakSet()
+_unsettled: weakref.WeakSet[Answer] = weakref.WeakSet()
 
 
 async def settle_pending(timeout: float) -> int:

@@ -29,8 +29,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount
 
-from gateway.tokens import estimate_tokens
-
 _FAULT = re.compile(r"#fault=([A-Za-z0-9]+)")
 _TOOL = re.compile(r"#tool\b")
 # One piece = one token: up to 4 letters or digits, or one other character, with the

@@ -24,8 +24,20 @@ from gateway.sse import DONE, encode
 from gateway.validation import parse_model
 from gateway_local.simulators.images import routes as image_routes
 
-from ._text import (Plan, before_answer, cut_json, error_json, fault_of, fault_status, json_body, new_id,
-                    paced_stream, plan_answer, tokenize, with_fault_prefix)
+from ._text import (
+    Plan,
+    before_answer,
+    cut_json,
+    error_json,
+    fault_of,
+    fault_status,
+    json_body,
+    new_id,
+    paced_stream,
+    plan_answer,
+    tokenize,
+    with_fault_prefix,
+)
 
 MODELS = ("m-small", "m-large", "e-small")
 EMBEDDING_DIMENSIONS = 16
@@ -115,7 +127,7 @@ async def chat_completions(request: Request) -> Response:
                 "usage": _chat_usage(plan, choices)}
         return cut_json(body) if fault == "cut" else JSONResponse(body)
 
-    include_usage = bool((req.stream_options and req.stream_options.include_usage))
+    include_usage = bool(req.stream_options and req.stream_options.include_usage)
 
     def chunk(index: int, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         body = {**head, "object": "chat.completion.chunk",

@@ -18,13 +18,30 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.errors import GatewayError, InvalidRequest
-from gateway.schemas.text import (CONTENT_ACTIONS, BatchEmbedContentsRequest, ContentRequest, CountTokensRequest,
-                                  EmbedContentRequest, parse_model_action)
+from gateway.schemas.text import (
+    CONTENT_ACTIONS,
+    BatchEmbedContentsRequest,
+    ContentRequest,
+    CountTokensRequest,
+    EmbedContentRequest,
+    parse_model_action,
+)
 from gateway.sse import encode
 from gateway.validation import parse_model
 
-from ._text import (Plan, before_answer, cut_json, error_json, fault_of, fault_status, json_body, new_id,
-                    paced_stream, plan_answer, with_fault_prefix)
+from ._text import (
+    Plan,
+    before_answer,
+    cut_json,
+    error_json,
+    fault_of,
+    fault_status,
+    json_body,
+    new_id,
+    paced_stream,
+    plan_answer,
+    with_fault_prefix,
+)
 from .chat import EMBEDDING_DIMENSIONS, MODELS, embedding_vector
 
 _STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",

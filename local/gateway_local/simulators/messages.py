@@ -19,12 +19,23 @@ from starlette.routing import Route
 
 from gateway.errors import InvalidRequest
 from gateway.schemas.text import MessagesRequest
-from gateway.tokens import estimate_value_tokens
 from gateway.sse import encode
+from gateway.tokens import estimate_value_tokens
 from gateway.validation import parse_model
 
-from ._text import (Plan, before_answer, cut_json, error_json, fault_of, fault_status, json_body, new_id,
-                    paced_stream, plan_answer, with_fault_prefix)
+from ._text import (
+    Plan,
+    before_answer,
+    cut_json,
+    error_json,
+    fault_of,
+    fault_status,
+    json_body,
+    new_id,
+    paced_stream,
+    plan_answer,
+    with_fault_prefix,
+)
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",

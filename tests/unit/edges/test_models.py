@@ -8,7 +8,15 @@ from gateway.auth import Principal
 from gateway.channels import Catalog
 from gateway.errors import Dialect, InvalidRequest, NotFound
 from gateway.models import (
-    chat_list, content_list, describe, dialect_of, family_of, find, kind_of, messages_list, available,
+    available,
+    chat_list,
+    content_list,
+    describe,
+    dialect_of,
+    family_of,
+    find,
+    kind_of,
+    messages_list,
 )
 from gateway.prices import Price
 

@@ -1,8 +1,16 @@
 """Usage: every dialect's counts read into one record and written back."""
 
 from gateway.formats import (
-    Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses,
-    usage_of_response, usage_to_chat, usage_to_content, usage_to_messages, usage_to_responses,
+    Usage,
+    usage_from_chat,
+    usage_from_content,
+    usage_from_messages,
+    usage_from_responses,
+    usage_of_response,
+    usage_to_chat,
+    usage_to_content,
+    usage_to_messages,
+    usage_to_responses,
 )
 
 

@@ -3,7 +3,7 @@ import base64
 import pytest
 
 from gateway.errors import InvalidRequest, PayloadTooLarge
-from gateway.multipart import (MAX_PARTS, MAX_REQUEST_BYTES, event_body, form_from_event, parse_multipart)
+from gateway.multipart import MAX_PARTS, MAX_REQUEST_BYTES, event_body, form_from_event, parse_multipart
 
 from .conftest import PNG, multipart
 

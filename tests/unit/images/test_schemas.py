@@ -4,10 +4,23 @@ import pytest
 
 from gateway.errors import InvalidRequest
 from gateway.multipart import Form, UploadedFile, parse_multipart
-from gateway.schemas.images import (EDIT_PROMPT_MAX, IOTA_MODELS, IOTA_PROMPT_MAX, MAX_IMAGE_BYTES, SEED_MAX,
-                                    THETA_MODELS, THETA_PROMPT_MAX, ImageEditRequest, IotaGenerationRequest,
-                                    ThetaGenerationRequest, image_count, image_family, parse_edit_form,
-                                    parse_generation, parse_generation_body)
+from gateway.schemas.images import (
+    EDIT_PROMPT_MAX,
+    IOTA_MODELS,
+    IOTA_PROMPT_MAX,
+    MAX_IMAGE_BYTES,
+    SEED_MAX,
+    THETA_MODELS,
+    THETA_PROMPT_MAX,
+    ImageEditRequest,
+    IotaGenerationRequest,
+    ThetaGenerationRequest,
+    image_count,
+    image_family,
+    parse_edit_form,
+    parse_generation,
+    parse_generation_body,
+)
 
 from .conftest import BMP, JPEG, PNG, TIFF_LE, WEBP, multipart
 

@@ -12,9 +12,9 @@ from starlette.routing import Mount
 
 from gateway.errors import InvalidRequest
 from gateway.store.tasks import Task
+from gateway.tasks import links
 from gateway.tasks.adapter import send
 from gateway.tasks.families import family_of
-from gateway.tasks import links
 from gateway.tasks.families.imgtask import image_link, image_path
 from gateway.tasks.families.imgtask.schema import button_action
 from gateway.upstreams.errors import UpstreamError

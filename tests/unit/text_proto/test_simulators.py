@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from gateway.schemas.text import ChatRequest, MessagesRequest
-from gateway.tokens import estimate_tokens
 from gateway.sse import SSEParser
+from gateway.tokens import estimate_tokens
 from gateway_local.simulators._text import tokenize
 
 from .conftest import simulators_app

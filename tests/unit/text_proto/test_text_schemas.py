@@ -6,9 +6,18 @@ import copy
 import pytest
 
 from gateway.errors import InvalidRequest, NotFound
-from gateway.schemas.text import (DEFAULT_MAX_TOKENS, EMBEDDING_MAX_INPUT_TOKENS, ChatRequest, ContentRequest,
-                                  CountTokensRequest, EmbedContentRequest, EmbeddingsRequest, MessagesRequest,
-                                  ResponsesRequest, parse_model_action)
+from gateway.schemas.text import (
+    DEFAULT_MAX_TOKENS,
+    EMBEDDING_MAX_INPUT_TOKENS,
+    ChatRequest,
+    ContentRequest,
+    CountTokensRequest,
+    EmbedContentRequest,
+    EmbeddingsRequest,
+    MessagesRequest,
+    ResponsesRequest,
+    parse_model_action,
+)
 from gateway.tokens import MEDIA_TOKENS, estimate_tokens
 from gateway.validation import parse_model
 

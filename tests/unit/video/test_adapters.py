@@ -5,12 +5,12 @@ import base64
 import httpx
 import pytest
 
-from gateway.tasks.families.delta.schema import DeltaVideoRequest
-from gateway.tasks.families.epsilon.schema import EpsilonVideoRequest
-from gateway.tasks.families.zeta.schema import ZetaVideoRequest
 from gateway.tasks.adapter import UNIFIED, poll, submit
 from gateway.tasks.families import FAMILIES, epsilon, family_of, zeta
 from gateway.tasks.families.base import GENERIC_TASK_STATUS
+from gateway.tasks.families.delta.schema import DeltaVideoRequest
+from gateway.tasks.families.epsilon.schema import EpsilonVideoRequest
+from gateway.tasks.families.zeta.schema import ZetaVideoRequest
 from gateway.upstreams.errors import UpstreamError
 
 from .conftest import SIM

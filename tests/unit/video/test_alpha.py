@@ -11,19 +11,27 @@ from decimal import Decimal
 import jwt
 import pytest
 
-from gateway.errors import (AuthenticationFailed, Dialect, InsufficientQuota, InvalidRequest, NotFound,
-                            RateLimited, UpstreamFailed, render)
+from gateway.errors import (
+    AuthenticationFailed,
+    Dialect,
+    InsufficientQuota,
+    InvalidRequest,
+    NotFound,
+    RateLimited,
+    UpstreamFailed,
+    render,
+)
 from gateway.prices import SHIPPED, Price
 from gateway.tasks.adapter import poll, submit
 from gateway.tasks.families import family_of
 from gateway.tasks.families.alpha.adapter import AlphaAdapter, bearer_token
-from gateway.tasks.families.alpha.schema import (Image2VideoRequest, Text2VideoRequest, check_image, image_size)
+from gateway.tasks.families.alpha.schema import Image2VideoRequest, Text2VideoRequest, check_image, image_size
 from gateway.tasks.families.base import Quantities
 from gateway.upstreams.errors import UpstreamError
 from gateway_local.simulators import alpha as simulator
+from tests.integration.test_alpha import IMAGE, png
 
 from .conftest import SIM
-from tests.integration.test_alpha import IMAGE, png
 
 KEY = f"{simulator.ACCESS}|{simulator.SECRET}"
 

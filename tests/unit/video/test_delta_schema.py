@@ -6,8 +6,8 @@ import pytest
 
 from gateway.errors import InvalidRequest
 from gateway.tasks.families.delta.schema import DELTA_MODELS, DeltaVideoRequest
-from gateway.video import generic_family
 from gateway.validation import parse_model
+from gateway.video import generic_family
 
 PNG = {"bytesBase64Encoded": "iVBORw0KGgoAAAANSUhEUg==", "mimeType": "image/png"}
 MP4 = {"bytesBase64Encoded": "AAAAGGZ0eXBtcDQy", "mimeType": "video/mp4"}

@@ -4,8 +4,8 @@ import pytest
 
 from gateway.errors import InvalidRequest
 from gateway.tasks.families.epsilon.schema import EpsilonVideoRequest
-from gateway.video import generic_family, video_family
 from gateway.validation import parse_model
+from gateway.video import generic_family, video_family
 
 
 def accepted(**data):

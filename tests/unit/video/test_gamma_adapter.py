@@ -3,11 +3,10 @@
 import httpx
 import pytest
 
-from gateway.tasks.adapter import poll, submit
+from gateway.tasks.adapter import UNIFIED, poll, submit
 from gateway.tasks.families import family_of
 from gateway.tasks.families.gamma import PUBLIC_STATUS
 from gateway.tasks.families.gamma.adapter import GammaAdapter
-from gateway.tasks.adapter import UNIFIED
 from gateway.upstreams.errors import UpstreamError
 
 from .conftest import SIM

@@ -3,10 +3,17 @@
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.tasks.families.zeta.schema import (ZETA_COMMAND_RULES, ZETA_LITE_I2V, ZETA_LITE_T2V, ZETA_MODELS,
-                                                ZETA_PRO, ZetaVideoRequest, parse_text_commands)
-from gateway.video import generic_family
+from gateway.tasks.families.zeta.schema import (
+    ZETA_COMMAND_RULES,
+    ZETA_LITE_I2V,
+    ZETA_LITE_T2V,
+    ZETA_MODELS,
+    ZETA_PRO,
+    ZetaVideoRequest,
+    parse_text_commands,
+)
 from gateway.validation import parse_model
+from gateway.video import generic_family
 
 LINK = {"url": "https://img.example/cat.png"}
 DATA = {"image_url": "data:image/png;base64,iVBORw0KGgo="}

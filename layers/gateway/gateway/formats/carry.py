@@ -10,7 +10,8 @@ Served by a channel of the client's own dialect, every field passes through unto
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .neutral import CHAT, CONTENT, MESSAGES, RESPONSES, unsupported
 

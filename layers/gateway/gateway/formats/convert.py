@@ -13,11 +13,23 @@ from typing import Any
 from gateway.tokens import estimate_tokens
 
 from . import chat, content, messages, responses
-from .neutral import (
-    CHAT, CONTENT, MESSAGES, RESPONSES, End, Failure, Finish, Start, StreamEvent, TextDelta, ThinkingDelta,
-    ToolArgs, ToolStart, UsageUpdate,
-)
 from .carry import refuse_uncarried
+from .neutral import (
+    CHAT,
+    CONTENT,
+    MESSAGES,
+    RESPONSES,
+    End,
+    Failure,
+    Finish,
+    Start,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgs,
+    ToolStart,
+    UsageUpdate,
+)
 from .stops import StopFilter, applied_by_gateway, cut_reply
 from .usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
 

@@ -69,7 +69,7 @@ class ToolCall:
 class ToolResult:
     id: str
     name: str
-    content: list[Union[Text, Media]]
+    content: list[Text | Media]
     is_error: bool = False
 
 

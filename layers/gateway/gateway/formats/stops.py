@@ -11,8 +11,20 @@ and the bill is what it generated (its usage), as for any answer.
 from __future__ import annotations
 
 from .neutral import (
-    CHAT, CONTENT, MESSAGES, STOP_SEQUENCE, End, Failure, Finish, Part, Reply, StreamEvent, Text, TextDelta,
-    ThinkingDelta, UsageUpdate,
+    CHAT,
+    CONTENT,
+    MESSAGES,
+    STOP_SEQUENCE,
+    End,
+    Failure,
+    Finish,
+    Part,
+    Reply,
+    StreamEvent,
+    Text,
+    TextDelta,
+    ThinkingDelta,
+    UsageUpdate,
 )
 
 # Channel dialects whose answers cannot tell a stop sequence from a natural end.

@@ -39,8 +39,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, InstanceOf, ValidationError, ValidationInfo,
-                      field_validator)
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    InstanceOf,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from gateway.errors import InvalidRequest
 from gateway.imagetypes import detect_image_type, image_dimensions, png_has_alpha

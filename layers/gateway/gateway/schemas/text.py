@@ -14,12 +14,24 @@ the one shape that fits so the error names the real field instead of every union
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, StrictBool,
-                      Strict, StrictStr, TypeAdapter, ValidationInfo, create_model, field_validator,
-                      model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    Strict,
+    StrictBool,
+    StrictStr,
+    TypeAdapter,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from gateway.errors import InvalidRequest, NotFound
@@ -49,7 +61,7 @@ class Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _adapter(target: Any) -> TypeAdapter:
     return TypeAdapter(target)
 

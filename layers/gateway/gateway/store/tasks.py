@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from gateway.errors import NotFound
 from gateway.settings import get_settings

@@ -8,8 +8,9 @@ failure is a `gateway.upstreams.errors.UpstreamError`, never a client-facing err
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 import httpx
 

@@ -9,12 +9,19 @@ task submits share.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
-from typing import Any, Sequence, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from gateway.channels import report_failure, report_success
-from gateway.errors import (GatewayError, InvalidRequest, NotFound, PayloadTooLarge, RateLimited, UpstreamFailed,
-                            UpstreamTimeout)
+from gateway.errors import (
+    GatewayError,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    UpstreamFailed,
+    UpstreamTimeout,
+)
 from gateway.observability import logger
 from gateway.upstreams.errors import UpstreamError
 

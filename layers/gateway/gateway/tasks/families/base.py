@@ -17,9 +17,9 @@ The engine, the poller, the sweeper and the callback sender know families only t
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-import uuid
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 

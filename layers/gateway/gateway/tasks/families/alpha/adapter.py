@@ -12,7 +12,8 @@ import hashlib
 import hmac
 import json
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote
 
 import httpx

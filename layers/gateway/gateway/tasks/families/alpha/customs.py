@@ -49,8 +49,8 @@ def _model(principal: Principal, model: str | None, param: str = "model_name") -
 
 def create(principal: Principal, kind: str, data: Any) -> dict[str, Any]:
     """Creates an element or a voice upstream and keeps its record for the caller."""
-    from gateway.tasks.families.alpha.schema import CUSTOMS  # pydantic only where a body is parsed
     from gateway.outbound import sync_client
+    from gateway.tasks.families.alpha.schema import CUSTOMS  # pydantic only where a body is parsed
     from gateway.validation import parse_model
 
     request = parse_model(CUSTOMS[kind], data)

@@ -14,7 +14,16 @@ import binascii
 import struct
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 from gateway.schemas.shared import Problems, base64_data, http_url
 from gateway.tasks.families.alpha.prices import mode_factor

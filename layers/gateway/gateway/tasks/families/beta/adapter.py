@@ -9,7 +9,8 @@ expires in about ten minutes), `Error`, `Request Moderated`, `Content Moderated`
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote
 
 import httpx

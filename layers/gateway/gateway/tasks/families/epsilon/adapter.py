@@ -6,7 +6,8 @@ The video object carries no link, so a snapshot's `result_urls` stays empty: the
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote
 
 import httpx

@@ -7,7 +7,8 @@ keeps). A word not in the table is recorded and polled on (`adapter.unified`).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote
 
 import httpx

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from gateway.schemas.shared import Problems, http_url
 

@@ -7,8 +7,9 @@ The upstream's `imageUrl` is on its own host and expires: a snapshot keeps it in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx

@@ -20,9 +20,17 @@ from gateway.tasks import engine, links
 from gateway.tasks.callbacks import CallbackFailed, UnsafeCallback, check_url
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.imgtask import FAMILY, MODAL, image_path, model_of
-from gateway.tasks.families.imgtask.schema import (TASK_ID, ActionRequest, BlendRequest, DescribeRequest,
-                                                   ImagineRequest, ModalRequest, ShortenRequest, SwapFaceRequest,
-                                                   button_action)
+from gateway.tasks.families.imgtask.schema import (
+    TASK_ID,
+    ActionRequest,
+    BlendRequest,
+    DescribeRequest,
+    ImagineRequest,
+    ModalRequest,
+    ShortenRequest,
+    SwapFaceRequest,
+    button_action,
+)
 from gateway.upstreams.errors import UpstreamError
 from gateway.validation import parse_json, parse_model
 
