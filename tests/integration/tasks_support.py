@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-
-import pytest
-from starlette.applications import Starlette
-from starlette.routing import Mount
 
 from gateway.store.aws import client
 from gateway.store.tasks import TasksRepository
 from gateway_local.server import sqs_step
 from gateway_local.simulators import alpha, beta, delta, epsilon, gamma, imgtask, zeta
-from tests.conftest import api_event, load_function, serve_asgi, use_environment
+from tests.conftest import api_event
 
 SIMULATORS = {"delta": delta, "zeta": zeta, "epsilon": epsilon, "gamma": gamma, "beta": beta, "imgtask": imgtask,
               "alpha": alpha}
@@ -31,39 +26,6 @@ class Clock:
 
     def advance(self, seconds: float = TASK_SECONDS + 1) -> None:
         self.now += seconds
-
-
-@pytest.fixture(scope="module")
-def simulators_url() -> Iterator[str]:
-    app = Starlette(routes=[Mount(f"/{name}", app=module.app) for name, module in SIMULATORS.items()])
-    with serve_asgi(app) as url:
-        yield url
-
-
-@pytest.fixture
-def clock(monkeypatch) -> Clock:
-    fake = Clock()
-    monkeypatch.setenv("GATEWAY_SIM_TASK_SECONDS", str(TASK_SECONDS))
-    for module in SIMULATORS.values():
-        monkeypatch.setattr(module, "clock", fake)
-    return fake
-
-
-@pytest.fixture
-def tasks_env(simulators_url, store, clock) -> Iterator[str]:
-    """Every model routed to the simulators; polls due at once; callbacks to 127.0.0.1 allowed."""
-    saved = use_environment(GATEWAY_SIMULATOR_URL=simulators_url, GATEWAY_CHANNELS_FILE=None,
-                            GATEWAY_CHANNELS_PARAMETER=None, GATEWAY_TASK_POLL_SECONDS="0",
-                            GATEWAY_CALLBACK_ALLOW_PRIVATE="1", GATEWAY_CALLBACK_RETRY_SECONDS="0",
-                            GATEWAY_CALLBACK_SECRET="test-secret", GATEWAY_RESULT_LINK_SECRET="test-link-secret")
-    yield simulators_url
-    use_environment(**saved)
-
-
-@pytest.fixture(scope="module")
-def functions(aws):
-    return {name: load_function(name) for name in ("video", "alpha", "gamma", "beta", "imgtask", "task_poller",
-                                                      "task_sweeper", "callback_sender")}
 
 
 def auth(key: str) -> dict[str, str]:
@@ -128,11 +90,6 @@ class Queues:
                 return
             for message in messages:
                 self.sqs.delete_message(QueueUrl=self.url(logical_id), ReceiptHandle=message["ReceiptHandle"])
-
-
-@pytest.fixture
-def queues(aws, functions, tasks_env) -> Queues:
-    return Queues(aws, functions)
 
 
 def ledger_of(accounts, task_id: str, user_id: int = 1) -> list[dict]:

@@ -15,18 +15,7 @@ from starlette.routing import Route
 
 from gateway.tasks import callbacks, engine
 from tests.conftest import serve_asgi
-from tests.integration.tasks_support import (  # noqa: F401
-    call,
-    clock,
-    functions,
-    ledger_of,
-    queues,
-    simulators_url,
-    status_and_json,
-    stored,
-    task_count,
-    tasks_env,
-)
+from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 from tests.integration.test_task_faults import Receiver
 
 

@@ -19,18 +19,7 @@ from gateway.settings import get_settings
 from gateway.store.aws import client
 from gateway.tasks import callbacks, engine
 from tests.conftest import api_event, serve_asgi, use_environment
-from tests.integration.tasks_support import (  # noqa: F401
-    call,
-    clock,
-    functions,
-    ledger_of,
-    queues,
-    simulators_url,
-    status_and_json,
-    stored,
-    task_count,
-    tasks_env,
-)
+from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 
 SUBMIT = "/beta/v1/beta-2-pro"
 BODY = {"model": "beta-2-pro", "prompt": "a lighthouse in fog", "width": 1024, "height": 768, "seed": 7,

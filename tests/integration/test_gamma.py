@@ -9,18 +9,7 @@ import pytest
 
 from gateway.settings import get_settings
 from gateway.tasks import engine
-from tests.integration.tasks_support import (  # noqa: F401
-    call,
-    clock,
-    functions,
-    ledger_of,
-    queues,
-    simulators_url,
-    status_and_json,
-    stored,
-    task_count,
-    tasks_env,
-)
+from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 
 SUBMIT = "/gamma/api/v1/services/aigc/video-generation/video-synthesis"
 I2V = {"model": "gamma2.6-i2v", "input": {"prompt": "a cat turns its head", "img_url": "https://example.com/cat.png"},

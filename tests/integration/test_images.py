@@ -8,92 +8,19 @@ of the failover tests.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import socket
-from collections import Counter
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Mount, Route
 
 from gateway.multipart import MAX_REQUEST_BYTES
-from gateway_local.simulators import images as simulator
-from tests.conftest import EVENTS, api_event, load_function, serve_asgi, use_environment
+from tests.conftest import EVENTS, api_event, use_environment
 from tests.imagefiles import BMP, JPEG, PNG, TIFF_LE, WEBP, decode_png, multipart
+from tests.integration.images_support import hits
 
 UNITS_PER_IMAGE = {"iota-image-1": 20_000, "iota-image-1-mini": 5_500, "theta-3": 20_000, "eta-image-edit": 15_000}
-hits: Counter = Counter()
-
-
-def _stand_in(name: str, status: int, message: str):
-    async def answer(request: Request):
-        hits[name] += 1
-        return JSONResponse({"error": {"message": message, "type": "server_error", "param": None, "code": None}},
-                            status_code=status)
-    return [Route(path, answer, methods=["POST"]) for path in ("/v1/images/generations", "/v1/images/edits")]
-
-
-async def _stingy_generation(request: Request):
-    """Answers like the simulator, but with only the first image whatever `n` was."""
-    hits["stingy"] += 1
-    answer = json.loads((await simulator.generations(request)).body)
-    return JSONResponse({**answer, "data": answer["data"][:1]})
-
-
-async def _huge_generation(request: Request):
-    hits["huge"] += 1
-    return JSONResponse({"created": 1, "data": [{"b64_json": "A" * (7 * 1024 * 1024)}]})
-
-
-async def _slow_generation(request: Request):
-    hits["slow"] += 1
-    await asyncio.sleep(2.5)
-    return await simulator.generations(request)
-
-
-async def _counted(request: Request):
-    hits["chat"] += 1
-    return await simulator.generations(request)
-
-
-UPSTREAMS = Starlette(routes=[
-    Mount("/chat", routes=simulator.routes),
-    Mount("/counted", routes=[Route("/v1/images/generations", _counted, methods=["POST"])]),
-    Mount("/down", routes=_stand_in("down", 503, "upstream overloaded")),
-    Mount("/refuses", routes=_stand_in("refuses", 400, "your prompt was refused by the safety system")),
-    Mount("/wrong-key", routes=_stand_in("wrong-key", 401, "incorrect API key provided")),
-    Mount("/stingy", routes=[Route("/v1/images/generations", _stingy_generation, methods=["POST"])]),
-    Mount("/huge", routes=[Route("/v1/images/generations", _huge_generation, methods=["POST"])]),
-    Mount("/slow", routes=[Route("/v1/images/generations", _slow_generation, methods=["POST"])]),
-])
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    with serve_asgi(UPSTREAMS) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def images_fn(aws):
-    return load_function("images")
-
-
-@pytest.fixture
-def simulated(upstream, store):
-    """Every model routes to the simulator, as under the local runner."""
-    saved = use_environment(GATEWAY_SIMULATOR_URL=upstream, GATEWAY_CHANNELS_FILE=None,
-                             GATEWAY_CHANNELS_PARAMETER=None)
-    hits.clear()
-    yield upstream
-    use_environment(**saved)
-
-
 @pytest.fixture
 def channels_document(simulated, tmp_path):
     """Installs a channels document (a list of channels, highest priority first)."""

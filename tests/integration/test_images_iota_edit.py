@@ -20,7 +20,7 @@ from gateway.prices import SHIPPED, unit_cost
 from gateway_local.simulators.images import IMAGE_TOKENS_PER_INPUT
 from tests.conftest import api_event
 from tests.imagefiles import JPEG, PNG, decode_png, jpeg_of, mask_png, multipart
-from tests.integration.test_images import balance, edit, edit_raw, images_fn, simulated, upstream  # noqa: F401
+from tests.integration.test_images import balance, edit, edit_raw
 
 PRICE = SHIPPED["iota-image-1"]
 
@@ -43,7 +43,7 @@ class LambdaTransport(httpx.BaseTransport):
 
 
 @pytest.fixture
-def sdk(images_fn, simulated, demo, lambda_context):  # noqa: F811
+def sdk(images_fn, simulated, demo, lambda_context):
     http = httpx.Client(transport=LambdaTransport(images_fn, lambda_context), base_url="http://gateway")
     client = openai.OpenAI(api_key=demo["key"], base_url="http://gateway/v1", http_client=http, max_retries=0)
     yield client
@@ -87,7 +87,7 @@ def test_two_images_and_a_mask_through_the_sdk_answer_n_images_of_the_asked_size
     assert reserved == unit_cost(PRICE, images=2, image_input_tokens=3 * IMAGE_TOKENS_HELD_PER_INPUT)
 
 
-def test_repeated_image_fields_are_read_as_several_images(images_fn, simulated, demo, accounts,  # noqa: F811
+def test_repeated_image_fields_are_read_as_several_images(images_fn, simulated, demo, accounts,
                                                           lambda_context):
     body, content_type = multipart({"model": "iota-image-1", "prompt": "merge them"},
                                    [("image", ("a.png", PNG, "image/png")), ("image", ("b.jpg", jpeg_of(8, 8), "image/jpeg"))])
@@ -137,7 +137,7 @@ IOTA_RULES = [
 
 @pytest.mark.parametrize("fields,files,field", IOTA_RULES, ids=[f"{f}-{i}" for i, (_, _, f) in enumerate(IOTA_RULES)])
 def test_an_iota_edit_breaking_a_rule_is_a_400_naming_the_field_and_holds_nothing(
-        images_fn, simulated, demo, accounts, lambda_context, fields, files, field):  # noqa: F811
+        images_fn, simulated, demo, accounts, lambda_context, fields, files, field):
     before = balance(accounts)
     form = {"model": "iota-image-1", "prompt": "edit it", **fields}
     if "prompt" in dict(files):

@@ -16,18 +16,7 @@ from gateway.imagetypes import detect_image_type
 from gateway.tasks import callbacks
 from gateway_local.simulators import imgtask as simulator
 from tests.conftest import serve_asgi
-from tests.integration.tasks_support import (  # noqa: F401
-    call,
-    clock,
-    functions,
-    ledger_of,
-    queues,
-    simulators_url,
-    status_and_json,
-    stored,
-    task_count,
-    tasks_env,
-)
+from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 from tests.integration.test_task_faults import Receiver
 
 IMAGINE_UNITS = 50_000  # 0.10 USD per imagine

@@ -17,7 +17,7 @@ from gateway.prices import SHIPPED, token_cost
 from gateway.store.accounts import AccountsRepository
 from gateway_local.server import simulators_app
 from tests.conftest import load_function
-from tests.integration.test_text import ENTRY, ROUTES, body_for, catalog, channel, inbound, run  # noqa: F401
+from tests.integration.test_text import ENTRY, ROUTES, body_for, channel, inbound, run
 
 LARGE = SHIPPED["m-large"]
 

@@ -14,7 +14,7 @@ import pytest
 from gateway import billing, requestlog
 from gateway.auth import authenticate
 from tests.conftest import api_event, load_function
-from tests.integration.test_text import catalog, channel, inbound, run  # noqa: F401  (fixture)
+from tests.integration.test_text import channel, inbound, run
 
 BASE = 1_700_000_000  # a fixed moment (2023-11-14), so windows and order are exact
 
@@ -71,7 +71,7 @@ def keys(demo, accounts):
 # --- real requests ---------------------------------------------------------------------------------
 
 def test_plain_streamed_and_failed_requests_are_listed_newest_first_with_their_units(
-        account_fn, demo, keys, catalog, lambda_context):  # noqa: F811
+        account_fn, demo, keys, catalog, lambda_context):
     # Given a plain, a streamed and a failed chat request of user 1, and one of user 2
     catalog([channel("chat")])
     plain, streamed = inbound("chat", demo["key"], "plain one"), inbound("chat", demo["key"], "streamed", stream=True)
@@ -114,7 +114,7 @@ def test_plain_streamed_and_failed_requests_are_listed_newest_first_with_their_u
 
 
 def test_a_request_the_client_abandons_before_the_answer_is_a_refund_not_an_error(
-        account_fn, demo, catalog, monkeypatch, lambda_context):  # noqa: F811
+        account_fn, demo, catalog, monkeypatch, lambda_context):
     # Given an upstream that takes the connection and never answers, and a client that gives up
     import socket
 

@@ -23,7 +23,7 @@ from gateway.store.accounts import AccountsRepository
 from gateway.store.tasks import Task, TasksRepository
 from gateway_local.server import simulators_app
 from tests.conftest import ROOT, use_environment
-from tests.integration.test_text import app, catalog, channel, inbound, quota, run  # noqa: F401 - fixtures
+from tests.integration.test_text import channel, inbound, quota, run
 
 KEY = "x-api-key"
 

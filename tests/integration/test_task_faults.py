@@ -20,7 +20,7 @@ from gateway.store.aws import client
 from gateway.store.tasks import TasksRepository
 from gateway.tasks import callbacks, engine
 from tests.conftest import serve_asgi
-from tests.integration.tasks_support import clock, functions, ledger_of, queues, simulators_url, stored, tasks_env  # noqa: F401
+from tests.integration.tasks_support import ledger_of, stored
 from tests.integration.test_video import DELTA, DELTA_UNITS, ZETA, ZETA_UNITS, quota, result, submit
 
 

@@ -16,8 +16,7 @@ import anyio
 import httpx
 import pytest
 
-from gateway import count_tokens, models, text
-from gateway.channels import Catalog, reset_catalog
+from gateway import text
 from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamFailed, UpstreamTimeout
 from gateway.formats import usage_of_response
 from gateway.prices import SHIPPED, token_cost
@@ -25,7 +24,6 @@ from gateway.sse import SSEParser
 from gateway.store.accounts import AccountsRepository
 from gateway.upstreams.base import Timeouts
 from gateway_local.server import simulators_app
-from tests.conftest import load_function
 
 PRICE = SHIPPED["m-small"]
 ROUTES = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses",
@@ -56,22 +54,6 @@ def inbound(dialect: str, key: str, prompt: str = "Hello there", *, stream: bool
 
 ENTRY = {"chat": text.chat_completions, "messages": text.messages, "responses": text.responses,
          "content": text.content}
-
-
-@pytest.fixture
-def catalog(monkeypatch):
-    """Sets the channels document for the test; the default serves each protocol's simulator."""
-    monkeypatch.setenv("GATEWAY_SIM_TOKEN_DELAY_MS", "0")
-
-    def use(channels: list[dict[str, Any]], prices: dict[str, Any] | None = None) -> Catalog:
-        built = Catalog.from_document({"channels": channels, "prices": prices or {}})
-        for module in (text, models, count_tokens):
-            monkeypatch.setattr(module, "get_catalog", lambda: built)
-        return built
-
-    reset_catalog()
-    yield use
-    reset_catalog()
 
 
 def channel(protocol: str, *, name: str | None = None, fault: str | None = None, priority: int = 0,
@@ -314,11 +296,6 @@ def test_a_client_that_goes_away_stops_the_relay_and_is_billed_once_for_what_it_
 
 
 # --- the ASGI app ---------------------------------------------------------------------------------------
-
-@pytest.fixture
-def app(monkeypatch):
-    return load_function("text").app
-
 
 def test_the_app_answers_errors_in_each_route_dialect_envelope(demo, catalog, app):
     catalog([channel("chat")])

@@ -8,18 +8,7 @@ import json
 
 import pytest
 
-from tests.integration.tasks_support import (  # noqa: F401
-    call,
-    clock,
-    functions,
-    ledger_of,
-    queues,
-    simulators_url,
-    status_and_json,
-    stored,
-    task_count,
-    tasks_env,
-)
+from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 
 DELTA = {"model": "delta-3.0-generate-001", "instances": [{"prompt": "a red fox in the snow"}],
          "parameters": {"durationSeconds": 8, "generateAudio": True, "sampleCount": 2}}

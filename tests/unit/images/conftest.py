@@ -1,10 +1,10 @@
-"""Sample files of every accepted format, and realistic multipart bodies made by httpx."""
+"""The sample PNG as a fixture; the sample files of every format are in tests/imagefiles.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.imagefiles import BMP, JPEG, PNG, TIFF_BE, TIFF_LE, WEBP, decode_png, multipart  # noqa: F401
+from tests.imagefiles import PNG
 
 
 @pytest.fixture

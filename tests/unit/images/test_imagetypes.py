@@ -1,8 +1,7 @@
 import pytest
 
 from gateway.imagetypes import detect_image_type
-
-from .conftest import BMP, JPEG, PNG, TIFF_BE, TIFF_LE, WEBP
+from tests.imagefiles import BMP, JPEG, PNG, TIFF_BE, TIFF_LE, WEBP
 
 
 @pytest.mark.parametrize("data,kind", [

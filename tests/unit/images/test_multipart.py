@@ -4,8 +4,7 @@ import pytest
 
 from gateway.errors import InvalidRequest, PayloadTooLarge
 from gateway.multipart import MAX_PARTS, MAX_REQUEST_BYTES, event_body, form_from_event, parse_multipart
-
-from .conftest import PNG, multipart
+from tests.imagefiles import PNG, multipart
 
 CT = "multipart/form-data; boundary=XyZ"
 

@@ -21,8 +21,7 @@ from gateway.schemas.images import (
     parse_generation,
     parse_generation_body,
 )
-
-from .conftest import BMP, JPEG, PNG, TIFF_LE, WEBP, multipart
+from tests.imagefiles import BMP, JPEG, PNG, TIFF_LE, WEBP, multipart
 
 IOTA = {"model": "iota-image-1", "prompt": "a lighthouse at dusk"}
 THETA = {"model": "theta-3", "prompt": "a lighthouse at dusk"}

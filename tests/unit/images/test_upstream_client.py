@@ -12,8 +12,7 @@ from starlette.routing import Mount
 from gateway.multipart import UploadedFile, parse_multipart
 from gateway.upstreams.images import ImagesClient, UpstreamError
 from gateway_local.simulators import images as simulator
-
-from .conftest import JPEG, PNG, decode_png
+from tests.imagefiles import JPEG, PNG, decode_png
 
 KEY = "sk-upstream-secret-123"
 # Mounted under /chat, as the chat-protocol simulator will mount it.

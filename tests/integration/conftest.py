@@ -1,0 +1,102 @@
+"""Fixtures shared by the integration tests: the text catalog and app, the images stand-in upstreams
+and function, the task simulators, functions, clock and queues."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from gateway import count_tokens, models, text
+from gateway.channels import Catalog, reset_catalog
+from tests.conftest import load_function, serve_asgi, use_environment
+from tests.integration.images_support import UPSTREAMS, hits
+from tests.integration.tasks_support import SIMULATORS, TASK_SECONDS, Clock, Queues
+
+# --- text -----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def catalog(monkeypatch):
+    """Sets the channels document for the test; the default serves each protocol's simulator."""
+    monkeypatch.setenv("GATEWAY_SIM_TOKEN_DELAY_MS", "0")
+
+    def use(channels: list[dict[str, Any]], prices: dict[str, Any] | None = None) -> Catalog:
+        built = Catalog.from_document({"channels": channels, "prices": prices or {}})
+        for module in (text, models, count_tokens):
+            monkeypatch.setattr(module, "get_catalog", lambda: built)
+        return built
+
+    reset_catalog()
+    yield use
+    reset_catalog()
+
+
+@pytest.fixture
+def app(monkeypatch):
+    return load_function("text").app
+
+
+# --- images ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def upstream():
+    with serve_asgi(UPSTREAMS) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def images_fn(aws):
+    return load_function("images")
+
+
+@pytest.fixture
+def simulated(upstream, store):
+    """Every model routes to the simulator, as under the local runner."""
+    saved = use_environment(GATEWAY_SIMULATOR_URL=upstream, GATEWAY_CHANNELS_FILE=None,
+                             GATEWAY_CHANNELS_PARAMETER=None)
+    hits.clear()
+    yield upstream
+    use_environment(**saved)
+
+
+# --- tasks ----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def simulators_url() -> Iterator[str]:
+    app = Starlette(routes=[Mount(f"/{name}", app=module.app) for name, module in SIMULATORS.items()])
+    with serve_asgi(app) as url:
+        yield url
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setenv("GATEWAY_SIM_TASK_SECONDS", str(TASK_SECONDS))
+    for module in SIMULATORS.values():
+        monkeypatch.setattr(module, "clock", fake)
+    return fake
+
+
+@pytest.fixture
+def tasks_env(simulators_url, store, clock) -> Iterator[str]:
+    """Every model routed to the simulators; polls due at once; callbacks to 127.0.0.1 allowed."""
+    saved = use_environment(GATEWAY_SIMULATOR_URL=simulators_url, GATEWAY_CHANNELS_FILE=None,
+                            GATEWAY_CHANNELS_PARAMETER=None, GATEWAY_TASK_POLL_SECONDS="0",
+                            GATEWAY_CALLBACK_ALLOW_PRIVATE="1", GATEWAY_CALLBACK_RETRY_SECONDS="0",
+                            GATEWAY_CALLBACK_SECRET="test-secret", GATEWAY_RESULT_LINK_SECRET="test-link-secret")
+    yield simulators_url
+    use_environment(**saved)
+
+
+@pytest.fixture(scope="module")
+def functions(aws):
+    return {name: load_function(name) for name in ("video", "alpha", "gamma", "beta", "imgtask", "task_poller",
+                                                      "task_sweeper", "callback_sender")}
+
+
+@pytest.fixture
+def queues(aws, functions, tasks_env) -> Queues:
+    return Queues(aws, functions)
