@@ -55,7 +55,8 @@ def envelope_problem(path: str, status: int, body: object) -> str | None:
         ok = body.get("type") == "error" and isinstance((body.get("error") or {}).get("message"), str)
     elif dialect is Dialect.CONTENT:
         error = body.get("error") or {}
-        ok = error.get("code") == status and isinstance(error.get("message"), str) and isinstance(error.get("status"), str)
+        ok = (error.get("code") == status and isinstance(error.get("message"), str)
+              and isinstance(error.get("status"), str))
     elif dialect is Dialect.PLANTS:
         ok = body.get("error") == status and isinstance(body.get("message"), str)
     elif dialect is Dialect.ACCOUNT:

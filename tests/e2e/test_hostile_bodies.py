@@ -44,7 +44,8 @@ CASES += [(f"{route}: JSON nested 100000 deep", path, DEEP) for route, (path, _)
 CASES += [
     ("chat: 3000-deep unknown field", "/v1/chat/completions",
      '{"model":"m-small","messages":[{"role":"user","content":"hi"}],"x":' + '{"a":' * 3000 + "1" + "}" * 3000 + "}"),
-    ("chat: role is a list", "/v1/chat/completions", '{"model":"m-small","messages":[{"role":["user"],"content":"hi"}]}'),
+    ("chat: role is a list", "/v1/chat/completions",
+     '{"model":"m-small","messages":[{"role":["user"],"content":"hi"}]}'),
     ("chat: role is an object", "/v1/chat/completions", '{"model":"m-small","messages":[{"role":{},"content":"hi"}]}'),
     ("messages: content part type is a list", "/v1/messages",
      '{"model":"m-small","max_tokens":5,"messages":[{"role":"user","content":[{"type":["text"],"text":"a"}]}]}'),

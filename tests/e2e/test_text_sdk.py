@@ -250,7 +250,8 @@ def test_an_upstream_failure_on_every_channel_refunds_everything(oa, spent):
 def test_a_cut_stream_ends_with_the_dialect_error_event_and_is_billed_for_what_was_relayed(an, spent):
     with pytest.raises(anthropic.APIStatusError):
         with an.messages.stream(model=MODEL, max_tokens=100,
-                                messages=[{"role": "user", "content": "Hello there, how are you #fault=cut"}]) as stream:
+                                messages=[{"role": "user",
+                                           "content": "Hello there, how are you #fault=cut"}]) as stream:
             for _ in stream.text_stream:
                 pass
     assert spent() > 0

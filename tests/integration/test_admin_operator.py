@@ -95,7 +95,8 @@ def test_a_stale_endpoint_file_is_named_not_followed(store, tmp_path):
 
 def test_a_stack_that_cannot_be_read_is_a_clear_error(store, tmp_path):
     done = admin_process(["--stack", "no-such-stack", "--region", "us-east-1", "list-users"], tmp_path,
-                         {"AWS_ENDPOINT_URL": store.endpoint_url, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x"})
+                         {"AWS_ENDPOINT_URL": store.endpoint_url, "AWS_ACCESS_KEY_ID": "x",
+                          "AWS_SECRET_ACCESS_KEY": "x"})
     assert done.returncode == 2 and "--stack no-such-stack" in done.stderr
 
 

@@ -90,7 +90,8 @@ def test_two_images_and_a_mask_through_the_sdk_answer_n_images_of_the_asked_size
 def test_repeated_image_fields_are_read_as_several_images(images_fn, simulated, demo, accounts,
                                                           lambda_context):
     body, content_type = multipart({"model": "iota-image-1", "prompt": "merge them"},
-                                   [("image", ("a.png", PNG, "image/png")), ("image", ("b.jpg", jpeg_of(8, 8), "image/jpeg"))])
+                                   [("image", ("a.png", PNG, "image/png")),
+                                    ("image", ("b.jpg", jpeg_of(8, 8), "image/jpeg"))])
     status, answer = edit_raw(images_fn, lambda_context, body, content_type, demo["key"])
     assert status == 200 and answer["usage"]["input_tokens_details"]["image_tokens"] == 2 * IMAGE_TOKENS_PER_INPUT
 

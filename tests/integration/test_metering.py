@@ -51,7 +51,8 @@ def test_candidate_count_100_on_a_limited_key_is_refused_and_the_key_keeps_its_q
                            body=json.dumps(body).encode(), proxy="m-large:generateContent")
     with pytest.raises(InsufficientQuota):
         run("content", request)
-    assert int(accounts.get_key(accounts.key_hash_for_id(accounts.list_keys(20)[0]["key_id"]))["remain_quota"]) == 20_000
+    key_hash = accounts.key_hash_for_id(accounts.list_keys(20)[0]["key_id"])
+    assert int(accounts.get_key(key_hash)["remain_quota"]) == 20_000
 
 
 @pytest.mark.parametrize("dialect,body", [
@@ -86,7 +87,8 @@ def test_the_ledger_holds_the_bill_when_the_client_receives_the_end_of_its_answe
     seen_at_end: list[list[dict[str, Any]]] = []
 
     async def scenario():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()), base_url="http://sim") as http:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()),
+                                     base_url="http://sim") as http:
             answer = await ENTRY[dialect](request, http=http)
             chunks: list[bytes] = []
 

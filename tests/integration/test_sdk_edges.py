@@ -82,7 +82,8 @@ def count(key: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, 
                            request_id=request_id)
 
     async def scenario():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()), base_url="http://sim") as http:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()),
+                                     base_url="http://sim") as http:
             answer = await count_tokens.count_tokens(request, http=http)
             chunks: list[bytes] = []
 

@@ -66,7 +66,8 @@ def channel(protocol: str, *, name: str | None = None, fault: str | None = None,
 def run(dialect: str, request: text.Inbound, **options: Any) -> tuple[int, dict[str, str], bytes]:
     """Serves one request the way the app does; the whole body, or the GatewayError raised."""
     async def scenario():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()), base_url="http://sim") as http:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()),
+                                     base_url="http://sim") as http:
             answer = await ENTRY[dialect](request, http=http, **options)
             chunks: list[bytes] = []
 
@@ -275,7 +276,8 @@ def test_a_client_that_goes_away_stops_the_relay_and_is_billed_once_for_what_it_
     request = inbound("chat", demo["key"], "one two three four five six seven eight nine ten", stream=True)
 
     async def scenario():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()), base_url="http://sim") as http:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()),
+                                     base_url="http://sim") as http:
             answer = await text.chat_completions(request, http=http)
             sent: list[bytes] = []
 
@@ -340,7 +342,8 @@ def test_the_app_stops_the_upstream_when_the_client_disconnects_and_settles_once
                 gone.set()
             await anyio.sleep(0)  # a socket write lets other tasks run
 
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()), base_url="http://sim") as http:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()),
+                                     base_url="http://sim") as http:
             monkeypatch.setattr(text, "http_client", lambda: http)
             scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1",
                      "method": "POST", "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"",

@@ -32,7 +32,8 @@ def test_sigterm_in_the_middle_of_a_stream_still_settles_what_was_relayed(demo, 
     port = _free_port()
     with serve_asgi(simulators_app()) as simulators:
         env = {**os.environ, **aws.environment(), "PORT": str(port), "GATEWAY_SIMULATOR_URL": simulators,
-               "PYTHONPATH": str(ROOT / "layers" / "gateway"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+               "PYTHONPATH": str(ROOT / "layers" / "gateway"),
+               "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
         process = subprocess.Popen(["sh", "run.sh"], cwd=ROOT / "functions" / "text", env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:

@@ -10,7 +10,8 @@ DOC = {
     "channels": [
         {"name": "main", "protocol": "chat", "base_url": "http://127.0.0.1:9001/", "api_key": "sk-up",
          "models": ["m-small", "m-large"], "model_map": {"m-small": "upstream-small"}, "priority": 1, "weight": 3},
-        {"name": "spare", "protocol": "chat", "base_url": "http://127.0.0.1:9002", "api_key": "k", "models": ["m-small"],
+        {"name": "spare", "protocol": "chat", "base_url": "http://127.0.0.1:9002", "api_key": "k",
+         "models": ["m-small"],
          "priority": 1, "weight": 1},
         {"name": "fallback", "protocol": "messages", "base_url": "http://127.0.0.1:9003", "api_key": "k",
          "models": ["m-small"], "priority": 0},
@@ -74,7 +75,9 @@ def test_the_document_is_read_from_the_file_named_in_the_environment(tmp_path, m
     from gateway.settings import reload_settings
 
     path = tmp_path / "channels.yaml"
-    path.write_text("channels:\n  - {name: a, protocol: chat, base_url: 'http://127.0.0.1:1', api_key_env: UP_KEY, models: [m-x]}\n"
+    path.write_text("channels:\n"
+                    "  - {name: a, protocol: chat, base_url: 'http://127.0.0.1:1', api_key_env: UP_KEY,"
+                    " models: [m-x]}\n"
                     "prices:\n  m-x: {per_call: 0.2}\n")
     monkeypatch.setenv("GATEWAY_CHANNELS_FILE", str(path))
     monkeypatch.setenv("UP_KEY", "from-env")

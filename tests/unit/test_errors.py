@@ -16,7 +16,8 @@ from gateway.validation import parse_body
 @pytest.mark.parametrize("path,dialect", [
     ("/v1/chat/completions", Dialect.CHAT), ("/v1/messages", Dialect.MESSAGES),
     ("/v1beta/models/x:generateContent", Dialect.CONTENT), ("/alpha/v1/videos/text2video", Dialect.ALPHA),
-    ("/gamma/api/v1/tasks/1", Dialect.GAMMA), ("/beta/v1/get_result/x", Dialect.BETA), ("/plants", Dialect.PLANTS), ("/api/user/self", Dialect.ACCOUNT),
+    ("/gamma/api/v1/tasks/1", Dialect.GAMMA), ("/beta/v1/get_result/x", Dialect.BETA), ("/plants", Dialect.PLANTS),
+    ("/api/user/self", Dialect.ACCOUNT),
     ("/v1/dashboard/billing/usage", Dialect.CHAT), ("/imgtask/task/1/fetch", Dialect.IMGTASK),
 ])
 def test_dialect_is_chosen_by_path_prefix(path, dialect):

@@ -19,7 +19,8 @@ def test_token_cost_prices_cached_input_at_its_own_rate():
 
 
 def test_overrides_replace_and_extend_the_shipped_table():
-    table = PriceTable({"m-small": {"input_per_million": 1, "output_per_million": 2}, "new-video": {"per_second": "0.2"}})
+    table = PriceTable({"m-small": {"input_per_million": 1, "output_per_million": 2},
+                        "new-video": {"per_second": "0.2"}})
     assert table.get("m-small").input_per_million == 1
     assert unit_cost(table.get("new-video"), seconds=8) == 800_000
 

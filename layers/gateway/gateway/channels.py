@@ -194,7 +194,8 @@ class Catalog:
         allowed = set(protocols)
         serving = [c for c in self.channels if c.protocol in allowed and c.serves(model) and c.weight > 0]
         if not serving:
-            raise NotFound(f"model '{shown(model)}' is not served by any channel", param="model", code="model_not_found")
+            raise NotFound(f"model '{shown(model)}' is not served by any channel", param="model",
+                           code="model_not_found")
         healthy = [c for c in serving if _health.ok(c.name)]
         resting = [c for c in serving if c not in healthy]
         return _order(healthy, prefer) + _order(resting, prefer)
@@ -294,7 +295,8 @@ def _read_document() -> tuple[dict[str, Any], str, bool] | None:
         from gateway.store.aws import client
 
         try:
-            text = client("ssm").get_parameter(Name=settings.channels_parameter, WithDecryption=True)["Parameter"]["Value"]
+            text = client("ssm").get_parameter(Name=settings.channels_parameter,
+                                               WithDecryption=True)["Parameter"]["Value"]
         except Exception as exc:
             if getattr(exc, "response", {}).get("Error", {}).get("Code") == "ParameterNotFound":
                 return None

@@ -89,11 +89,13 @@ async def count_tokens(inbound: Inbound, *, http: httpx.AsyncClient | None = Non
         raise
 
 
-async def _count(call: TextCall, channel: Channel, http: httpx.AsyncClient, timeouts: Timeouts | None) -> tuple[int, str]:
+async def _count(call: TextCall, channel: Channel, http: httpx.AsyncClient,
+                 timeouts: Timeouts | None) -> tuple[int, str]:
     model = channel.upstream_model(call.model)
     if channel.protocol == "messages":
         client = MessagesClient(channel.base_url, channel.api_key, http, timeouts)
-        answer = await client.count_tokens({"model": model, **{k: v for k, v in call.body.items() if k in _COUNTED_FIELDS}})
+        answer = await client.count_tokens({"model": model,
+                                            **{k: v for k, v in call.body.items() if k in _COUNTED_FIELDS}})
         return _whole(answer, "input_tokens"), UPSTREAM
     if channel.protocol == "content":
         client = ContentClient(channel.base_url, channel.api_key, http, timeouts)

@@ -121,7 +121,8 @@ def answer(path: str, headers: Mapping[str, str], query: Mapping[str, str], mode
     dialect = dialect_of(path, headers)
     if model is not None:
         info = find(principal, catalog, content_model_id(model) if dialect is Dialect.CONTENT else model)
-        return {Dialect.CHAT: chat_model, Dialect.MESSAGES: messages_model, Dialect.CONTENT: content_model}[dialect](info)
+        return {Dialect.CHAT: chat_model, Dialect.MESSAGES: messages_model,
+                Dialect.CONTENT: content_model}[dialect](info)
     infos = available(principal, catalog)
     if dialect is Dialect.CONTENT:
         return content_list(infos, query)

@@ -12,7 +12,7 @@ start one (`begin`).
 | metric | unit | when |
 |---|---|---|
 | `Requests` | Count | every API request, when its answer is known |
-| `Errors` | Count | an answer in error; extra dimension `error_class` (the error's kind: invalid_request, not_found, rate_limited, upstream, ...) |
+| `Errors` | Count | an answer in error; extra dimension `error_class` (the error's kind: invalid_request, ...) |
 | `UnitsBilled` | Count | a settlement (`billing`), in quota units |
 | `UpstreamLatency` | Milliseconds | an upstream's answer (non-streamed) or its response headers (streamed) |
 | `TimeToFirstByte` | Milliseconds | from the request to the first byte of its answer (text function) |

@@ -36,7 +36,8 @@ TASKS: dict[str, dict] = {}
 CUSTOMS: dict[str, dict[str, dict]] = {"element": {}, "voice": {}}
 
 MP4_BYTES = struct.pack(">I4s4sI4s4s", 24, b"ftyp", b"isom", 0x200, b"isom", b"mp41") + struct.pack(">I4s", 8, b"mdat")
-PNG_BYTES = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+PNG_BYTES = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
 VIDEO_OPERATIONS = ("text2video", "image2video", "omni-video", "motion-control")
 _HTTP = {1001: 401, 1002: 401, 1003: 401, 1004: 401, 1201: 400, 1203: 404, 5000: 500}
 

@@ -187,7 +187,8 @@ def test_messages_to_chat_moves_system_media_tools_and_thinking():
         {"type": "text", "text": "Summarise and check the weather."}]}
     # And tool_use becomes a tool call with JSON-text arguments, tool_result a tool message
     assert body["messages"][2] == {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "toolu_01", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]}
+        {"id": "toolu_01", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]}
     assert body["messages"][3] == {"role": "tool", "tool_call_id": "toolu_01", "content": "service down"}
     assert body["tools"] == [{"type": "function", "function": {
         "name": "get_weather", "description": "Current weather", "parameters": WEATHER_SCHEMA}}]
@@ -412,7 +413,8 @@ def test_responses_to_chat_moves_instructions_items_tools_and_format():
             {"type": "image_url", "image_url": {"url": "https://example.com/street.jpg"}},
             {"type": "file", "file": {"filename": "a.pdf", "file_data": f"data:application/pdf;base64,{PDF}"}}]},
         {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Lyon\"}"}}]},
+            {"id": "call_9", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\":\"Lyon\"}"}}]},
         {"role": "tool", "tool_call_id": "call_9", "content": "18C"},
         {"role": "assistant", "content": "It is 18C."},
         {"role": "user", "content": "Thanks"},
@@ -527,7 +529,8 @@ def test_inline_documents_reach_messages_as_pdf_or_text_and_others_are_refused()
     pdf = convert_request(request("application/pdf", PDF), source="content", target="messages", model="u")
     text = convert_request(request("text/plain", "aGVsbG8gd29ybGQ="), source="content", target="messages", model="u")
     # Then the PDF stays base64 and the text file travels as text
-    assert pdf["messages"][0]["content"][0]["source"] == {"type": "base64", "media_type": "application/pdf", "data": PDF}
+    assert pdf["messages"][0]["content"][0]["source"] == {"type": "base64", "media_type": "application/pdf",
+                                                          "data": PDF}
     assert text["messages"][0]["content"][0] == {"type": "document", "source": {
         "type": "text", "media_type": "text/plain", "data": "hello world"}}
     with pytest.raises(InvalidRequest):

@@ -119,7 +119,8 @@ def test_chat_answer_as_responses():
                                            "logprobs": []}]},
         {"id": "fc_B9MHDbslfkBeAs8l4bebGdFOJ6PeG_1", "type": "function_call", "status": "completed",
          "call_id": "call_Xy1", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}]
-    assert answer["usage"] == {"input_tokens": 1117, "input_tokens_details": {"cached_tokens": 1024, "cache_write_tokens": 0},
+    assert answer["usage"] == {"input_tokens": 1117,
+                               "input_tokens_details": {"cached_tokens": 1024, "cache_write_tokens": 0},
                                "output_tokens": 46, "output_tokens_details": {"reasoning_tokens": 0},
                                "total_tokens": 1163}
 
@@ -168,7 +169,8 @@ def test_messages_stop_reasons_map_to_each_dialect(messages_reason, chat_reason,
     answer = {**MESSAGES_ANSWER, "stop_reason": messages_reason,
               "stop_sequence": "END" if messages_reason == "stop_sequence" else None}
     assert convert_response(answer, source="messages", target="chat")["choices"][0]["finish_reason"] == chat_reason
-    assert convert_response(answer, source="messages", target="content")["candidates"][0]["finishReason"] == content_reason
+    assert convert_response(answer, source="messages",
+                            target="content")["candidates"][0]["finishReason"] == content_reason
 
 
 @pytest.mark.parametrize("content_reason,chat_reason,messages_reason", [

@@ -74,9 +74,11 @@ MESSAGES_STREAM = [
     messages_event("content_block_start", index=2, content_block={
         "type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {}}),
     messages_event("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": ""}),
-    messages_event("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": "{\"city\": \"Oslo\"}"}),
+    messages_event("content_block_delta", index=2,
+                   delta={"type": "input_json_delta", "partial_json": "{\"city\": \"Oslo\"}"}),
     messages_event("content_block_stop", index=2),
-    messages_event("message_delta", delta={"stop_reason": "tool_use", "stop_sequence": None}, usage={"output_tokens": 42}),
+    messages_event("message_delta", delta={"stop_reason": "tool_use", "stop_sequence": None},
+                   usage={"output_tokens": 42}),
     messages_event("message_stop"),
 ]
 
@@ -93,7 +95,8 @@ def content_event(parts, finish_reason=None, usage=None):
 
 CONTENT_STREAM = [
     content_event([{"text": "The sum"}], usage={"promptTokenCount": 8, "totalTokenCount": 8}),
-    content_event([{"text": " is 4."}], usage={"promptTokenCount": 8, "candidatesTokenCount": 4, "totalTokenCount": 12}),
+    content_event([{"text": " is 4."}],
+                  usage={"promptTokenCount": 8, "candidatesTokenCount": 4, "totalTokenCount": 12}),
     content_event([{"text": ""}], "STOP", {"promptTokenCount": 8, "candidatesTokenCount": 5,
                                            "thoughtsTokenCount": 30, "totalTokenCount": 43}),
 ]
@@ -116,9 +119,12 @@ def test_chat_stream_to_messages_client_is_the_exact_messages_sequence():
             # A chat upstream reports usage only at the end; message_delta carries the full counts.
             "usage": {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0,
                       "cache_read_input_tokens": 0}}}),
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hello"}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": " there"}}),
+        ("content_block_start",
+         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta",
+         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hello"}}),
+        ("content_block_delta",
+         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": " there"}}),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
         ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                            "usage": {"input_tokens": 19, "output_tokens": 3, "cache_creation_input_tokens": 0,
@@ -200,7 +206,8 @@ def test_chat_stream_to_responses_client_is_the_exact_responses_sequence():
         ("response.output_item.done", {"output_index": 0, "item": item}),
         ("response.completed", {"response": {
             **in_progress, "status": "completed", "output": [item],
-            "usage": {"input_tokens": 19, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0}, "output_tokens": 3,
+            "usage": {"input_tokens": 19, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                      "output_tokens": 3,
                       "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 22}}}),
     ]
     assert out == [(kind, {"type": kind, "sequence_number": n, **fields})
@@ -311,7 +318,8 @@ def test_content_tool_stream_to_chat_client():
     call = out[1][1]["choices"][0]["delta"]["tool_calls"][0]
     assert call["index"] == 0 and call["id"].startswith("call_")
     assert call["function"] == {"name": "get_weather", "arguments": ""}
-    assert out[2][1]["choices"][0]["delta"] == {"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\":\"Rome\"}"}}]}
+    assert out[2][1]["choices"][0]["delta"] == {"tool_calls": [{"index": 0,
+                                                                "function": {"arguments": "{\"city\":\"Rome\"}"}}]}
     assert out[3][1]["choices"][0]["finish_reason"] == "tool_calls"
     assert out[4] == (None, DONE)
 
@@ -458,7 +466,8 @@ def test_done_without_any_finish_reason_is_a_cut():
 
 
 def test_an_upstream_error_event_reaches_the_client_once_and_is_not_a_cut():
-    stream = MESSAGES_STREAM[:8] + [messages_event("error", error={"type": "overloaded_error", "message": "Overloaded"})]
+    stream = MESSAGES_STREAM[:8] + [messages_event("error",
+                                                   error={"type": "overloaded_error", "message": "Overloaded"})]
     converter = StreamConverter("messages", "chat")
     out = relay(converter, stream)
     assert out[-1] == (None, {"error": {"message": "Overloaded", "type": "upstream_error", "param": None,

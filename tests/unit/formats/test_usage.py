@@ -59,7 +59,8 @@ def test_content_tool_use_prompt_tokens_are_input():
 
 
 def test_responses_usage_reads_details():
-    usage = {"input_tokens": 80, "input_tokens_details": {"cached_tokens": 64, "cache_write_tokens": 0}, "output_tokens": 20,
+    usage = {"input_tokens": 80, "input_tokens_details": {"cached_tokens": 64, "cache_write_tokens": 0},
+             "output_tokens": 20,
              "output_tokens_details": {"reasoning_tokens": 12}, "total_tokens": 100}
     read = usage_from_responses(usage)
     assert read == Usage(80, 20, cached_input_tokens=64, reasoning_tokens=12)

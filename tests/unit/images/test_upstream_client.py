@@ -83,7 +83,8 @@ def test_theta_answers_b64_json_when_asked():
 def test_edit_sends_the_image_and_fields_as_multipart():
     image = UploadedFile("cat.jpg", "image/jpeg", JPEG)
     answer = run(against_simulator(lambda c, _: c.edit(
-        {"model": "eta-image-edit", "prompt": "add a hat", "n": "2", "response_format": "b64_json"}, [("image", image)])))
+        {"model": "eta-image-edit", "prompt": "add a hat", "n": "2",
+         "response_format": "b64_json"}, [("image", image)])))
     assert len(answer["data"]) == 2 and answer["usage"]["input_tokens_details"]["image_tokens"] > 0
     assert decode_png(base64.b64decode(answer["data"][1]["b64_json"])) == (64, 64)
 

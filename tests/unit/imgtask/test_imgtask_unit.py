@@ -37,8 +37,8 @@ def sim(monkeypatch):
 
 
 def submit(client, body, path="/mj/submit/imagine", key="secret"):
-    return ADAPTER.parse_submit_answer(send(client, ADAPTER.build_submit(BASE, key, "", {"path": path,
-                                                                                               "body": body}), repeatable=False))
+    request = ADAPTER.build_submit(BASE, key, "", {"path": path, "body": body})
+    return ADAPTER.parse_submit_answer(send(client, request, repeatable=False))
 
 
 def test_the_simulator_refuses_a_call_without_its_secret(sim):
@@ -77,7 +77,8 @@ def test_an_imagine_goes_not_start_submitted_in_progress_success_with_buttons_li
 def test_a_failed_task_carries_its_reason_and_a_stuck_one_never_finishes(sim):
     failed, stuck = submit(sim, {"prompt": "x #fault=fail"}), submit(sim, {"prompt": "x #fault=stuck"})
     sim.clock.advance(1000)
-    snapshots = ADAPTER.parse_list(send(sim, ADAPTER.build_list(BASE, "k", [failed.task_id, stuck.task_id]), repeatable=True))
+    snapshots = ADAPTER.parse_list(send(sim, ADAPTER.build_list(BASE, "k", [failed.task_id, stuck.task_id]),
+                                        repeatable=True))
     assert snapshots[failed.task_id].status == "failed" and "Simulated failure" in snapshots[failed.task_id].error
     assert snapshots[stuck.task_id].status == "in_progress"
 
@@ -96,19 +97,23 @@ def test_submit_refusals_carry_the_upstreams_code(sim, prompt, status, code, ret
 def test_a_custom_zoom_waits_for_its_modal(sim):
     grid = submit(sim, {"prompt": "a cat"})
     sim.clock.advance(10)
-    u1 = ADAPTER.parse_poll(send(sim, ADAPTER.build_poll(BASE, "k", grid.task_id), repeatable=True)).details["buttons"][0]
+    u1 = ADAPTER.parse_poll(send(sim, ADAPTER.build_poll(BASE, "k", grid.task_id),
+                                 repeatable=True)).details["buttons"][0]
     upscale = submit(sim, {"taskId": grid.task_id, "customId": u1["customId"]}, path="/mj/submit/action")
     sim.clock.advance(10)
-    buttons = ADAPTER.parse_poll(send(sim, ADAPTER.build_poll(BASE, "k", upscale.task_id), repeatable=True)).details["buttons"]
+    buttons = ADAPTER.parse_poll(send(sim, ADAPTER.build_poll(BASE, "k", upscale.task_id),
+                                      repeatable=True)).details["buttons"]
     zoom = next(b["customId"] for b in buttons if b["label"] == "Custom Zoom")
     # Without expecting a modal, the 21 is a refusal; expecting it, a task that waits
     with pytest.raises(UpstreamError):
         submit(sim, {"taskId": upscale.task_id, "customId": zoom}, path="/mj/submit/action")
     answer = ADAPTER.parse_submit_answer(send(sim, ADAPTER.build_submit(
-        BASE, "k", "", {"path": "/mj/submit/action", "body": {"taskId": upscale.task_id, "customId": zoom}}), repeatable=False),
+        BASE, "k", "", {"path": "/mj/submit/action",
+                        "body": {"taskId": upscale.task_id, "customId": zoom}}), repeatable=False),
         modal_expected=True)
     assert answer.code == 21 and answer.properties["remix"] is True
-    assert ADAPTER.parse_poll(send(sim, ADAPTER.build_poll(BASE, "k", answer.task_id), repeatable=True)).upstream_status == "MODAL"
+    assert ADAPTER.parse_poll(send(sim, ADAPTER.build_poll(BASE, "k", answer.task_id),
+                                   repeatable=True)).upstream_status == "MODAL"
     done = ADAPTER.parse_submit_answer(send(sim, ADAPTER.build_modal(BASE, "k", answer.task_id,
                                                                             {"prompt": "--zoom 2"}), repeatable=False))
     assert done.code == 1 and done.task_id == answer.task_id

@@ -162,7 +162,8 @@ def test_a_completed_stream_without_usage_is_billed_from_the_gateway_s_estimate(
     prep = prepared(STREAM, channels("only"))
     serve(prep, handler)
     (units, detail), = bill.settled
-    assert detail["input_tokens"] == prep.call.input_tokens and detail["output_tokens"] == estimate_tokens("Hello there")
+    assert detail["input_tokens"] == prep.call.input_tokens
+    assert detail["output_tokens"] == estimate_tokens("Hello there")
 
 
 # --- parsing -------------------------------------------------------------------------------------------

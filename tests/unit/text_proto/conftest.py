@@ -19,7 +19,8 @@ from gateway_local.simulators import chat, content, messages
 
 def simulators_app() -> Starlette:
     # Mounted the way the local runner mounts them: /<protocol>.
-    return Starlette(routes=[Mount("/chat", chat.app), Mount("/messages", messages.app), Mount("/content", content.app)])
+    return Starlette(routes=[Mount("/chat", chat.app), Mount("/messages", messages.app),
+                             Mount("/content", content.app)])
 
 
 @pytest.fixture(scope="session")

@@ -86,7 +86,8 @@ def test_openai_embeddings_in_both_encodings(oa):
     floats = oa.embeddings.create(model="e-small", input=["Hello", "there"], encoding_format="float")
     assert len(default.data) == 2 and len(default.data[0].embedding) == 16
     assert default.data[0].embedding == pytest.approx(floats.data[0].embedding, abs=1e-6)
-    assert default.usage.prompt_tokens == floats.usage.prompt_tokens == estimate_tokens("Hello") + estimate_tokens("there")
+    expected = estimate_tokens("Hello") + estimate_tokens("there")
+    assert default.usage.prompt_tokens == floats.usage.prompt_tokens == expected
     assert len(oa.embeddings.create(model="e-small", input=[1, 2, 3], dimensions=8).data[0].embedding) == 8
 
 
@@ -114,7 +115,8 @@ def test_anthropic_message(an):
 
 
 def test_anthropic_stream(an):
-    with an.messages.stream(model="m-small", max_tokens=4, messages=[{"role": "user", "content": "Hello there"}]) as stream:
+    with an.messages.stream(model="m-small", max_tokens=4,
+                            messages=[{"role": "user", "content": "Hello there"}]) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text == "You said: Hell" == final.content[0].text

@@ -26,7 +26,8 @@ CONTENT = {"x-goog-api-key": "sim"}
 def post(path, body, headers, params=None):
     """POST to the simulators mounted as the local runner mounts them (buffered: fine here)."""
     async def go():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()), base_url="http://sim") as client:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=simulators_app()),
+                                     base_url="http://sim") as client:
             return await client.post(path, json=body, headers=headers, params=params)
     return asyncio.run(go())
 
@@ -53,7 +54,8 @@ def gen(text, **config):
 # --- chat ---------------------------------------------------------------------------------------------
 
 def test_chat_stream_with_include_usage_has_null_usage_then_a_usage_chunk_then_done():
-    response = post("/chat/v1/chat/completions", chat("Hello there", stream=True, stream_options={"include_usage": True}), CHAT)
+    response = post("/chat/v1/chat/completions",
+                    chat("Hello there", stream=True, stream_options={"include_usage": True}), CHAT)
     assert response.headers["content-type"].startswith("text/event-stream")
     got = events(response)
     assert got[-1].data == "[DONE]" and all(e.event is None for e in got)
@@ -148,7 +150,8 @@ def test_messages_stream_order_and_usage():
 
 
 def test_messages_max_tokens_and_stop_sequence():
-    assert post("/messages/v1/messages", msg("Hello there", max_tokens=2), MESSAGES).json()["stop_reason"] == "max_tokens"
+    assert post("/messages/v1/messages", msg("Hello there", max_tokens=2),
+                MESSAGES).json()["stop_reason"] == "max_tokens"
     body = post("/messages/v1/messages", msg("Hello there", stop_sequences=["zzz", "there"]), MESSAGES).json()
     assert body["stop_reason"] == "stop_sequence" and body["stop_sequence"] == "there"
 
@@ -184,7 +187,8 @@ def test_content_stream_usage_is_cumulative_and_only_the_last_event_finishes():
 
 
 def test_content_stream_without_alt_sse_is_one_json_array():
-    response = post("/content/v1beta/models/m-small:streamGenerateContent", gen("Hello there", maxOutputTokens=2), CONTENT)
+    response = post("/content/v1beta/models/m-small:streamGenerateContent", gen("Hello there", maxOutputTokens=2),
+                    CONTENT)
     array = json.loads(response.content)
     assert response.headers["content-type"].startswith("application/json")
     assert array[-1]["candidates"][0]["finishReason"] == "MAX_TOKENS" and len(array) == 2
@@ -199,16 +203,19 @@ def test_content_thoughts_are_counted_apart():
     body = post("/content/v1beta/models/m:generateContent",
                 gen("hi", thinkingConfig={"includeThoughts": True}), CONTENT).json()
     parts = body["candidates"][0]["content"]["parts"]
-    assert parts[0]["thought"] is True and body["usageMetadata"]["thoughtsTokenCount"] == len(tokenize(parts[0]["text"]))
+    assert parts[0]["thought"] is True
+    assert body["usageMetadata"]["thoughtsTokenCount"] == len(tokenize(parts[0]["text"]))
     usage = body["usageMetadata"]
-    assert usage["totalTokenCount"] == usage["promptTokenCount"] + usage["candidatesTokenCount"] + usage["thoughtsTokenCount"]
+    assert usage["totalTokenCount"] == (usage["promptTokenCount"] + usage["candidatesTokenCount"]
+                                        + usage["thoughtsTokenCount"])
 
 
 # --- auth and faults, per protocol ------------------------------------------------------------------------
 
 CASES = {
     "chat": ("/chat/v1/chat/completions", chat, CHAT, lambda b: b["error"]["message"]),
-    "messages": ("/messages/v1/messages", msg, MESSAGES, lambda b: b["error"]["message"] if b["type"] == "error" else None),
+    "messages": ("/messages/v1/messages", msg, MESSAGES,
+                 lambda b: b["error"]["message"] if b["type"] == "error" else None),
     "content": ("/content/v1beta/models/m-small:generateContent", gen, CONTENT,
                 lambda b: b["error"]["message"] if "status" in b["error"] else None),
 }

@@ -61,7 +61,8 @@ BAD = [
     (MessagesRequest, MESSAGES, "messages.0.content", [], "messages[0].content:"),
     (MessagesRequest, MESSAGES, "messages.0.content", [{"type": "text"}], "messages[0].content[0].text: is required"),
     (MessagesRequest, MESSAGES, "messages.0.content", [{"text": "x"}], "messages[0].content[0].type: is required"),
-    (MessagesRequest, MESSAGES, "messages.0.content", [{"type": "image"}], "messages[0].content[0].source: is required"),
+    (MessagesRequest, MESSAGES, "messages.0.content", [{"type": "image"}],
+     "messages[0].content[0].source: is required"),
     (MessagesRequest, MESSAGES, "messages.0.content",
      [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "not base64!"}}],
      "messages[0].content[0].source.data: must be non-empty base64"),
@@ -127,7 +128,8 @@ BAD = [
     (ContentRequest, CONTENT, "generationConfig", {"stopSequences": "x"}, "generationConfig.stopSequences:"),
     (ContentRequest, CONTENT, "generationConfig", {"responseJsonSchema": {"type": "object"}},
      "generationConfig.responseJsonSchema: requires responseMimeType application/json"),
-    (ContentRequest, CONTENT, "generationConfig", {"responseMimeType": "text/plain", "responseSchema": {"type": "OBJECT"}},
+    (ContentRequest, CONTENT, "generationConfig",
+     {"responseMimeType": "text/plain", "responseSchema": {"type": "OBJECT"}},
      "generationConfig.responseSchema: requires responseMimeType application/json"),
     (ContentRequest, CONTENT, "generationConfig", {"responseMimeType": "application/json", "responseJsonSchema": "x"},
      "generationConfig.responseJsonSchema:"),
@@ -139,7 +141,8 @@ BAD = [
     (ContentRequest, CONTENT, "systemInstruction", {}, "systemInstruction.parts: is required"),
     (ContentRequest, CONTENT, "safetySettings", [{"category": "HARM_CATEGORY_HARASSMENT"}],
      "safetySettings[0].threshold: is required"),
-    (ContentRequest, CONTENT, "safetySettings", [{"threshold": "BLOCK_NONE"}], "safetySettings[0].category: is required"),
+    (ContentRequest, CONTENT, "safetySettings", [{"threshold": "BLOCK_NONE"}],
+     "safetySettings[0].category: is required"),
     (ContentRequest, CONTENT, "tools", {"functionDeclarations": []}, "tools:"),
     # --- chat completions ---
     (ChatRequest, CHAT, "model", "del", "model: is required"),
@@ -158,10 +161,12 @@ BAD = [
      "messages[0].content[0].input_audio.format:"),
     (ChatRequest, CHAT, "messages.0.content", [{"type": "file", "file": {"filename": "a.pdf"}}],
      "messages[0].content[0].file: file_data or file_id is required"),
-    (ChatRequest, CHAT, "messages.0", {"role": "system", "content": [{"type": "image_url"}]}, "messages[0].content[0].type:"),
+    (ChatRequest, CHAT, "messages.0", {"role": "system", "content": [{"type": "image_url"}]},
+     "messages[0].content[0].type:"),
     (ChatRequest, CHAT, "messages.0", {"role": "assistant", "content": None},
      "messages[0]: content is required unless tool_calls is given"),
-    (ChatRequest, CHAT, "messages.0", {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": "f"}}]},
+    (ChatRequest, CHAT, "messages.0",
+     {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": "f"}}]},
      "messages[0].tool_calls[0].function.arguments: is required"),
     (ChatRequest, CHAT, "messages.0", {"role": "tool", "content": "42"}, "messages[0].tool_call_id: is required"),
     (ChatRequest, CHAT, "temperature", 3, "temperature: Input should be less than or equal to 2"),
@@ -171,8 +176,10 @@ BAD = [
     (ChatRequest, CHAT, "max_tokens", 0, "max_tokens:"),
     (ChatRequest, CHAT, "max_completion_tokens", -5, "max_completion_tokens:"),
     (ChatRequest, CHAT, "stream", 1, "stream: Input should be a valid boolean"),
-    (ChatRequest, CHAT, "stream_options", {"include_usage": True}, "stream_options: is only allowed when stream is true"),
-    (ChatRequest, {**CHAT, "stream": True}, "stream_options", {"include_usage": "yes"}, "stream_options.include_usage:"),
+    (ChatRequest, CHAT, "stream_options", {"include_usage": True},
+     "stream_options: is only allowed when stream is true"),
+    (ChatRequest, {**CHAT, "stream": True}, "stream_options", {"include_usage": "yes"},
+     "stream_options.include_usage:"),
     (ChatRequest, CHAT, "tools", [{"type": "function"}], "tools[0]: function is required for a function tool"),
     (ChatRequest, CHAT, "tools", [{"type": "function", "function": {"name": "bad name!"}}], "tools[0].function.name:"),
     (ChatRequest, CHAT, "tools", [{"type": "retrieval"}], "tools[0].type:"),
@@ -256,9 +263,11 @@ GOOD = [
     (MessagesRequest, MESSAGES, "messages", [
         {"role": "user", "content": "weather?"},
         {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"},
-                                          {"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "X"}}]}]),
+                                          {"type": "tool_use", "id": "t1", "name": "weather",
+                                           "input": {"city": "X"}}]}]),
     (MessagesRequest, MESSAGES, "system", "Be brief."),
-    (MessagesRequest, MESSAGES, "system", [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]),
+    (MessagesRequest, MESSAGES, "system",
+     [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]),
     (MessagesRequest, MESSAGES, "temperature", 2),
     (MessagesRequest, MESSAGES, "temperature", 0),
     (MessagesRequest, MESSAGES, "top_p", 1),
@@ -273,7 +282,8 @@ GOOD = [
                                            {"role": "model", "parts": [{"text": "Yo", "thoughtSignature": "x"}]}]),
     (ContentRequest, CONTENT, "contents.0.parts", [{"text": "what is this"},
                                                    {"inlineData": {"mimeType": "image/png", "data": PNG}},
-                                                   {"fileData": {"fileUri": "https://x/y.pdf", "mimeType": "application/pdf"}},
+                                                   {"fileData": {"fileUri": "https://x/y.pdf",
+                                                                 "mimeType": "application/pdf"}},
                                                    {"functionResponse": {"name": "f", "response": {"ok": True}}}]),
     (ContentRequest, CONTENT, "generationConfig", {
         "temperature": 1.0, "topP": 0.9, "topK": 40, "maxOutputTokens": 100, "candidateCount": 1,
@@ -286,7 +296,8 @@ GOOD = [
     (ChatRequest, CHAT, "messages", [
         {"role": "developer", "content": "Be brief."}, {"role": "system", "content": [{"type": "text", "text": "x"}]},
         {"role": "user", "content": [{"type": "text", "text": "look"},
-                                     {"type": "image_url", "image_url": {"url": "data:image/png;base64," + PNG, "detail": "low"}},
+                                     {"type": "image_url",
+                                      "image_url": {"url": "data:image/png;base64," + PNG, "detail": "low"}},
                                      {"type": "input_audio", "input_audio": {"data": PNG, "format": "wav"}},
                                      {"type": "file", "file": {"file_id": "file-1"}}]},
         {"role": "assistant", "content": None,
@@ -320,7 +331,8 @@ GOOD = [
         {"type": "reasoning", "id": "rs_1", "summary": []}]),
     (ResponsesRequest, RESPONSES, "instructions", "Be brief."),
     (ResponsesRequest, RESPONSES, "max_output_tokens", 16),
-    (ResponsesRequest, RESPONSES, "tools", [{"type": "function", "name": "f", "parameters": {}}, {"type": "web_search"}]),
+    (ResponsesRequest, RESPONSES, "tools",
+     [{"type": "function", "name": "f", "parameters": {}}, {"type": "web_search"}]),
     (ResponsesRequest, RESPONSES, "previous_response_id", "resp_1"),
     (ResponsesRequest, {**RESPONSES, "stream": True}, "stream_options", {"include_obfuscation": False}),
     (EmbeddingsRequest, EMBEDDINGS, "input", ["a", "b"]),
@@ -382,7 +394,8 @@ def test_content_snake_case_keys_are_checked_and_sent_in_camel_case():
     assert dumped["contents"][0]["parts"][0] == {"inlineData": {"mimeType": "image/png", "data": PNG}}
     assert dumped["generationConfig"] == {"maxOutputTokens": 5}
     assert parsed.output_limit() == 5
-    error = rejected(ContentRequest, {"contents": [{"role": "user", "parts": [{"inline_data": {"mime_type": "image/png"}}]}]})
+    error = rejected(ContentRequest,
+                     {"contents": [{"role": "user", "parts": [{"inline_data": {"mime_type": "image/png"}}]}]})
     assert error.message.startswith("contents[0].parts[0].inlineData.data: is required")
 
 
@@ -442,7 +455,8 @@ def test_prompt_estimates_count_text_and_media():
         {"type": "text", "text": "What is this?"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}])
     text_only = parse_model(MessagesRequest, MESSAGES).estimate_input_tokens()
-    assert parse_model(MessagesRequest, with_image).estimate_input_tokens() >= MEDIA_TOKENS + estimate_tokens("What is this?")
+    assert parse_model(MessagesRequest,
+                       with_image).estimate_input_tokens() >= MEDIA_TOKENS + estimate_tokens("What is this?")
     assert text_only >= estimate_tokens("Hello")
     assert parse_model(ChatRequest, CHAT).estimate_input_tokens() >= estimate_tokens("Hello")
     assert parse_model(ResponsesRequest, {**RESPONSES, "instructions": "Be brief"}).estimate_input_tokens() >= 3

@@ -181,11 +181,13 @@ def test_500_asked_by_directive_is_retryable(protocol):
             client = dict(zip(("chat", "messages", "content"), clients(http)))[protocol]
             with pytest.raises(UpstreamError) as caught:
                 if isinstance(client, ChatClient):
-                    await client.chat_completions({**CHAT_BODY, "messages": [{"role": "user", "content": "x #fault=500"}]})
+                    await client.chat_completions({**CHAT_BODY,
+                                                   "messages": [{"role": "user", "content": "x #fault=500"}]})
                 elif isinstance(client, MessagesClient):
                     await client.messages({**MESSAGES_BODY, "messages": [{"role": "user", "content": "x #fault=500"}]})
                 else:
-                    await client.generate_content("m", {"contents": [{"role": "user", "parts": [{"text": "#fault=500"}]}]})
+                    await client.generate_content("m",
+                                                  {"contents": [{"role": "user", "parts": [{"text": "#fault=500"}]}]})
             return caught.value
 
     error = run(scenario())
@@ -196,7 +198,8 @@ def test_a_refused_stream_fails_when_opened_before_any_event():
     async def scenario():
         async with asgi_client() as http:
             chat, _, _ = clients(http)
-            stream = chat.stream_chat_completions({**CHAT_BODY, "messages": [{"role": "user", "content": "#fault=503"}]})
+            stream = chat.stream_chat_completions({**CHAT_BODY,
+                                                   "messages": [{"role": "user", "content": "#fault=503"}]})
             with pytest.raises(UpstreamError) as caught:
                 await stream.open()
             return caught.value
@@ -223,12 +226,16 @@ def test_a_cut_answer_is_a_retryable_failure():
         async with asgi_client() as http:
             chat, messages, content = clients(http)
             with pytest.raises(UpstreamError) as plain:
-                await chat.chat_completions({**CHAT_BODY, "messages": [{"role": "user", "content": "long answer #fault=cut"}]})
+                await chat.chat_completions({**CHAT_BODY,
+                                             "messages": [{"role": "user", "content": "long answer #fault=cut"}]})
             received = []
             for stream in (chat.stream_chat_completions({**CHAT_BODY, "messages": [
                     {"role": "user", "content": "a long enough answer #fault=cut"}]}),
-                    messages.stream_messages({**MESSAGES_BODY, "messages": [{"role": "user", "content": "x #fault=cut"}]}),
-                    content.stream_generate_content("m", {"contents": [{"role": "user", "parts": [{"text": "x #fault=cut"}]}]})):
+                    messages.stream_messages({**MESSAGES_BODY,
+                                              "messages": [{"role": "user", "content": "x #fault=cut"}]}),
+                    content.stream_generate_content("m",
+                                                    {"contents": [{"role": "user",
+                                                                   "parts": [{"text": "x #fault=cut"}]}]})):
                 events = []
                 with pytest.raises(UpstreamError) as cut:
                     async with stream:
@@ -279,8 +286,10 @@ def test_the_upstream_key_is_redacted_from_errors():
 
 
 @pytest.mark.parametrize("protocol,event,status,retryable", [
-    ("messages", encode({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, "error"), 529, True),
-    ("messages", encode({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}, "error"), 400, False),
+    ("messages", encode({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, "error"),
+     529, True),
+    ("messages", encode({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}, "error"), 400,
+     False),
     ("chat", encode({"error": {"message": "boom", "type": "server_error", "code": None}}), None, True),
     ("chat", encode({"type": "response.failed", "sequence_number": 3, "response": {
         "error": {"code": "server_error", "message": "boom"}}}, "response.failed"), None, True),
@@ -353,7 +362,8 @@ def test_cancelling_the_consumer_closes_the_upstream_response():
 
     async def scenario():
         async with httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, stream=body))) as http:
-            task = asyncio.create_task(consume(ChatClient("https://up.example", "k", http).stream_chat_completions(CHAT_BODY)))
+            task = asyncio.create_task(consume(ChatClient("https://up.example", "k",
+                                                          http).stream_chat_completions(CHAT_BODY)))
             await asyncio.sleep(0.05)
             task.cancel()  # what Starlette does when the gateway's own client goes away
             with pytest.raises(asyncio.CancelledError):

@@ -50,7 +50,8 @@ def test_the_simulator_refuses_a_missing_key_and_a_synchronous_call(sim):
     assert refused.status_code == 403 and refused.json()["code"] == "AccessDenied"
 
 
-@pytest.mark.parametrize("fault,status,code", [("reject", 400, "DataInspectionFailed"), ("throttle", 429, "Throttling")])
+@pytest.mark.parametrize("fault,status,code",
+                         [("reject", 400, "DataInspectionFailed"), ("throttle", 429, "Throttling")])
 def test_a_refused_submit_is_an_upstream_error_with_its_code(sim, fault, status, code):
     request = {**REQUEST, "input": {**REQUEST["input"], "prompt": f"x #fault={fault}"}}
     with pytest.raises(UpstreamError) as caught:

@@ -79,7 +79,8 @@ class BetaFamily(TaskFamily):
                                                         request.upstream_request), repeatable=False)
         return self.adapter.parse_accepted(response)
 
-    def poll_upstream(self, http: httpx.Client, channel, tasks: Sequence[Task]) -> Sequence[TaskSnapshot | UpstreamError]:
+    def poll_upstream(self, http: httpx.Client, channel,
+                      tasks: Sequence[Task]) -> Sequence[TaskSnapshot | UpstreamError]:
         snapshots: list[TaskSnapshot | UpstreamError] = []
         for task in tasks:
             try:

@@ -87,14 +87,15 @@ class ImgtaskFamily(TaskFamily):
         upstream = request.upstream_request
         modal = upstream.get("modal")
         answer = self.adapter.parse_submit_answer(
-            send(http, self.adapter.build_submit(channel.base_url, channel.api_key, upstream_model, upstream), repeatable=False),
+            send(http, self.adapter.build_submit(channel.base_url, channel.api_key, upstream_model, upstream),
+                 repeatable=False),
             modal_expected=modal is not None)
         if modal is not None:
             if answer.code != EXISTS:
                 raise UpstreamError(502, f"the upstream ran the action without its modal (code {answer.code})",
                                     retryable=False)
-            answer = self.adapter.parse_submit_answer(send(
-                http, self.adapter.build_modal(channel.base_url, channel.api_key, answer.task_id, modal), repeatable=False))
+            modal_request = self.adapter.build_modal(channel.base_url, channel.api_key, answer.task_id, modal)
+            answer = self.adapter.parse_submit_answer(send(http, modal_request, repeatable=False))
         return Accepted(answer.task_id, details={"submitCode": answer.code})
 
     def poll_upstream(self, http: httpx.Client, channel: Any,

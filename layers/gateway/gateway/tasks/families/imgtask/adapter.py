@@ -110,7 +110,8 @@ class ImgtaskAdapter:
         except ValueError:
             body = None
         if not response.is_success:
-            raise UpstreamError(response.status_code, _error_text(body) or response.text[:300] or response.reason_phrase)
+            raise UpstreamError(response.status_code,
+                                _error_text(body) or response.text[:300] or response.reason_phrase)
         if not isinstance(body, list):
             raise UpstreamError(502, "upstream listed tasks without a JSON array", retryable=True)
         return {str(record["id"]): self.snapshot(record) for record in body
@@ -146,7 +147,8 @@ class ImgtaskAdapter:
         details: dict[str, Any] = {name: record[name] for name in DETAIL_FIELDS if record.get(name) not in (None, "")}
         properties = record.get("properties") if isinstance(record.get("properties"), dict) else {}
         details["properties"] = {k: properties[k] for k in SHOWN_PROPERTIES if properties.get(k) not in (None, "")}
-        details["buttons"] = [_button(b) for b in record.get("buttons") or [] if isinstance(b, dict) and b.get("customId")]
+        details["buttons"] = [_button(b) for b in record.get("buttons") or []
+                              if isinstance(b, dict) and b.get("customId")]
         return TaskSnapshot(status=status, upstream_status=word, progress=progress,
                             result_urls=[image_url] if isinstance(image_url, str) and image_url else [],
                             error=error, duration=None, raw=record, details=details)
