@@ -109,14 +109,15 @@ def test_fuzzing_every_operation_finds_no_5xx_no_foreign_envelope_and_no_quota_m
                     else {"Authorization": f"Bearer {DEMO_KEY}"})
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
+                # Runs within this iteration (exchange() below), so the loop variables it reads are current.
                 @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
                           suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
                 @given(case=operation.as_strategy(generation_mode=mode))
                 def exchange(case) -> None:
                     nonlocal quota, cases
                     cases += 1
-                    answer = case.call(base_url=url, headers={**(case.headers or {}), **auth}, timeout=60)
-                    where = f"{case.method} {answer.request.url} ({mode.value}) -> {answer.status_code}"
+                    answer = case.call(base_url=url, headers={**(case.headers or {}), **auth}, timeout=60)  # noqa: B023
+                    where = f"{case.method} {answer.request.url} ({mode.value}) -> {answer.status_code}"  # noqa: B023
                     if answer.status_code >= 500:
                         problems.append(f"{where}: {answer.text[:200]}")
                     elif answer.status_code >= 400:
@@ -124,7 +125,7 @@ def test_fuzzing_every_operation_finds_no_5xx_no_foreign_envelope_and_no_quota_m
                             body = answer.json()
                         except ValueError:
                             body = None
-                        if problem := envelope_problem(path, answer.status_code, body):
+                        if problem := envelope_problem(path, answer.status_code, body):  # noqa: B023
                             problems.append(f"{where}: {problem}: {answer.text[:200]}")
                         after = account(http)["quota"]
                         if after != quota:

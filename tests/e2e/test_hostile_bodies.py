@@ -91,8 +91,8 @@ def test_a_hostile_body_is_a_4xx_in_the_route_envelope_and_moves_no_quota(http, 
 def test_an_absurd_output_limit_is_a_400_naming_the_field_not_a_quota_error(http, field):
     before = _quota(http)
     answer = http.post("/v1/chat/completions", headers=HEADERS, content=(
-        '{"model":"m-small","%s":1000000000000000000000000000000,"messages":[{"role":"user","content":"hi"}]}'
-        % field))
+        '{"model":"m-small","' + field + '":1000000000000000000000000000000,'
+        '"messages":[{"role":"user","content":"hi"}]}'))
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["param"] == field
     assert _quota(http) == before

@@ -13,6 +13,7 @@ import pytest
 
 from gateway import billing, requestlog
 from gateway.auth import authenticate
+from gateway.errors import GatewayError
 from tests.conftest import api_event, load_function
 from tests.integration.test_text import channel, inbound, run
 
@@ -79,7 +80,7 @@ def test_plain_streamed_and_failed_requests_are_listed_newest_first_with_their_u
     run("chat", streamed)
     catalog([channel("chat", fault="500")])
     failed = inbound("chat", demo["key"], "failing")
-    with pytest.raises(Exception):
+    with pytest.raises(GatewayError):
         run("chat", failed)
     catalog([channel("chat")])
     run("chat", inbound("chat", keys["other_key"], "someone else"))

@@ -131,7 +131,7 @@ async def _batch_embed(request: Request, req: BatchEmbedContentsRequest) -> Resp
         return error(status, f"Simulated failure {status}")
     return JSONResponse({"embeddings": [
         {"values": embedding_vector(text, r.outputDimensionality or EMBEDDING_DIMENSIONS)}
-        for text, r in zip(texts, req.requests)]})
+        for text, r in zip(texts, req.requests, strict=True)]})
 
 
 async def _count(request: Request, req: CountTokensRequest) -> Response:

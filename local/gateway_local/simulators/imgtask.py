@@ -172,10 +172,9 @@ def _action(body: dict) -> Response:
         return _answer(4, "the task has no such button")
     if custom_id not in {b["customId"] for b in _buttons(parent)}:
         return _answer(4, "customId not found on the task")
-    for pattern, action in (("upsample", "UPSCALE"), ("variation", "VARIATION"), ("reroll", "IMAGINE"),
-                            ("Outpaint", "ZOOM"), ("CustomZoom", "ZOOM"), ("pan_", "PAN"), ("Inpaint", "VARIATION")):
-        if pattern in custom_id:
-            break
+    actions = (("upsample", "UPSCALE"), ("variation", "VARIATION"), ("reroll", "IMAGINE"), ("Outpaint", "ZOOM"),
+               ("CustomZoom", "ZOOM"), ("pan_", "PAN"), ("Inpaint", "VARIATION"))
+    action = next((action for pattern, action in actions if pattern in custom_id), "VARIATION")
     modal = "CustomZoom" in custom_id or "Inpaint" in custom_id
     task_id = _new_task(action, parent["prompt"], status="MODAL" if modal else "NOT_START", parent=parent["id"])
     if modal:

@@ -139,7 +139,7 @@ def test_streams_of_every_protocol_end_complete():
 def test_a_missing_key_is_a_401_that_is_not_retried_and_blames_the_channel(protocol):
     async def scenario():
         async with asgi_client() as http:
-            client = dict(zip(("chat", "messages", "content"), clients(http, key="")))[protocol]
+            client = dict(zip(("chat", "messages", "content"), clients(http, key=""), strict=True))[protocol]
             with pytest.raises(UpstreamError) as caught:
                 await _plain_call(client)
             return caught.value
@@ -162,7 +162,7 @@ async def _plain_call(client):
 def test_429_from_a_failing_channel_is_retryable_with_its_retry_after(protocol):
     async def scenario():
         async with asgi_client() as http:
-            client = dict(zip(("chat", "messages", "content"), clients(http)))[protocol]
+            client = dict(zip(("chat", "messages", "content"), clients(http), strict=True))[protocol]
             client.base_url += "/fault/429"  # the whole channel fails
             with pytest.raises(UpstreamError) as caught:
                 await _plain_call(client)
@@ -178,7 +178,7 @@ def test_429_from_a_failing_channel_is_retryable_with_its_retry_after(protocol):
 def test_500_asked_by_directive_is_retryable(protocol):
     async def scenario():
         async with asgi_client() as http:
-            client = dict(zip(("chat", "messages", "content"), clients(http)))[protocol]
+            client = dict(zip(("chat", "messages", "content"), clients(http), strict=True))[protocol]
             with pytest.raises(UpstreamError) as caught:
                 if isinstance(client, ChatClient):
                     await client.chat_completions({**CHAT_BODY,

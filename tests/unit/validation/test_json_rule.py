@@ -27,7 +27,7 @@ def test_nesting_is_allowed_up_to_the_limit_and_refused_one_past_it_naming_the_p
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e400", "-1e999"])
 def test_a_number_that_is_not_finite_is_refused_naming_the_field(token):
-    error = refusal('{"messages":[{"temperature":%s}]}' % token)
+    error = refusal('{"messages":[{"temperature":' + token + '}]}')
     assert error.param == "messages[0].temperature"
     assert "finite" in error.message
 

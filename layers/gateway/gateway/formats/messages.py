@@ -175,7 +175,19 @@ def render_request(request: Request, model: str) -> dict[str, Any]:
         body["system"] = (request.system[0] if len(request.system) == 1
                           else [{"type": "text", "text": s} for s in request.system])
     body["messages"] = [m for m in (_message(t.role, t.parts) for t in request.turns) if m["content"]]
+    _render_sampling(request, body)
+    if request.stop:
+        body["stop_sequences"] = request.stop
+    _render_tools(request, body)
+    if request.user:
+        body["metadata"] = {"user_id": request.user}
+    if request.stream:
+        body["stream"] = True
+    return body
 
+
+def _render_sampling(request: Request, body: dict[str, Any]) -> None:
+    """max_tokens, thinking and the sampling knobs, which this dialect ties together."""
     budget = budget_for(request)
     forced_tool = (request.tool_choice is not None and request.tool_choice.mode in ("required", "tool")) \
         or request.response_format is not None
@@ -204,8 +216,10 @@ def render_request(request: Request, model: str) -> dict[str, Any]:
             body["top_p"] = request.top_p
         if request.top_k is not None:
             body["top_k"] = request.top_k
-    if request.stop:
-        body["stop_sequences"] = request.stop
+
+
+def _render_tools(request: Request, body: dict[str, Any]) -> None:
+    """The client's tools and tool choice, or the gateway's answer tool for a response format."""
     if request.tools:
         body["tools"] = [{"name": t.name, **({"description": t.description} if t.description else {}),
                           "input_schema": _object_schema(t.parameters)} for t in request.tools]
@@ -224,11 +238,6 @@ def render_request(request: Request, model: str) -> dict[str, Any]:
     if request.response_format is not None:
         body["tools"] = [_answer_tool(request)]
         body["tool_choice"] = {"type": "tool", "name": ANSWER_TOOL}
-    if request.user:
-        body["metadata"] = {"user_id": request.user}
-    if request.stream:
-        body["stream"] = True
-    return body
 
 
 def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from gateway.errors import InvalidRequest
 
@@ -73,7 +73,7 @@ class ToolResult:
     is_error: bool = False
 
 
-Part = Union[Text, Media, Thinking, ToolCall, ToolResult]
+Part = Text | Media | Thinking | ToolCall | ToolResult
 
 
 @dataclass
@@ -203,7 +203,7 @@ class Failure:
     message: str
 
 
-StreamEvent = Union[Start, TextDelta, ThinkingDelta, ToolStart, ToolArgs, UsageUpdate, Finish, End, Failure]
+StreamEvent = Start | TextDelta | ThinkingDelta | ToolStart | ToolArgs | UsageUpdate | Finish | End | Failure
 
 
 # ---- helpers shared by the dialect modules ----

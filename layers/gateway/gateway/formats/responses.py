@@ -73,10 +73,24 @@ def parse_request(body: dict[str, Any]) -> Request:
         request.response_format = ResponseFormat(fmt.get("schema"), fmt.get("name"), fmt.get("strict"))
 
     items = body.get("input")
-    if isinstance(items, str):
-        items = [{"role": USER, "content": items}]
+    _read_input(request, [{"role": USER, "content": items}] if isinstance(items, str) else items or [])
+    for i, tool in enumerate(body.get("tools") or []):
+        if tool.get("type") != "function":
+            raise unsupported(f"tool type {tool.get('type')!r}", f"tools[{i}].type")
+        request.tools.append(Tool(tool.get("name") or "", tool.get("description"),
+                                  tool.get("parameters") or {"type": "object", "properties": {}}))
+    choice = body.get("tool_choice")
+    if choice in ("auto", "none", "required"):
+        request.tool_choice = ToolChoice(choice)
+    elif isinstance(choice, dict) and choice.get("type") == "function":
+        request.tool_choice = ToolChoice("tool", choice.get("name"))
+    return request
+
+
+def _read_input(request: Request, items: list[dict[str, Any]]) -> None:
+    """The input items, in order, as turns of the request."""
     names_by_call_id: dict[str, str] = {}
-    for i, item in enumerate(items or []):
+    for i, item in enumerate(items):
         kind, where = item.get("type", "message"), f"input[{i}]"
         if kind == "message":
             role = item.get("role")
@@ -101,18 +115,6 @@ def parse_request(body: dict[str, Any]) -> Request:
             continue  # encrypted for its own vendor only
         else:
             raise unsupported(f"input item type {kind!r}", where + ".type")
-
-    for i, tool in enumerate(body.get("tools") or []):
-        if tool.get("type") != "function":
-            raise unsupported(f"tool type {tool.get('type')!r}", f"tools[{i}].type")
-        request.tools.append(Tool(tool.get("name") or "", tool.get("description"),
-                                  tool.get("parameters") or {"type": "object", "properties": {}}))
-    choice = body.get("tool_choice")
-    if choice in ("auto", "none", "required"):
-        request.tool_choice = ToolChoice(choice)
-    elif isinstance(choice, dict) and choice.get("type") == "function":
-        request.tool_choice = ToolChoice("tool", choice.get("name"))
-    return request
 
 
 def _parts(content: Any, where: str) -> list[Part]:
