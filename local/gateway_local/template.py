@@ -75,9 +75,6 @@ class Template:
                 return route, params
         return None
 
-    def path_exists(self, path: str) -> bool:
-        return any(route.pattern.fullmatch(path) for route in self.routes)
-
 
 def read_template(path: Path | str) -> Template:
     path = Path(path).resolve()

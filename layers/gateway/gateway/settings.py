@@ -18,7 +18,6 @@ class Settings:
     # Where results the gateway keeps (beta images) live; unset: nothing is kept, only relayed.
     results_bucket: str = ""
     plants_table: str = "gateway-plants"
-    idempotency_table: str = "gateway-idempotency"
     task_poll_queue_url: str = ""
     callback_queue_url: str = ""
     # Where the channels document comes from: a local file, an SSM parameter or a secret.
@@ -50,7 +49,7 @@ class Settings:
 ENVIRONMENT = {
     "accounts_table": "ACCOUNTS_TABLE", "tasks_table": "TASKS_TABLE", "plants_table": "PLANTS_TABLE",
     "results_bucket": "RESULTS_BUCKET",
-    "idempotency_table": "IDEMPOTENCY_TABLE", "task_poll_queue_url": "TASK_POLL_QUEUE_URL",
+    "task_poll_queue_url": "TASK_POLL_QUEUE_URL",
     "callback_queue_url": "CALLBACK_QUEUE_URL", "channels_file": "GATEWAY_CHANNELS_FILE",
     "channels_parameter": "GATEWAY_CHANNELS_PARAMETER", "channels_secret": "GATEWAY_CHANNELS_SECRET",
     "simulator_url": "GATEWAY_SIMULATOR_URL", "public_url": "GATEWAY_PUBLIC_URL",

@@ -72,10 +72,6 @@ class Sender(Protocol):
 
 
 class TaskAdapter(Protocol):
-    protocol: str
-    #: upstream status word -> one of UNIFIED
-    statuses: Mapping[str, str]
-
     def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request: ...
 
     def parse_submit(self, response: httpx.Response) -> str: ...

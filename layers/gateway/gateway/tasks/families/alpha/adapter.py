@@ -87,9 +87,6 @@ def _text(value: Any) -> str | None:
 class AlphaAdapter:
     """`operation`: whose query path `build_poll` asks (each operation has its own)."""
 
-    protocol = "alpha"
-    statuses = STATUSES
-
     def __init__(self, operation: str = "text2video") -> None:
         self.operation = operation
 

@@ -33,9 +33,6 @@ def error_text(body: Any) -> str | None:
 
 
 class BetaAdapter:
-    protocol = "beta"
-    statuses = STATUSES
-
     def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request:
         return httpx.Request("POST", join(base_url, f"/v1/{quote(upstream_model, safe='')}"), json=request,
                              headers={"x-key": api_key, "accept": "application/json"})

@@ -58,9 +58,6 @@ def _elide_inline(value: Any) -> Any:
 
 
 class DeltaAdapter:
-    protocol = "delta"
-    statuses = STATUSES
-
     def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request:
         body = {"instances": request["instances"], "parameters": request.get("parameters", {})}
         path = f"/v1beta/models/{quote(upstream_model, safe='')}:predictLongRunning"

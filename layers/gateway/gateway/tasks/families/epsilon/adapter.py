@@ -31,9 +31,6 @@ def _error_text(body: Any) -> str | None:
 
 
 class EpsilonAdapter:
-    protocol = "epsilon"
-    statuses = STATUSES
-
     def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request:
         body = {key: request[key] for key in ("prompt", "seconds", "size") if request.get(key) is not None}
         body["model"] = upstream_model

@@ -33,9 +33,6 @@ def error_text(body: Any) -> str | None:
 
 
 class GammaAdapter:
-    protocol = "gamma"
-    statuses = STATUSES
-
     def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request:
         body = {"model": upstream_model, "input": request["input"], "parameters": request["parameters"]}
         return httpx.Request("POST", join(base_url, SUBMIT_PATH), json=body, headers={

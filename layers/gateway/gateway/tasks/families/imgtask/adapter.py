@@ -51,9 +51,6 @@ def _headers(api_key: str) -> dict[str, str]:
 
 
 class ImgtaskAdapter:
-    protocol = "imgtask"
-    statuses = STATUSES
-
     def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request:
         """`request`: `{"path": "/mj/submit/<kind>" or "/mj/insight-face/swap", "body": {...}}`."""
         return httpx.Request("POST", join(base_url, request["path"]), headers=_headers(api_key), json=request["body"])

@@ -26,9 +26,6 @@ def _error_text(body: Any) -> str | None:
 
 
 class ZetaAdapter:
-    protocol = "zeta"
-    statuses = STATUSES
-
     def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request:
         # Only model and content: the gateway answers the client's callback_url itself, and an
         # upstream callback would reach the client before the gateway has settled the charge.
