@@ -28,8 +28,6 @@ PUBLIC_STATUS: Mapping[str, str] = {
     "succeeded": "succeed", "failed": "failed", "cancelled": "failed",
 }
 IMAGE_OPERATIONS = frozenset({"omni-image"})
-#: The operations the generic route runs: `image` in the body makes it image2video.
-GENERIC_OPERATIONS = ("text2video", "image2video")
 
 
 class AlphaFamily(TaskFamily):

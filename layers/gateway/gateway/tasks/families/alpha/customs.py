@@ -26,7 +26,6 @@ from gateway.tasks.families.alpha.adapter import AlphaAdapter
 from gateway.upstreams.errors import UpstreamError
 from gateway.upstreams.verdict import exhausted_error, record_failure
 
-KINDS = ("element", "voice")
 _ADAPTER = AlphaAdapter()
 
 

@@ -8,9 +8,7 @@ from pydantic import field_validator, model_validator
 
 from gateway.schemas.shared import Problems, Prompt, StrictBody
 
-EPSILON_MODELS = ("epsilon-2", "epsilon-2-pro")
 EPSILON_SECONDS = ("4", "8", "12")
-EPSILON_SIZES = ("720x1280", "1280x720", "1024x1792", "1792x1024")
 EPSILON_PRO_SIZES = frozenset({"1024x1792", "1792x1024"})
 
 

@@ -38,10 +38,6 @@ PUBLIC_STATUS: Mapping[str, str] = {
     "succeeded": "SUCCESS", "failed": "FAILURE", "cancelled": "CANCEL",
 }
 MODAL = "MODAL"
-ACTIONS = ("IMAGINE", "UPSCALE", "VARIATION", "ZOOM", "PAN", "DESCRIBE", "BLEND", "SHORTEN", "SWAP_FACE")
-#: The priced actions: each is a model `imgtask-<action>` of the shipped price table.
-PRICED_ACTIONS = ("imagine", "upscale", "variation", "zoom", "pan", "describe", "blend", "shorten", "swap-face",
-                  "modal")
 SUBMIT_DESCRIPTIONS = {1: "Submit success", 21: "Waiting for window confirm", 22: "In queue, please wait"}
 
 
