@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def _parse(name: str, kind: type, text: str) -> object:
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    values = {}
+    values: dict[str, Any] = {}
     for spec in fields(Settings):
         text = os.environ.get(ENVIRONMENT[spec.name])
         if text is not None:

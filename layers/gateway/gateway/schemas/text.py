@@ -66,8 +66,9 @@ def _adapter(target: Any) -> TypeAdapter:
     return TypeAdapter(target)
 
 
-def _by_shape(choose: Callable[[Any], Any], expected: str) -> Any:
-    """A field type that validates against the one shape `choose` picks for the value.
+def _by_shape(choose: Callable[[Any], Any], expected: str) -> PlainValidator:
+    """The validator of a field (`Annotated[Any, _by_shape(...)]`) that checks the value against the
+    one shape `choose` picks for it.
 
     `choose` returns a type, or None when nothing fits (then the error says `expected`).
     """
@@ -78,7 +79,7 @@ def _by_shape(choose: Callable[[Any], Any], expected: str) -> Any:
             raise PydanticCustomError("invalid_shape", expected)
         return _adapter(target).validate_python(value)
 
-    return Annotated[Any, PlainValidator(validate)]
+    return PlainValidator(validate)
 
 
 def _by_type(variants: dict[str, Any], fallback: Any = None, *, what: str = "type") -> Callable[[Any], Any]:
@@ -88,7 +89,8 @@ def _by_type(variants: dict[str, Any], fallback: Any = None, *, what: str = "typ
     lands on the field itself (`messages[0].role: Input should be 'user' or ...`).
     """
     if fallback is None:
-        fallback = create_model(f"Unknown_{what}", __base__=Open, **{what: (Literal[tuple(variants)], ...)})
+        known: Any = Literal[tuple(variants)]  # built from the table, so only pydantic reads it
+        fallback = create_model(f"Unknown_{what}", __base__=Open, **{what: (known, ...)})
 
     def choose(value: Any) -> Any:
         if not isinstance(value, dict):
@@ -149,10 +151,10 @@ class OtherSource(Open):
     type: Literal["file", "text", "content"]
 
 
-MediaSource = _by_shape(
+MediaSource = Annotated[Any, _by_shape(
     _by_type({"base64": Base64Source, "url": UrlSource, "file": OtherSource, "text": OtherSource,
               "content": OtherSource}),
-    "must be a source object")
+    "must be a source object")]
 
 
 class MessagesMediaPart(Open):
@@ -184,11 +186,11 @@ class MessagesOtherPart(Open):
     type: NonEmptyStr
 
 
-MessagesPart = _by_shape(
+MessagesPart = Annotated[Any, _by_shape(
     _by_type({"text": MessagesTextPart, "image": MessagesMediaPart, "document": MessagesMediaPart,
               "tool_use": MessagesToolUsePart, "tool_result": MessagesToolResultPart,
               "thinking": MessagesThinkingPart}, MessagesOtherPart),
-    "must be a content part object with a type")
+    "must be a content part object with a type")]
 
 
 def _string_or_list(item: Any, *, non_empty: bool = True) -> Callable[[Any], Any]:
@@ -197,8 +199,10 @@ def _string_or_list(item: Any, *, non_empty: bool = True) -> Callable[[Any], Any
     return lambda value: str if isinstance(value, str) else parts if isinstance(value, list) else None
 
 
-MessagesContent = _by_shape(_string_or_list(MessagesPart), "must be a string or an array of content parts")
-MessagesSystem = _by_shape(_string_or_list(MessagesTextPart), "must be a string or an array of text parts")
+MessagesContent = Annotated[Any, _by_shape(_string_or_list(MessagesPart),
+                                           "must be a string or an array of content parts")]
+MessagesSystem = Annotated[Any, _by_shape(_string_or_list(MessagesTextPart),
+                                          "must be a string or an array of text parts")]
 
 
 class MessagesMessage(Open):
@@ -512,16 +516,17 @@ class ChatRefusalPart(Open):
     refusal: Str
 
 
-ChatUserPart = _by_shape(
+ChatUserPart = Annotated[Any, _by_shape(
     _by_type({"text": ChatTextPart, "image_url": ChatImagePart, "input_audio": ChatAudioPart, "file": ChatFilePart}),
-    "must be a content part object")
-ChatAssistantPart = _by_shape(_by_type({"text": ChatTextPart, "refusal": ChatRefusalPart}),
-                              "must be a content part object")
+    "must be a content part object")]
+ChatAssistantPart = Annotated[Any, _by_shape(_by_type({"text": ChatTextPart, "refusal": ChatRefusalPart}),
+                                             "must be a content part object")]
 
-ChatTextContent = _by_shape(_string_or_list(ChatTextPart), "must be a string or an array of text parts")
-ChatUserContent = _by_shape(_string_or_list(ChatUserPart), "must be a string or an array of content parts")
-ChatAssistantContent = _by_shape(_string_or_list(ChatAssistantPart, non_empty=False),
-                                 "must be a string, an array of text parts or null")
+ChatTextContent = Annotated[Any, _by_shape(_string_or_list(ChatTextPart), "must be a string or an array of text parts")]
+ChatUserContent = Annotated[Any, _by_shape(_string_or_list(ChatUserPart),
+                                           "must be a string or an array of content parts")]
+ChatAssistantContent = Annotated[Any, _by_shape(_string_or_list(ChatAssistantPart, non_empty=False),
+                                                "must be a string, an array of text parts or null")]
 
 
 class ToolCallFunction(Open):
@@ -568,10 +573,10 @@ class ChatToolMessage(Open):
     tool_call_id: NonEmptyStr
 
 
-ChatMessage = _by_shape(
+ChatMessage = Annotated[Any, _by_shape(
     _by_type({"system": ChatSystemMessage, "developer": ChatSystemMessage, "user": ChatUserMessage,
               "assistant": ChatAssistantMessage, "tool": ChatToolMessage}, what="role"),
-    "must be a message object")
+    "must be a message object")]
 
 
 class FunctionDefinition(Open):
@@ -592,12 +597,12 @@ class ChatTool(Open):
         return self
 
 
-ToolChoice = _by_shape(
+ToolChoice = Annotated[Any, _by_shape(
     lambda v: Literal["none", "auto", "required"] if isinstance(v, str) else Open if isinstance(v, dict) else None,
-    "must be none, auto, required or an object")
-Stop = _by_shape(
+    "must be none, auto, required or an object")]
+Stop = Annotated[Any, _by_shape(
     lambda v: Str if isinstance(v, str) else Annotated[list[Str], Field(max_length=4)] if isinstance(v, list) else None,
-    "must be a string or an array of at most 4 strings")
+    "must be a string or an array of at most 4 strings")]
 
 
 class StreamOptions(Open):
@@ -687,12 +692,12 @@ class ResponsesOtherPart(Open):
     type: NonEmptyStr
 
 
-ResponsesPart = _by_shape(
+ResponsesPart = Annotated[Any, _by_shape(
     _by_type({"input_text": ResponsesInputText, "output_text": ResponsesInputText,
               "input_image": ResponsesInputImage}, ResponsesOtherPart),
-    "must be a content part object with a type")
-ResponsesContent = _by_shape(_string_or_list(ResponsesPart, non_empty=False),
-                             "must be a string or an array of content parts")
+    "must be a content part object with a type")]
+ResponsesContent = Annotated[Any, _by_shape(_string_or_list(ResponsesPart, non_empty=False),
+                                            "must be a string or an array of content parts")]
 
 
 class ResponsesMessage(Open):
@@ -727,9 +732,10 @@ def _choose_item(value: Any) -> Any:
         value.get("type"), ResponsesOtherItem)
 
 
-ResponsesItem = _by_shape(_choose_item, "must be an input item object (a message with a role, or an item with a type)")
-ResponsesInput = _by_shape(_string_or_list(ResponsesItem, non_empty=False),
-                           "must be a string or an array of input items")
+ResponsesItem = Annotated[Any, _by_shape(
+    _choose_item, "must be an input item object (a message with a role, or an item with a type)")]
+ResponsesInput = Annotated[Any, _by_shape(_string_or_list(ResponsesItem, non_empty=False),
+                                          "must be a string or an array of input items")]
 
 
 class ResponsesTool(Open):
@@ -824,8 +830,8 @@ def _choose_embedding_input(value: Any) -> Any:
     return None
 
 
-EmbeddingInput = _by_shape(_choose_embedding_input,
-                           "must be a string, an array of strings, a token array or an array of token arrays")
+EmbeddingInput = Annotated[Any, _by_shape(
+    _choose_embedding_input, "must be a string, an array of strings, a token array or an array of token arrays")]
 
 
 class EmbeddingsRequest(Open):

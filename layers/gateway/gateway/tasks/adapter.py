@@ -105,6 +105,12 @@ def read_json(response: httpx.Response, error_text: Callable[[Any], str | None],
     return body
 
 
+def object_at(body: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """The JSON object under `key`, or an empty one when it is missing or not an object."""
+    value = body.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def timed(request: httpx.Request, timeout: httpx.Timeout = UPSTREAM_TIMEOUT) -> httpx.Request:
     """`request` with its timeout (a request built by hand carries none, so a client would wait forever)."""
     request.extensions["timeout"] = timeout.as_dict()

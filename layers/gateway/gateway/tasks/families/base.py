@@ -57,8 +57,9 @@ class Quantities:
 
     @classmethod
     def of(cls, stored: Mapping[str, Any]) -> Quantities:
-        return cls(**{k: (str(v) if k == "multiplier" else int(v)) for k, v in stored.items()
-                      if k in cls.__dataclass_fields__})
+        values: dict[str, Any] = {k: (str(v) if k == "multiplier" else int(v)) for k, v in stored.items()
+                                  if k in cls.__dataclass_fields__}
+        return cls(**values)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

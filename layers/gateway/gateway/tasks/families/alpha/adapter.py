@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
-from gateway.tasks.adapter import TaskSnapshot, join, read_json, unified
+from gateway.tasks.adapter import TaskSnapshot, join, object_at, read_json, unified
 from gateway.upstreams.errors import UpstreamError
 
 #: operation -> the upstream's submit path (its query is `<path>/<task id>`).
@@ -119,7 +119,7 @@ class AlphaAdapter:
         word = str(data.get("task_status") or "")
         status = unified(STATUSES, word)
         message = str(data.get("task_status_msg") or "")
-        result = data.get("task_result") if isinstance(data.get("task_result"), dict) else {}
+        result = object_at(data, "task_result")
         videos = [{"id": str(v.get("id") or ""), "url": v["url"], "duration": _text(v.get("duration")) or ""}
                   for v in result.get("videos") or [] if isinstance(v, dict) and isinstance(v.get("url"), str)]
         images = [{"index": int(i.get("index") or n), "url": i["url"]}

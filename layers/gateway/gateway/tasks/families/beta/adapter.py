@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
-from gateway.tasks.adapter import Accepted, TaskSnapshot, UpstreamError, join, read_json, unified
+from gateway.tasks.adapter import Accepted, TaskSnapshot, UpstreamError, join, object_at, read_json, unified
 
 STATUSES: Mapping[str, str] = {
     "Pending": "in_progress", "Ready": "succeeded", "Error": "failed", "Request Moderated": "failed",
@@ -60,7 +60,7 @@ class BetaAdapter:
         body = read_json(response, error_text, retry_unreadable=True)
         word = str(body.get("status") or "")
         status = unified(STATUSES, word)
-        result = body.get("result") if isinstance(body.get("result"), dict) else {}
+        result = object_at(body, "result")
         sample = result.get("sample")
         urls = [sample] if status == "succeeded" and isinstance(sample, str) and sample else []
         progress = body.get("progress")
@@ -72,7 +72,7 @@ class BetaAdapter:
             details["result"] = {k: v for k, v in result.items()
                                  if k != "sample" and isinstance(v, (str, int, float))}
         elif status == "failed":
-            reasons = body.get("details") if isinstance(body.get("details"), dict) else {}
+            reasons = object_at(body, "details")
             details["details"] = reasons
             error = (f"{word}: {reasons}" if reasons else word) if word in MODERATED or word == "Task not found" \
                 else (error_text(body) or str(reasons.get("error") or "") or "the upstream task failed")

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
-from gateway.tasks.adapter import InlineResult, TaskSnapshot, UpstreamError, join, read_json, unified
+from gateway.tasks.adapter import InlineResult, TaskSnapshot, UpstreamError, join, object_at, read_json, unified
 
 #: The upstream has no status word; the adapter names the three states an operation can be in.
 STATUSES: Mapping[str, str] = {
@@ -86,7 +86,7 @@ class DeltaAdapter:
             message = (error.get("message") if isinstance(error, dict) else None) or str(error)
             return self._snapshot("failed", raw, error=message)
 
-        response_body = body.get("response") if isinstance(body.get("response"), dict) else {}
+        response_body = object_at(body, "response")
         urls: list[str] = []
         inline: list[InlineResult] = []
         for sample in _samples(response_body):

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
-from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, read_json, unified
+from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, object_at, read_json, unified
 
 SUBMIT_PATH = "/api/v1/services/aigc/video-generation/video-synthesis"
 TASKS_PATH = "/api/v1/tasks"
@@ -40,7 +40,7 @@ class GammaAdapter:
 
     def parse_submit(self, response: httpx.Response) -> str:
         body = read_json(response, error_text, retry_unreadable=False)
-        output = body.get("output") if isinstance(body.get("output"), dict) else {}
+        output = object_at(body, "output")
         task_id = output.get("task_id")
         if not isinstance(task_id, str) or not task_id:
             raise UpstreamError(502, "upstream accepted the task without an output.task_id", retryable=False)
@@ -52,7 +52,7 @@ class GammaAdapter:
 
     def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
         body = read_json(response, error_text, retry_unreadable=True)
-        output = body.get("output") if isinstance(body.get("output"), dict) else {}
+        output = object_at(body, "output")
         word = str(output.get("task_status") or "")
         status = unified(STATUSES, word)
         video_url = output.get("video_url")
@@ -61,7 +61,7 @@ class GammaAdapter:
         if status in ("failed", "cancelled"):
             error = error_text(output) or ("the upstream does not know this task (UNKNOWN)" if word == "UNKNOWN"
                                            else f"the upstream task ended {word}")
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        usage = object_at(body, "usage")
         details: dict[str, Any] = {name: output[name] for name in DETAIL_FIELDS
                                    if isinstance(output.get(name), (str, int, float))}
         if usage:

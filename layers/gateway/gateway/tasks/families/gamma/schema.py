@@ -32,9 +32,10 @@ class GammaModel:
     shot_types: tuple[str, ...]  # empty: the model takes no shot_type
 
 
-_V26 = dict(resolutions=("720P", "1080P"), default_resolution="1080P", durations=(5, 10, 15),
+_V26: dict[str, Any] = dict(resolutions=("720P", "1080P"), default_resolution="1080P", durations=(5, 10, 15),
             shot_types=("single", "multi"))
-_V25 = dict(resolutions=("480P", "720P", "1080P"), default_resolution="1080P", durations=(5, 10), shot_types=())
+_V25: dict[str, Any] = dict(resolutions=("480P", "720P", "1080P"), default_resolution="1080P", durations=(5, 10),
+                            shot_types=())
 
 MODELS: dict[str, GammaModel] = {
     "gamma2.6-i2v": GammaModel(image_to_video=True, **_V26),

@@ -14,7 +14,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, read_json, unified
+from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, object_at, read_json, unified
 
 SECRET_HEADER = "mj-api-secret"
 
@@ -66,7 +66,7 @@ class ImgtaskAdapter:
         """The task the upstream took, or UpstreamError with the code the client is answered in `body`."""
         body = read_json(response, _error_text, retry_unreadable=False)
         code, description = body.get("code"), str(body.get("description") or "")
-        properties = body.get("properties") if isinstance(body.get("properties"), dict) else {}
+        properties = object_at(body, "properties")
         result = body.get("result")
         if code in (SUBMITTED, QUEUED) or (code == EXISTS and modal_expected):
             if not isinstance(result, (str, int)) or isinstance(result, bool) or not str(result):
@@ -142,7 +142,7 @@ class ImgtaskAdapter:
         elif status == "cancelled":
             error = str(record.get("failReason") or "the upstream cancelled the task")
         details: dict[str, Any] = {name: record[name] for name in DETAIL_FIELDS if record.get(name) not in (None, "")}
-        properties = record.get("properties") if isinstance(record.get("properties"), dict) else {}
+        properties = object_at(record, "properties")
         details["properties"] = {k: properties[k] for k in SHOWN_PROPERTIES if properties.get(k) not in (None, "")}
         details["buttons"] = [_button(b) for b in record.get("buttons") or []
                               if isinstance(b, dict) and b.get("customId")]

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import httpx
 
-from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, read_json, unified
+from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, object_at, read_json, unified
 
 TASKS_PATH = "/api/v3/contents/generations/tasks"
 
@@ -48,7 +48,7 @@ class ZetaAdapter:
         body = read_json(response, _error_text, retry_unreadable=True)
         word = str(body.get("status") or "")
         status = unified(STATUSES, word)
-        content = body.get("content") if isinstance(body.get("content"), dict) else {}
+        content = object_at(body, "content")
         video_url = content.get("video_url")
         urls = [video_url] if isinstance(video_url, str) and video_url else []
         error = None
