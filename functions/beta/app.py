@@ -7,7 +7,7 @@ from gateway.http import authenticate, create_app, json_response, public_base_ur
 from gateway.multipart import event_body
 from gateway.observability import logger
 from gateway.tasks import engine
-from gateway.tasks.families import family_of
+from gateway.tasks.families.beta import FAMILY
 from gateway.validation import parse_json
 
 app = create_app()
@@ -16,23 +16,22 @@ app = create_app()
 @app.post("/beta/v1/beta-2-pro")
 def submit():
     principal = authenticate(app)
-    family = family_of("beta")
-    new = family.create_task(parse_json(event_body(app.current_event.raw_event)), public_base_url(app))
-    return json_response(family.submit_answer(engine.submit(principal, new)))
+    new = FAMILY.create_task(parse_json(event_body(app.current_event.raw_event)), public_base_url(app))
+    return json_response(FAMILY.submit_answer(engine.submit(principal, new)))
 
 
 @app.get("/beta/v1/get_result/<task_id>")
 def get_result(task_id: str):
     # The spec sends the model in a JSON body (some clients in the query); the id names the task.
     principal = authenticate(app)
-    return json_response(family_of("beta").query(principal, task_id))
+    return json_response(FAMILY.query(principal, task_id))
 
 
 @app.get("/beta/v1/results/<task_id>/sample")
 def sample(task_id: str):
     # No key: the signed link is the permission, as with the upstream's own links.
     query = app.current_event.get_query_string_value
-    data, media_type = family_of("beta").sample(task_id, query("expires"), query("signature"))
+    data, media_type = FAMILY.sample(task_id, query("expires"), query("signature"))
     return Response(status_code=200, content_type=media_type, body=data,
                     headers={"Cache-Control": "private, max-age=600"})
 

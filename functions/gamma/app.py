@@ -6,7 +6,7 @@ from gateway.http import authenticate, create_app, json_response, request_id
 from gateway.multipart import event_body
 from gateway.observability import logger
 from gateway.tasks import engine
-from gateway.tasks.families import family_of
+from gateway.tasks.families.gamma import FAMILY
 from gateway.validation import parse_json
 
 app = create_app()
@@ -15,15 +15,14 @@ app = create_app()
 @app.post("/gamma/api/v1/services/aigc/video-generation/video-synthesis")
 def video_synthesis():
     principal = authenticate(app)
-    family = family_of("gamma")
-    task = engine.submit(principal, family.create_task(parse_json(event_body(app.current_event.raw_event))))
-    return json_response({"request_id": request_id(app), **family.submit_answer(task)})
+    task = engine.submit(principal, FAMILY.create_task(parse_json(event_body(app.current_event.raw_event))))
+    return json_response({"request_id": request_id(app), **FAMILY.submit_answer(task)})
 
 
 @app.get("/gamma/api/v1/tasks/<task_id>")
 def get_task(task_id: str):
     principal = authenticate(app)
-    return json_response({"request_id": request_id(app), **family_of("gamma").query(principal, task_id)})
+    return json_response({"request_id": request_id(app), **FAMILY.query(principal, task_id)})
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -203,8 +203,9 @@ def render(error: GatewayError, dialect: Dialect, request_id: str = "") -> Rende
     elif dialect is Dialect.IMGTASK:
         # The upstream's own submit code (24 banned prompt, with its bannedWord) when it relays one.
         relayed = error.upstream or {}
-        code = relayed.get("code")
-        body = {"code": code if isinstance(code, int) and not isinstance(code, bool) else _IMGTASK_CODES.get(kind, 9),
+        relayed_code = relayed.get("code")
+        body = {"code": relayed_code if isinstance(relayed_code, int) and not isinstance(relayed_code, bool)
+                else _IMGTASK_CODES.get(kind, 9),
                 "description": message, "result": None,
                 "properties": dict(relayed.get("properties") or {}) if isinstance(relayed.get("properties"), dict)
                 else {}}

@@ -137,10 +137,10 @@ def flush() -> None:
     for dimensions, name, unit, value in points:
         groups.setdefault(tuple(sorted(dimensions.items())), []).append((name, unit, value))
     namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "UnifiedAIGateway"
-    for dimensions, metrics in groups.items():
+    for group, metrics in groups.items():
         provider = AmazonCloudWatchEMFProvider(namespace=namespace, service=SERVICE)
-        for name, value in dimensions:
-            provider.add_dimension(name, value)
+        for dimension, dimension_value in group:
+            provider.add_dimension(dimension, dimension_value)
         for name, unit, value in metrics:
             provider.add_metric(name=name, unit=unit, value=value)
         provider.flush_metrics()

@@ -25,7 +25,7 @@ import binascii
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from gateway.auth import Principal
 from gateway.billing import LOG_CONSUME, LOG_ERROR, LOG_REFUND, REFUNDED, SETTLED
@@ -46,7 +46,7 @@ _TYPE_FILTERS = {
 }
 # Every attribute a filter names goes through an alias, so no DynamoDB reserved word can bite.
 _FILTER_NAMES = {"#outcome": "outcome", "#log_type": "log_type", "#model": "model", "#key_id": "key_id"}
-_TYPE_VALUES = {LOG_CONSUME: {":settled": SETTLED}, LOG_ERROR: {":error": LOG_ERROR},
+_TYPE_VALUES: dict[int, dict[str, Any]] = {LOG_CONSUME: {":settled": SETTLED}, LOG_ERROR: {":error": LOG_ERROR},
                 LOG_REFUND: {":refunded": REFUNDED, ":refund": LOG_REFUND}}
 
 
@@ -92,6 +92,10 @@ def _at(seconds: int) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
+@overload
+def _integer(params: Mapping[str, Any], name: str, default: int, low: int, high: int | None) -> int: ...
+@overload
+def _integer(params: Mapping[str, Any], name: str, default: None, low: int, high: int | None) -> int | None: ...
 def _integer(params: Mapping[str, Any], name: str, default: int | None, low: int, high: int | None) -> int | None:
     if name not in params:
         return default
@@ -201,7 +205,7 @@ def read(user_id: int, query: LogQuery, *, key_ids: tuple[str, ...] | None = Non
     page["items"] = [_item(entry, names_of) for entry in shown]
     if len(matches) > query.offset + query.page_size:
         page["has_more"], page["next_cursor"] = True, encode_cursor(shown[-1]["sk"])
-    elif not exhausted:
+    elif not exhausted and position is not None:
         # The read stopped at its bound before the page filled: go on from where it stopped.
         page["has_more"], page["next_cursor"] = True, encode_cursor(position)
     if exhausted and not query.cursor:

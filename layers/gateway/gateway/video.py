@@ -98,7 +98,7 @@ def list_videos(principal: Principal, query: dict[str, str] | None) -> dict[str,
     order = query.get("order") or "desc"
     if order not in ("asc", "desc"):
         raise InvalidRequest("order: must be asc or desc", param="order")
-    newest_first, limit = order == "desc", int(limit)
+    newest_first, count = order == "desc", int(limit)
     cursor = None
     if query.get("after"):
         after = _epsilon().owned_video(principal, query["after"])  # someone else's id is a 404, as anywhere
@@ -117,14 +117,14 @@ def list_videos(principal: Principal, query: dict[str, str] | None) -> dict[str,
                                            at_most=cursor[0] if cursor else None):
         if cursor and not beyond(key(task), cursor):
             continue
-        if len(picked) > limit and int(task.created_at) != int(picked[-1].created_at):
+        if len(picked) > count and int(task.created_at) != int(picked[-1].created_at):
             break
         picked.append(task)
     picked.sort(key=key, reverse=newest_first)
     family = _epsilon()
-    page = [family.query_answer(t) for t in picked[:limit]]
+    page = [family.query_answer(t) for t in picked[:count]]
     return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None, "has_more": len(picked) > limit}
+            "last_id": page[-1]["id"] if page else None, "has_more": len(picked) > count}
 
 
 def get_video(principal: Principal, video_id: str) -> dict[str, Any]:

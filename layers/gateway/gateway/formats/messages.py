@@ -114,7 +114,8 @@ def parse_request(body: dict[str, Any]) -> Request:
             raise unsupported(f"tool type {tool.get('type')!r}", f"tools[{i}].type")
         request.tools.append(Tool(tool.get("name") or "", tool.get("description"), tool["input_schema"]))
     choice = body.get("tool_choice") or {}
-    mode = {"auto": "auto", "any": "required", "tool": "tool", "none": "none"}.get(choice.get("type"))
+    modes: dict[Any, str] = {"auto": "auto", "any": "required", "tool": "tool", "none": "none"}
+    mode = modes.get(choice.get("type"))
     if mode:
         request.tool_choice = ToolChoice(mode, choice.get("name"))  # type: ignore[arg-type]
     if "disable_parallel_tool_use" in choice:

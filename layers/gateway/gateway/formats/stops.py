@@ -50,7 +50,7 @@ def cut_reply(reply: Reply, stops: list[str] | None) -> Reply:
     kept: list[Part] = []
     for part in reply.parts:
         match = _earliest(part.text, stops) if isinstance(part, Text) and stops else None
-        if match is None:
+        if match is None or not isinstance(part, Text):
             kept.append(part)
             continue
         at, sequence = match

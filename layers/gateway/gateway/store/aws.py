@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from decimal import Decimal
-from typing import Any
+from typing import Any, overload
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
@@ -103,6 +103,10 @@ def to_values(data: dict[str, Any]) -> dict[str, Any]:
     return {k: serialize(v) for k, v in data.items()}
 
 
+@overload
+def from_item(item: dict[str, Any]) -> dict[str, Any]: ...
+@overload
+def from_item(item: None) -> None: ...
 def from_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
     if item is None:
         return None

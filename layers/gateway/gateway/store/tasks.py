@@ -179,7 +179,7 @@ class TasksRepository:
         """The owner's tasks by creation second (`created_at`), page by page; `at_most`
         (seconds) starts the newest-first walk there, or the oldest-first one there when
         `newest_first` is false; `family` keeps only that family's tasks."""
-        condition, values = "owner_id = :owner", {":owner": str(owner_id)}
+        condition, values = "owner_id = :owner", dict[str, Any]({":owner": str(owner_id)})
         if at_most is not None:
             condition += " AND created_at " + ("<= :edge" if newest_first else ">= :edge")
             values[":edge"] = int(at_most)

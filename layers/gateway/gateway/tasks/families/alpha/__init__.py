@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx
-
 from gateway.errors import InvalidRequest, NotFound
 from gateway.store.tasks import Task
-from gateway.tasks.adapter import TaskSnapshot, poll
+from gateway.tasks.adapter import Sender, TaskSnapshot, poll
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.alpha.adapter import STATUSES, AlphaAdapter
 from gateway.tasks.families.base import GENERIC_TASK_STATUS, TaskFamily
@@ -69,7 +67,7 @@ class AlphaFamily(TaskFamily):
 
     # --- the upstream --------------------------------------------------------------------------
 
-    def poll_upstream(self, http: httpx.Client, channel: Any,
+    def poll_upstream(self, http: Sender, channel: Any,
                       tasks: Sequence[Task]) -> Sequence[TaskSnapshot | UpstreamError]:
         """Each task at its operation's own query path."""
         return [poll(http, self.adapter.for_operation(self.operation(task)), channel.base_url, channel.api_key,

@@ -25,7 +25,7 @@ from gateway.outbound import sync_client
 from gateway.store.results import KeptResult, ResultsStore
 from gateway.store.tasks import Task
 from gateway.tasks import engine, links
-from gateway.tasks.adapter import Accepted, TaskSnapshot, send
+from gateway.tasks.adapter import Accepted, Sender, TaskSnapshot, send
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.base import Quantities, TaskFamily
 from gateway.tasks.families.beta.adapter import MODERATED, STATUSES, BetaAdapter
@@ -74,12 +74,12 @@ class BetaFamily(TaskFamily):
 
     # --- the upstream --------------------------------------------------------------------------
 
-    def submit_upstream(self, http: httpx.Client, channel, upstream_model: str, request: NewTask) -> Accepted:
+    def submit_upstream(self, http: Sender, channel, upstream_model: str, request: NewTask) -> Accepted:
         response = send(http, self.adapter.build_submit(channel.base_url, channel.api_key, upstream_model,
                                                         request.upstream_request), repeatable=False)
         return self.adapter.parse_accepted(response)
 
-    def poll_upstream(self, http: httpx.Client, channel,
+    def poll_upstream(self, http: Sender, channel,
                       tasks: Sequence[Task]) -> Sequence[TaskSnapshot | UpstreamError]:
         snapshots: list[TaskSnapshot | UpstreamError] = []
         for task in tasks:
@@ -92,7 +92,7 @@ class BetaFamily(TaskFamily):
                 snapshots.append(exc)
         return snapshots
 
-    def _ask(self, http: httpx.Client, channel, task: Task) -> TaskSnapshot:
+    def _ask(self, http: Sender, channel, task: Task) -> TaskSnapshot:
         """One poll, at the upstream's own polling URL when the channel allows it."""
         if task.poll_url and not channel.allows_poll_url(task.poll_url):
             # Never send the channel's key to a host nobody vouched for: the task fails (refunded).
@@ -103,7 +103,7 @@ class BetaFamily(TaskFamily):
                    else self.adapter.build_poll(channel.base_url, channel.api_key, task.upstream_task_id))
         return self.adapter.parse_poll(send(http, request, repeatable=True))
 
-    def _keep(self, http: httpx.Client, task: Task, snapshot: TaskSnapshot) -> TaskSnapshot:
+    def _keep(self, http: Sender, task: Task, snapshot: TaskSnapshot) -> TaskSnapshot:
         """Copies a Ready task's image into the results bucket before the task is written Ready.
         A copy that fails for now is retried by the next poll; an image the upstream no longer
         serves is a failed task (refunded): nobody could ever download it."""
@@ -196,7 +196,7 @@ class BetaFamily(TaskFamily):
             MEDIA_TYPES.get(str(task.public.get("output_format")), "image/jpeg")
 
     @staticmethod
-    def _fetch(http: httpx.Client, url: str) -> httpx.Response | None:
+    def _fetch(http: Sender, url: str) -> httpx.Response | None:
         """The upstream's signed link, fetched without our key (it carries its own signature);
         None once it no longer serves."""
         try:

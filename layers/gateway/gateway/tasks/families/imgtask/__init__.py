@@ -22,11 +22,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx
-
 from gateway.store.tasks import Task
 from gateway.tasks import links
-from gateway.tasks.adapter import Accepted, TaskSnapshot, send
+from gateway.tasks.adapter import Accepted, Sender, TaskSnapshot, send
 from gateway.tasks.families.base import TaskFamily
 from gateway.tasks.families.imgtask.adapter import EXISTS, STATUSES, ImgtaskAdapter
 from gateway.upstreams.errors import UpstreamError
@@ -78,7 +76,7 @@ class ImgtaskFamily(TaskFamily):
 
     # --- the upstream --------------------------------------------------------------------------
 
-    def submit_upstream(self, http: httpx.Client, channel: Any, upstream_model: str, request: Any) -> Accepted:
+    def submit_upstream(self, http: Sender, channel: Any, upstream_model: str, request: Any) -> Accepted:
         """The submit; for a parked action, the action (answered 21, waiting) and then its modal."""
         upstream = request.upstream_request
         modal = upstream.get("modal")
@@ -94,7 +92,7 @@ class ImgtaskFamily(TaskFamily):
             answer = self.adapter.parse_submit_answer(send(http, modal_request, repeatable=False))
         return Accepted(answer.task_id, details={"submitCode": answer.code})
 
-    def poll_upstream(self, http: httpx.Client, channel: Any,
+    def poll_upstream(self, http: Sender, channel: Any,
                       tasks: Sequence[Task]) -> Sequence[TaskSnapshot | UpstreamError]:
         """One `list-by-condition` for every task of the batch on this channel."""
         listed = self.adapter.parse_list(send(http, self.adapter.build_list(
