@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -168,6 +169,9 @@ async def lifespan(_app):
         logger.error("shutting down with unsettled requests", extra={"unsettled": left})
 
 
+# Starlette types each handler for Exception; these take the subclass they are registered for.
+_HANDLERS: dict[Any, Any] = {GatewayError: _gateway_error, HTTPException: _http_error, Exception: _unexpected}
+
 app = RequestIds(Starlette(
     lifespan=lifespan,
     routes=[
@@ -185,6 +189,6 @@ app = RequestIds(Starlette(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
     ],
-    exception_handlers={GatewayError: _gateway_error, HTTPException: _http_error, Exception: _unexpected},
+    exception_handlers=_HANDLERS,
     middleware=[Middleware(observability.ObservedASGI)],
 ))

@@ -126,7 +126,7 @@ def _envelope_schemas() -> dict[str, Any]:
         return render(GatewayError("what went wrong", status=400), dialect, "request-id").body
 
     string, integer = {"type": "string"}, {"type": "integer"}
-    schemas = {
+    schemas: dict[str, dict[str, Any]] = {
         "ChatError": {"type": "object", "required": ["error"], "properties": {"error": {
             "type": "object", "required": ["message", "type"], "properties": {
                 "message": string, "type": string, "param": {"type": ["string", "null"]},

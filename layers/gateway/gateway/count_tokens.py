@@ -98,9 +98,10 @@ async def _count(call: TextCall, channel: Channel, http: httpx.AsyncClient,
                                             **{k: v for k, v in call.body.items() if k in _COUNTED_FIELDS}})
         return _whole(answer, "input_tokens"), UPSTREAM
     if channel.protocol == "content":
-        client = ContentClient(channel.base_url, channel.api_key, http, timeouts)
+        content_client = ContentClient(channel.base_url, channel.api_key, http, timeouts)
         converted = convert_request(call.body, source=MESSAGES, target=CONTENT, model=model, stream=False)
-        answer = await client.count_tokens(model, {"generateContentRequest": {"model": f"models/{model}", **converted}})
+        answer = await content_client.count_tokens(
+            model, {"generateContentRequest": {"model": f"models/{model}", **converted}})
         return _whole(answer, "totalTokens"), UPSTREAM
     return call.input_tokens, ESTIMATE
 

@@ -9,6 +9,7 @@ answer names API Gateway's request id in `x-request-id` (the id images are bille
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -47,7 +48,7 @@ def error_response(app: APIGatewayRestResolver, error: GatewayError) -> Response
 class _Resolver(APIGatewayRestResolver):
     """Names API Gateway's request id (never a client header) in every answer's `x-request-id`."""
 
-    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         answer = super().resolve(event, context)
         request_id_ = ((event or {}).get("requestContext") or {}).get("requestId")
         if request_id_ and isinstance(answer, dict):

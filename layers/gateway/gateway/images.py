@@ -30,7 +30,7 @@ from gateway.channels import Channel, get_catalog
 from gateway.errors import GatewayError, UpstreamFailed
 from gateway.observability import logger
 from gateway.prices import unit_cost
-from gateway.schemas.images import EditRequest, GenerationRequest
+from gateway.schemas.images import EditRequest, GenerationRequest, IotaEditRequest
 from gateway.upstreams.images import ImagesClient
 from gateway.upstreams.verdict import first_success
 
@@ -77,7 +77,7 @@ def edit(principal: Principal, request: EditRequest, request_id: str, *,
     def call(client: ImagesClient, channel: Channel) -> Awaitable[dict[str, Any]]:
         return client.edit({**fields, "model": channel.upstream_model(request.model)}, files)
 
-    input_images = request.input_images if request.family == "iota" else 0
+    input_images = request.input_images if isinstance(request, IotaEditRequest) else 0
     return _serve(principal, request.model, request.n, EDIT_ROUTE, request_id, call,
                   urls_possible=request.family == "eta", time_left=time_left, input_images=input_images)
 

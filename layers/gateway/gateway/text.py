@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -263,7 +263,7 @@ class BufferedAnswer(Answer):
 class StreamedAnswer(Answer):
     headers = SSE_HEADERS
 
-    def __init__(self, events: EventStream, iterator: AsyncIterator[Any], first: Any, converter: StreamConverter,
+    def __init__(self, events: EventStream, iterator: AsyncGenerator[Any], first: Any, converter: StreamConverter,
                  **kwargs: Any):
         super().__init__(**kwargs)
         self.events, self.iterator, self.first, self.converter = events, iterator, first, converter

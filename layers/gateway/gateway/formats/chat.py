@@ -56,7 +56,7 @@ _FINISH_IN = {"stop": STOP, "length": LENGTH, "tool_calls": TOOL_CALLS, "functio
               "content_filter": CONTENT_FILTER}
 _FINISH_OUT = {STOP: "stop", STOP_SEQUENCE: "stop", LENGTH: "length", TOOL_CALLS: "tool_calls",
                CONTENT_FILTER: "content_filter"}
-_AUDIO_FORMATS = {"wav": "audio/wav", "mp3": "audio/mpeg"}
+_AUDIO_FORMATS: dict[Any, str] = {"wav": "audio/wav", "mp3": "audio/mpeg"}
 
 
 # ---- requests ----

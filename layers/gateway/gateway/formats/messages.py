@@ -264,6 +264,7 @@ def _block(part: Part) -> dict[str, Any] | None:
     if isinstance(part, Media):
         if part.kind == "audio":
             raise unsupported("audio input")
+        source: dict[str, Any]
         if part.url:
             source = {"type": "url", "url": part.url}
         elif part.kind == "document" and part.mime_type.startswith("text/"):

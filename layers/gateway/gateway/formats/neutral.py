@@ -200,7 +200,7 @@ class End:
 
 @dataclass
 class Failure:
-    message: str
+    message: str | None
 
 
 StreamEvent = Start | TextDelta | ThinkingDelta | ToolStart | ToolArgs | UsageUpdate | Finish | End | Failure

@@ -89,8 +89,8 @@ def _by_type(variants: dict[str, Any], fallback: Any = None, *, what: str = "typ
     lands on the field itself (`messages[0].role: Input should be 'user' or ...`).
     """
     if fallback is None:
-        known: Any = Literal[tuple(variants)]  # built from the table, so only pydantic reads it
-        fallback = create_model(f"Unknown_{what}", __base__=Open, **{what: (known, ...)})
+        known: Any = (Literal[tuple(variants)], ...)  # built from the table, so only pydantic reads it
+        fallback = create_model(f"Unknown_{what}", __base__=Open, **{what: known})
 
     def choose(value: Any) -> Any:
         if not isinstance(value, dict):
@@ -728,8 +728,8 @@ def _choose_item(value: Any) -> Any:
         return None
     if "role" in value and value.get("type") in (None, "message"):
         return ResponsesMessage
-    return {"function_call_output": FunctionCallOutput, "function_call": FunctionCallItem}.get(
-        value.get("type"), ResponsesOtherItem)
+    items: dict[Any, Any] = {"function_call_output": FunctionCallOutput, "function_call": FunctionCallItem}
+    return items.get(value.get("type"), ResponsesOtherItem)
 
 
 ResponsesItem = Annotated[Any, _by_shape(

@@ -107,7 +107,7 @@ def checked_addresses(url: str) -> list[str]:
         infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
     except (OSError, ValueError, UnicodeError) as exc:
         raise CallbackFailed(f"cannot resolve the callback host {host!r}: {exc}") from None
-    addresses = list(dict.fromkeys(info[4][0] for info in infos))  # in the resolver's order
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))  # in the resolver's order
     if not addresses:
         raise CallbackFailed(f"the callback host {host!r} has no address")
     if not allow_private and any(_forbidden(address) for address in addresses):

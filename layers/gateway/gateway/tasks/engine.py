@@ -108,6 +108,7 @@ def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) ->
             callback_url=new.callback_url, public={**(claimed.public if claimed else {}), **new.public},
             updated_at=int(now), open_shard=open_shard(task_id),
             next_poll_at=int(now + get_settings().task_poll_seconds))
+        task: Task | None
         if claimed is None:
             task = tasks().put(Task(task_id=task_id, owner_id=str(principal.user_id), family=new.family,
                                     model=new.model, parent_id=new.parent_id, created_at=int(now), **fields))

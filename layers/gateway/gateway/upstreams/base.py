@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import httpx
 
@@ -122,7 +122,7 @@ class UpstreamClient:
             raise UpstreamError(None, "upstream answered with a body that is not JSON", retryable=True) from None
         if not isinstance(body, (dict, list)):
             raise UpstreamError(None, "upstream answered with JSON that is not an object", retryable=True)
-        return body
+        return cast(dict[str, Any], body)  # an array is let through as it came; the dialect's reader judges it
 
     async def _read_body(self, response: httpx.Response, deadline: float) -> bytes:
         """A whole answer body, each chunk within `idle` of the last and all before `deadline`."""
@@ -244,10 +244,10 @@ class EventStream:
             self._closed = True
             await self._response.aclose()
 
-    def __aiter__(self) -> AsyncIterator[SSEEvent]:
+    def __aiter__(self) -> AsyncGenerator[SSEEvent]:
         return self._events()
 
-    async def _events(self) -> AsyncIterator[SSEEvent]:
+    async def _events(self) -> AsyncGenerator[SSEEvent]:
         await self.open()
         parser = SSEParser()
         try:
@@ -265,7 +265,7 @@ class EventStream:
         finally:
             await self.aclose()
 
-    async def _chunks(self) -> AsyncIterator[bytes]:
+    async def _chunks(self) -> AsyncGenerator[bytes]:
         assert self._response is not None
         loop = asyncio.get_running_loop()
         timeouts = self._owner.timeouts

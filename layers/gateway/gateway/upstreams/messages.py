@@ -11,7 +11,7 @@ from gateway.upstreams.errors import UpstreamError
 ANTHROPIC_VERSION = "2023-06-01"
 
 # The status each in-stream error type would have had as an HTTP answer.
-_ERROR_STATUS = {
+_ERROR_STATUS: dict[Any, int] = {
     "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403, "not_found_error": 404,
     "request_too_large": 413, "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529,
 }
@@ -34,7 +34,7 @@ class MessagesClient(UpstreamClient):
             data = event.json()
         except ValueError:
             data = {}
-        error = data.get("error") if isinstance(data, dict) and isinstance(data.get("error"), dict) else {}
+        error: dict[str, Any] = data["error"] if isinstance(data, dict) and isinstance(data.get("error"), dict) else {}
         status = _ERROR_STATUS.get(error.get("type"))
         return UpstreamError(status, self.redact(f"upstream stream failed: {error.get('message') or 'no detail'}"),
                              retryable=status is None or status == 429 or status >= 500,

@@ -337,7 +337,7 @@ class Text2VideoRequest(_Video):
 
 class Image2VideoRequest(_Video):
     operation = "image2video"
-    models = IMAGE2VIDEO_MODELS
+    models: ClassVar[tuple[str, ...]] = IMAGE2VIDEO_MODELS
 
     image: StrictStr
     image_tail: StrictStr | None = None

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import httpx
+from pydantic import BaseModel
 
 from gateway.auth import Principal
 from gateway.errors import InvalidRequest, NotFound, PayloadTooLarge, UpstreamFailed
@@ -69,7 +70,7 @@ def submit(principal: Principal, kind: str, body: str | bytes | None, base_url: 
     if kind == "modal":
         return _modal(principal, parse_model(ModalRequest, parse_json(body)))
     model, path, action, priced = _SIMPLE_SUBMITS[kind]
-    request = parse_model(model, parse_json(body))
+    request: BaseModel = parse_model(model, parse_json(body))
     upstream = request.model_dump(exclude_none=True, exclude={"notifyHook", "state"})
     new = _new_task(request, upstream={"path": path, "body": upstream}, action=action, priced=priced,
                     route=ROUTE + kind if kind != SWAP else "/imgtask/" + SWAP, base_url=base_url,
@@ -207,6 +208,7 @@ def image(principal: Principal | None, task_id: str, *, expires: str | None = No
     owner (`principal`) or for a valid signed link (`principal` None)."""
     if not TASK_ID.fullmatch(task_id or ""):
         raise InvalidRequest("id: must be an integer (a task id)", param="id")
+    task: Task | None
     if principal is not None:
         task = owned(principal, task_id)
     else:
