@@ -115,8 +115,8 @@ async def submit(request: Request) -> Response:
     if "callback_url" in body:
         return _envelope(None, 1201, "callback_url would make this simulator call out; the gateway keeps it.")
     prompt = str(body.get("prompt") or "")
-    fault = re.search(r"#fault=(\w+)", prompt)
-    fault = fault[1] if fault else None
+    found = re.search(r"#fault=(\w+)", prompt)
+    fault = found[1] if found else None
     if fault == "reject":
         return _envelope(None, 1201, "Simulated rejection (#fault=reject).")
     if fault == "500":

@@ -79,8 +79,8 @@ async def submit(request: Request) -> Response:
     prompt = body.get("prompt") if isinstance(body, dict) else None
     if not isinstance(prompt, str) or not prompt:
         return _detail(422, [{"loc": ["body", "prompt"], "msg": "Field required", "type": "missing"}])
-    fault = re.search(r"#fault=([\w-]+)", prompt)
-    fault = fault[1] if fault else None
+    found = re.search(r"#fault=([\w-]+)", prompt)
+    fault = found[1] if found else None
     if fault == "reject":
         return _detail(400, "Simulated rejection (#fault=reject).")
     if fault == "credits":

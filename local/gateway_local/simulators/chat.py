@@ -197,8 +197,8 @@ async def responses(request: Request) -> Response:
         return req
     prompt, attachments = _responses_prompt(req)
     fault = fault_of(request, prompt)
-    if status := fault_status(fault):
-        return fault_error(status)
+    if fault_code := fault_status(fault):
+        return fault_error(fault_code)
     await before_answer(fault)
     tools = [t for t in (req.tools or []) if t.type == "function"]
     plan = plan_answer(prompt, input_tokens=req.estimate_input_tokens(), max_tokens=req.max_output_tokens,
@@ -206,6 +206,7 @@ async def responses(request: Request) -> Response:
     response_id, created = new_id("resp_"), int(time.time())
     incomplete = plan.finish == "length"
     status = "incomplete" if incomplete else "completed"
+    item: dict[str, Any]
     if plan.tool_name:
         item_id, call_id = new_id("fc_"), new_id("call_")
         item = {"id": item_id, "type": "function_call", "status": status, "arguments": plan.arguments,

@@ -105,7 +105,7 @@ async def model_action(request: Request) -> Response:
     if not isinstance(body, dict):
         return error(400, "Invalid JSON payload received.")
     try:
-        req = parse_model(CONTENT_ACTIONS[action], body)
+        req: Any = parse_model(CONTENT_ACTIONS[action], body)  # the model of that action
     except InvalidRequest as exc:
         return error(400, exc.message)
     if action == "embedContent":
@@ -136,10 +136,13 @@ async def _batch_embed(request: Request, req: BatchEmbedContentsRequest) -> Resp
 
 async def _count(request: Request, req: CountTokensRequest) -> Response:
     inner = req.generateContentRequest
-    contents = req.model_dump(exclude_none=True).get("contents") or inner.model_dump(exclude_none=True)["contents"]
+    contents = req.model_dump(exclude_none=True).get("contents")
+    if not contents:
+        assert inner is not None  # the schema takes contents or a generateContentRequest
+        contents = inner.model_dump(exclude_none=True)["contents"]
     if status := fault_status(fault_of(request, _prompt(contents)[0])):
         return error(status, f"Simulated failure {status}")
-    tokens = inner.estimate_input_tokens() if inner else ContentRequest(contents=req.contents).estimate_input_tokens()
+    tokens = (inner or ContentRequest(contents=req.contents or [])).estimate_input_tokens()
     return JSONResponse({"totalTokens": tokens, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": tokens}]})
 
 
@@ -168,7 +171,7 @@ async def _generate(request: Request, model: str, req: ContentRequest, *, stream
 
     thought_parts = [{"text": "".join(plan.thinking), "thought": True}] if plan.thinking else []
     if plan.tool_name:
-        answer_parts = [{"functionCall": {"name": plan.tool_name, "args": _arguments(plan)}}]
+        answer_parts: list[dict[str, Any]] = [{"functionCall": {"name": plan.tool_name, "args": _arguments(plan)}}]
     else:
         answer_parts = [{"text": plan.text}]
     if not stream:

@@ -77,7 +77,8 @@ async def submit(request: Request) -> Response:
     if fault == "500":
         return _error(500, "simulated internal error (#fault=500)")
     parameters = body.get("parameters") if isinstance(body.get("parameters"), dict) else {}
-    count = parameters.get("sampleCount") if isinstance(parameters.get("sampleCount"), int) else 1
+    samples = parameters.get("sampleCount")
+    count = samples if isinstance(samples, int) else 1
     task_id = uuid.uuid4().hex[:16]
     TASKS[task_id] = {"model": model, "created": clock(), "fault": fault, "count": max(1, min(4, count))}
     return JSONResponse({"name": f"models/{model}/operations/{task_id}"})

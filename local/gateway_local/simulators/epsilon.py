@@ -69,8 +69,8 @@ async def create(request: Request) -> Response:
         return _error(400, f"Invalid value for 'seconds': must be one of {', '.join(SECONDS)}.", param="seconds")
     if size not in SIZES:
         return _error(400, f"Invalid value for 'size': must be one of {', '.join(SIZES)}.", param="size")
-    fault = re.search(r"#fault=(\w+)", body["prompt"])
-    fault = fault[1] if fault else None
+    found = re.search(r"#fault=(\w+)", body["prompt"])
+    fault = found[1] if found else None
     if fault == "reject":
         return _error(400, "Simulated rejection (#fault=reject).", code="simulated_rejection")
     if fault == "500":

@@ -60,8 +60,8 @@ async def submit(request: Request) -> Response:
     inputs = body.get("input") if isinstance(body, dict) else None
     if not isinstance(body.get("model") if isinstance(body, dict) else None, str) or not isinstance(inputs, dict):
         return _error(400, "InvalidParameter", "Field required: model and input.")
-    fault = re.search(r"#fault=(\w+)", str(inputs.get("prompt") or ""))
-    fault = fault[1] if fault else None
+    found = re.search(r"#fault=(\w+)", str(inputs.get("prompt") or ""))
+    fault = found[1] if found else None
     if fault == "reject":
         return _error(400, "DataInspectionFailed", "Input data may contain inappropriate content (#fault=reject).")
     if fault == "throttle":

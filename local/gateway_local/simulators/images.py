@@ -241,7 +241,7 @@ def _iota_edit(request: Request, form: Any) -> Response:
         return refused
     size = form.fields.get("size") or "auto"
     if size == "auto":
-        width, height = first if first in _IOTA_EDIT_SIZES.values() else (1024, 1024)
+        width, height = first if first is not None and first in _IOTA_EDIT_SIZES.values() else (1024, 1024)
     elif size in _IOTA_EDIT_SIZES:
         width, height = _IOTA_EDIT_SIZES[size]
     else:

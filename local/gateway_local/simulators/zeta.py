@@ -67,8 +67,8 @@ async def submit(request: Request) -> Response:
             or not isinstance(content, list) or not content:
         return _error(400, "The parameter `model` and a non-empty `content` are required.")
     prompt = " ".join(item.get("text", "") for item in content if isinstance(item, dict) and item.get("type") == "text")
-    fault = re.search(r"#fault=(\w+)", prompt)
-    fault = fault[1] if fault else None
+    found = re.search(r"#fault=(\w+)", prompt)
+    fault = found[1] if found else None
     if fault == "reject":
         return _error(400, "Simulated rejection (#fault=reject).")
     if fault == "500":

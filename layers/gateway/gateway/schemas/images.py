@@ -37,7 +37,7 @@ Unknown fields are rejected by name, so a misspelt option is never silently igno
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -62,11 +62,16 @@ ETA_EDIT_MODEL = "eta-image-edit"
 # iota: the gpt-image style upstream documents 32000 characters of prompt and up to 10 images.
 IOTA_PROMPT_MAX = 32000
 IOTA_N_MAX = 10
-IOTA_QUALITIES = ("low", "medium", "high", "auto")
-IOTA_SIZES = ("1024x1024", "1024x1536", "1536x1024", "auto")
-IOTA_OUTPUT_FORMATS = ("png", "jpeg", "webp")
-IOTA_BACKGROUNDS = ("transparent", "opaque", "auto")
-IOTA_MODERATIONS = ("auto", "low")
+IotaQuality = Literal["low", "medium", "high", "auto"]
+IOTA_QUALITIES = get_args(IotaQuality)
+IotaSize = Literal["1024x1024", "1024x1536", "1536x1024", "auto"]
+IOTA_SIZES = get_args(IotaSize)
+IotaOutputFormat = Literal["png", "jpeg", "webp"]
+IOTA_OUTPUT_FORMATS = get_args(IotaOutputFormat)
+IotaBackground = Literal["transparent", "opaque", "auto"]
+IOTA_BACKGROUNDS = get_args(IotaBackground)
+IotaModeration = Literal["auto", "low"]
+IOTA_MODERATIONS = get_args(IotaModeration)
 
 # The spec states both 1000 and 4000 characters for theta prompts. 1000 is the limit of the
 # family's older generation; 4000 is the one of the model we route (theta-3). Refusing prompts
@@ -76,11 +81,15 @@ THETA_PROMPT_MAX = 4000
 # theta-3 makes one image per request; anything more is refused upstream, so refuse it here
 # with a message that says so instead of spending a round trip.
 THETA_N_MAX = 1
-THETA_SIZES = ("1024x1024", "1792x1024", "1024x1792")
-THETA_QUALITIES = ("standard", "hd")
-THETA_STYLES = ("vivid", "natural")
+ThetaSize = Literal["1024x1024", "1792x1024", "1024x1792"]
+THETA_SIZES = get_args(ThetaSize)
+ThetaQuality = Literal["standard", "hd"]
+THETA_QUALITIES = get_args(ThetaQuality)
+ThetaStyle = Literal["vivid", "natural"]
+THETA_STYLES = get_args(ThetaStyle)
 
-RESPONSE_FORMATS = ("url", "b64_json")
+ImageResponseFormat = Literal["url", "b64_json"]
+RESPONSE_FORMATS = get_args(ImageResponseFormat)
 # The tuples above are the one source of the accepted values: the models below use them as
 # `Literal[...]`, which is how the allowed values end up in each error message.
 
@@ -153,10 +162,10 @@ class _IotaRequest(BaseModel):
 
     model: str
     prompt: Annotated[str, _prompt(IOTA_PROMPT_MAX)]
-    quality: Annotated[Literal[IOTA_QUALITIES], _null_is("auto")] = "auto"
-    size: Annotated[Literal[IOTA_SIZES], _null_is("auto")] = "auto"
-    output_format: Literal[IOTA_OUTPUT_FORMATS] | None = None
-    background: Literal[IOTA_BACKGROUNDS] | None = None
+    quality: Annotated[IotaQuality, _null_is("auto")] = "auto"
+    size: Annotated[IotaSize, _null_is("auto")] = "auto"
+    output_format: IotaOutputFormat | None = None
+    background: IotaBackground | None = None
     response_format: Literal["b64_json"] | None = None
     user: str | None = None
 
@@ -190,7 +199,7 @@ class _IotaRequest(BaseModel):
 class IotaGenerationRequest(_IotaRequest):
     n: Annotated[int, _json_integer(1, 1, IOTA_N_MAX)] = 1
     output_compression: Annotated[int | None, _json_integer(None, 0, 100)] = None
-    moderation: Literal[IOTA_MODERATIONS] | None = None
+    moderation: IotaModeration | None = None
 
     def upstream_payload(self) -> dict[str, Any]:
         """The JSON body for the upstream: what the client set, with our defaults resolved."""
@@ -204,10 +213,10 @@ class ThetaGenerationRequest(BaseModel):
     prompt: Annotated[str, _prompt(THETA_PROMPT_MAX)]
     n: Annotated[int, _json_integer(1, 1, THETA_N_MAX, allow_integral_number=True,
                                     why=" for theta models (one image per request)")] = 1
-    response_format: Annotated[Literal[RESPONSE_FORMATS], _null_is("url")] = "url"
-    size: Annotated[Literal[THETA_SIZES], _null_is("1024x1024")] = "1024x1024"
-    quality: Annotated[Literal[THETA_QUALITIES], _null_is("standard")] = "standard"
-    style: Annotated[Literal[THETA_STYLES], _null_is("vivid")] = "vivid"
+    response_format: Annotated[ImageResponseFormat, _null_is("url")] = "url"
+    size: Annotated[ThetaSize, _null_is("1024x1024")] = "1024x1024"
+    quality: Annotated[ThetaQuality, _null_is("standard")] = "standard"
+    style: Annotated[ThetaStyle, _null_is("vivid")] = "vivid"
     user: str | None = None
 
     @field_validator("model")
@@ -258,7 +267,9 @@ def parse_generation(data: Any) -> GenerationRequest:
     if family == "eta":
         raise InvalidRequest(f"model: {ETA_EDIT_MODEL} is an image-edit model; use POST /v1/images/edits",
                              param="model")
-    return parse_model(IotaGenerationRequest if family == "iota" else ThetaGenerationRequest, data)
+    if family == "iota":
+        return parse_model(IotaGenerationRequest, data)
+    return parse_model(ThetaGenerationRequest, data)
 
 
 def parse_generation_body(body: str | bytes | None) -> GenerationRequest:
@@ -278,7 +289,7 @@ class ImageEditRequest(BaseModel):
     prompt: Annotated[str, _prompt(EDIT_PROMPT_MAX)]
     negative_prompt: str | None = None
     n: Annotated[int, _form_integer(1, 1, EDIT_N_MAX)] = 1
-    response_format: Annotated[Literal[RESPONSE_FORMATS], _null_is("url")] = "url"
+    response_format: Annotated[ImageResponseFormat, _null_is("url")] = "url"
     seed: Annotated[int | None, _form_integer(None, 0, SEED_MAX)] = None
 
     @field_validator("model")
@@ -322,7 +333,8 @@ IOTA_EDIT_IMAGES_MAX = 16
 IOTA_EDIT_IMAGE_BYTES = 50 * 1024 * 1024  # "less than 50MB" each
 IOTA_MASK_BYTES = 4 * 1024 * 1024  # "less than 4MB"
 IOTA_EDIT_IMAGE_TYPES = ("png", "jpeg", "webp")
-IOTA_INPUT_FIDELITIES = ("high", "low")
+IotaInputFidelity = Literal["high", "low"]
+IOTA_INPUT_FIDELITIES = get_args(IotaInputFidelity)
 _IOTA_EDIT_TEXT_FIELDS = ("model", "prompt", "n", "size", "quality", "background", "output_format",
                           "output_compression", "input_fidelity", "response_format", "user", "stream")
 
@@ -348,7 +360,7 @@ class IotaEditRequest(_IotaRequest):
     mask: InstanceOf[UploadedFile] | None = None
     n: Annotated[int, _form_integer(1, 1, IOTA_N_MAX)] = 1
     output_compression: Annotated[int | None, _form_integer(None, 0, 100)] = None
-    input_fidelity: Literal[IOTA_INPUT_FIDELITIES] | None = None
+    input_fidelity: IotaInputFidelity | None = None
     stream: Literal["false"] | None = None
 
     @field_validator("image")
@@ -378,8 +390,7 @@ class IotaEditRequest(_IotaRequest):
         if images:  # image is declared first; when it failed, its own error is the one reported
             first, mask = image_dimensions(images[0].data), image_dimensions(value.data)
             if first != mask:
-                raise ValueError(f"must have the first image's size {first[0]}x{first[1]} "
-                                 f"(got {mask[0]}x{mask[1]})")
+                raise ValueError(f"must have the first image's size {_size(first)} (got {_size(mask)})")
         return value
 
     @field_validator("stream", mode="before")
@@ -418,6 +429,10 @@ def parse_edit_form(form: Form) -> EditRequest:
         raise InvalidRequest(f"model: unknown image-edit model {model[:80]!r}; expected {ETA_EDIT_MODEL} or an "
                              f"iota-* model (e.g. {IOTA_MODELS[0]})", param="model")
     return _parse_eta_edit(form)
+
+
+def _size(dimensions: tuple[int, int] | None) -> str:
+    return f"{dimensions[0]}x{dimensions[1]}" if dimensions else "unknown"
 
 
 def _parse_iota_edit(form: Form) -> IotaEditRequest:

@@ -270,7 +270,7 @@ class _Submit(_Body):
 class _Video(_Submit):
     """What text2video and image2video share."""
 
-    models = TEXT2VIDEO_MODELS
+    models: ClassVar[tuple[str, ...]] = TEXT2VIDEO_MODELS
 
     negative_prompt: StrictStr | None = None
     cfg_scale: CfgScale | None = None
@@ -337,7 +337,7 @@ class Text2VideoRequest(_Video):
 
 class Image2VideoRequest(_Video):
     operation = "image2video"
-    models: ClassVar[tuple[str, ...]] = IMAGE2VIDEO_MODELS
+    models = IMAGE2VIDEO_MODELS
 
     image: StrictStr
     image_tail: StrictStr | None = None
