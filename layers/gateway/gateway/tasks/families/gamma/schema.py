@@ -33,7 +33,7 @@ class GammaModel:
 
 
 _V26: dict[str, Any] = dict(resolutions=("720P", "1080P"), default_resolution="1080P", durations=(5, 10, 15),
-            shot_types=("single", "multi"))
+                            shot_types=("single", "multi"))
 _V25: dict[str, Any] = dict(resolutions=("480P", "720P", "1080P"), default_resolution="1080P", durations=(5, 10),
                             shot_types=())
 
