@@ -1,5 +1,5 @@
-"""Fixtures of the task tests: the video simulators on 127.0.0.1 with a clock the test moves, the
-video, poller, sweeper and callback functions in-process, and the queues driven by hand."""
+"""Helpers of the task tests: the task simulators, the clock the test moves, the queues driven by
+hand and calls of the functions in-process (their fixtures are in conftest.py)."""
 
 from __future__ import annotations
 
