@@ -214,7 +214,8 @@ def ms(seconds: float) -> str:
 def write_section(name: str, text: str, path: Path = ROOT / "bench" / "results.md") -> Path:
     """Replaces this benchmark's own section of bench/results.md (each benchmark writes its own)."""
     begin, end = f"<!-- {name} -->", f"<!-- /{name} -->"
-    current = path.read_text() if path.exists() else "# Benchmark results\n\nWritten by `make bench` and `make bench-peers`.\n"
+    empty = "# Benchmark results\n\nWritten by `make bench` and `make bench-peers`.\n"
+    current = path.read_text() if path.exists() else empty
     block = f"{begin}\n{text.rstrip()}\n{end}"
     if begin in current and end in current:
         current = current[:current.index(begin)] + block + current[current.index(end) + len(end):]

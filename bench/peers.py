@@ -83,7 +83,8 @@ def main() -> None:
                 f"{ms(cpu['upstream'])} |")
     rows.append(f"| **gateway / litellm** | **{added('gateway', .5) / added('litellm', .5):.2f}x** | "
                 f"{added('gateway', .99) / added('litellm', .99):.2f}x | "
-                f"**{one['gateway'].rps / one['litellm'].rps:.2f}x** | **{eight['gateway'].rps / eight['litellm'].rps:.2f}x** | "
+                f"**{one['gateway'].rps / one['litellm'].rps:.2f}x** | "
+                f"**{eight['gateway'].rps / eight['litellm'].rps:.2f}x** | "
                 f"{cpu['gateway'] / cpu['litellm']:.2f}x |")
     ratios = {"added p50 at c=1 at or below LiteLLM's": added("gateway", .5) / added("litellm", .5) <= 1,
               "requests per second at c=1 at or above LiteLLM's": one["gateway"].rps >= one["litellm"].rps,
@@ -100,7 +101,8 @@ def main() -> None:
         "straight to the fake upstream, through `make run` (API key auth, reserve and settle on the embedded store) "
         "and through LiteLLM's proxy (`litellm --num_workers 1`, a master key, no database) in front of the same "
         f"upstream. Concurrency 1: {args.sample} requests per target, taking turns; concurrency 8: "
-        f"{args.sample * 4} per target. Added p50: lower is better; requests per second: higher is better. CPU per request: the CPU "
+        f"{args.sample * 4} per target. Added p50: lower is better; requests per second: higher is better. "
+        "CPU per request: the CPU "
         "time the whole process tree (gateway: make run with its emulator) spent per request at concurrency 8.",
         "", *rows]))
 

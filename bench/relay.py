@@ -161,7 +161,8 @@ def main(requests: int = 200, emulator: bool = False) -> None:
                     first_direct.append(d_first)
                     first_gateway.append(g_first)
                     relay.append(((g_total - g_first) - (d_total - d_first)) / max(g_events, 1))
-                print(f"{dialect:>9}: non-streamed added p50 {ms(percentile(plain_gateway, .5) - percentile(plain_direct, .5))}"
+                added_p50 = percentile(plain_gateway, .5) - percentile(plain_direct, .5)
+                print(f"{dialect:>9}: non-streamed added p50 {ms(added_p50)}"
                       f", p99 {ms(percentile(plain_gateway, .99) - percentile(plain_direct, .99))}"
                       f" (direct p50 {ms(percentile(plain_direct, .5))});"
                       f" stream added first byte p50 {ms(percentile(first_gateway, .5) - percentile(first_direct, .5))}"

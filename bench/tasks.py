@@ -34,7 +34,7 @@ TASKS = int(sys.argv[1]) if len(sys.argv) > 1 else 150
 def main() -> None:
     from gateway_local.emulator import start_emulator
     from gateway_local.server import simulators_app, sqs_step
-    from tests.conftest import LambdaContext, load_function, serve_asgi
+    from tests.conftest import load_function, serve_asgi
 
     emulator = start_emulator(ROOT / "template.yaml")
     with serve_asgi(simulators_app()) as simulators:

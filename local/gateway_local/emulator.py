@@ -33,6 +33,7 @@ def _tag(loader: yaml.Loader, suffix: str, node: yaml.Node) -> Any:
     elif isinstance(node, yaml.SequenceNode):
         value = loader.construct_sequence(node, deep=True)
     else:
+        assert isinstance(node, yaml.MappingNode)
         value = loader.construct_mapping(node, deep=True)
     return {"Ref" if suffix == "Ref" else f"Fn::{suffix}": value}
 
@@ -108,7 +109,7 @@ def _answer_in_process(endpoint: str, app: Any) -> None:
         data = b"".join(target(environ, lambda status, headers, exc_info=None: answer.extend((status, headers))))
         return AWSResponse(request.url, int(answer[0].split()[0]), dict(answer[1]), _Body(data))
 
-    URLLib3Session.send = send  # type: ignore[method-assign]
+    URLLib3Session.send = send
 
 
 @dataclass

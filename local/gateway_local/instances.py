@@ -29,7 +29,8 @@ import os
 import queue
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gateway_local.template import Function
 
@@ -49,6 +50,8 @@ def load_module(function: Function, instance: int = 1) -> Any:
     called app.py); each instance of a function is its own load."""
     name = f"fn_{function.logical_id}" + (f"_{instance}" if instance > 1 else "")
     spec = importlib.util.spec_from_file_location(name, function.code_dir / "app.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {function.code_dir / 'app.py'}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -157,7 +160,7 @@ def isolate_router_state() -> None:
 
     for name in names:
         type.__setattr__(BaseRouter, name, PerThread(name))
-    BaseRouter.__class__ = PerThreadRouterMeta
+    BaseRouter.__class__ = PerThreadRouterMeta  # type: ignore[method-assign]
     # Fail at start, not on a request, if Powertools stopped keeping them this way.
     BaseRouter.current_event = "probe"  # type: ignore[assignment]
     seen: list[Any] = []

@@ -76,7 +76,7 @@ def _targets() -> dict[str, Any]:
         from moto.core.responses import ActionResult
         from moto.dynamodb.models import DynamoDBBackend
         from moto.dynamodb.models.table import Table
-        from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+        from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
         from moto.dynamodb.parsing.validators import Validator
 
         _originals.update({"UpdateExpressionParser.make": UpdateExpressionParser.__dict__["make"].__func__,
@@ -126,9 +126,10 @@ def apply() -> None:
 
         modules = tuple(moto.backends.list_of_moto_modules())
         moto.backends.list_of_moto_modules = lambda: modules
-        from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+        from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 
-        parse, parsed = _targets()["UpdateExpressionParser.make"], {}
+        parse = _targets()["UpdateExpressionParser.make"]
+        parsed: dict[str, Any] = {}
 
         def make(cls: Any, expression: str) -> Any:
             tree = parsed.get(expression)
@@ -138,7 +139,7 @@ def apply() -> None:
                     parsed[expression] = tree
             return tree
 
-        UpdateExpressionParser.make = classmethod(make)  # type: ignore[method-assign,assignment]
+        UpdateExpressionParser.make = classmethod(make)
         _applied = True
 
 
@@ -184,8 +185,11 @@ class _Partition:
         return getattr(self._table, name)
 
 
-def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+# It follows moto's own function step by step (so a moto upgrade can be compared with it line by
+# line), hence its branches stay in one function.
+def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:  # noqa: C901
     """moto's `transact_write_items`, rolling back the touched items instead of whole tables."""
+    from moto.dynamodb.comparisons import get_filter_expression as filter_expression
     from moto.dynamodb.exceptions import (
         ConditionalCheckFailed,
         MockValidationException,
@@ -194,7 +198,6 @@ def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> No
         TransactionCanceledException,
         TransactWriteSingleOpException,
     )
-    from moto.dynamodb.comparisons import get_filter_expression as filter_expression
 
     if len(transact_items) > 100:
         raise TooManyTransactionsException()

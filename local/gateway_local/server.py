@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -21,9 +22,10 @@ import sys
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 import uvicorn
@@ -160,7 +162,8 @@ def sqs_step(sqs: Any, queue_url: str, queue_arn: str, batch_size: int, handler:
         "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
         "attributes": m.get("Attributes", {}), "messageAttributes": {
             name: {"stringValue": a.get("StringValue"), "binaryValue": a.get("BinaryValue"), "stringListValues": [],
-                   "binaryListValues": [], "dataType": a["DataType"]} for name, a in m.get("MessageAttributes", {}).items()},
+                   "binaryListValues": [], "dataType": a["DataType"]}
+            for name, a in m.get("MessageAttributes", {}).items()},
         "md5OfBody": m.get("MD5OfBody"), "eventSource": "aws:sqs", "eventSourceARN": queue_arn,
         "awsRegion": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
     } for m in messages]
@@ -175,10 +178,15 @@ def sqs_step(sqs: Any, queue_url: str, queue_arn: str, batch_size: int, handler:
             {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)])
 
 
+def run_schedule(handler: Callable[[dict, Any], Any], function_id: str) -> None:
+    """One tick of a schedule: the function gets EventBridge's scheduled event."""
+    handler(scheduled_event(function_id), apigw.LambdaContext(function_id, 60))
+
+
 def scheduled_event(function_id: str) -> dict[str, Any]:
     return {
         "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
-        "account": "123456789012", "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "account": "123456789012", "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "region": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         "resources": [f"arn:aws:events:us-east-1:123456789012:rule/{function_id}-schedule"], "detail": {},
     }
@@ -203,7 +211,7 @@ class _ThreadedServer:
     def __init__(self, app: Any, port: int):
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                                     lifespan="off"))
-        self.server.install_signal_handlers = lambda: None  # the main server owns the signals
+        self.server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]  # the main server owns the signals
         self.thread = threading.Thread(target=self.server.run, name="simulators", daemon=True)
 
     def start(self) -> int:
@@ -323,13 +331,12 @@ def main(template_path: str = "template.yaml") -> int:
     for function in template.functions.values():
         for queue_id, batch_size in function.queues:
             url = emulator.queues[queue_id]
-            step = (lambda url=url, arn=_queue_arn(sqs, url), f=function, b=batch_size: sqs_step(
-                sqs, url, arn, b, handlers[f.logical_id], f.logical_id, f.partial_batch))
+            step = functools.partial(sqs_step, sqs, url, _queue_arn(sqs, url), batch_size,
+                                     handlers[function.logical_id], function.logical_id, function.partial_batch)
             loops.append(_Loop(f"sqs:{function.logical_id}", step, 0.0, print))
         for expression in function.schedules:
             pause = min(schedule_seconds(expression), schedule_pause)
-            step = (lambda f=function: handlers[f.logical_id](scheduled_event(f.logical_id),
-                                                               apigw.LambdaContext(f.logical_id, 60)))
+            step = functools.partial(run_schedule, handlers[function.logical_id], function.logical_id)
             loops.append(_Loop(f"schedule:{function.logical_id}", step, pause, print))
     for loop in loops:
         loop.start()

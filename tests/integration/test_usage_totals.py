@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -11,7 +11,7 @@ from gateway import admin, billing
 from gateway.auth import authenticate
 from gateway.store.accounts import AccountsRepository, UsageTotal
 
-DAY0 = datetime(2026, 11, 10, tzinfo=timezone.utc)
+DAY0 = datetime(2026, 11, 10, tzinfo=UTC)
 HOURS = (0, 7, 13, 23)  # entries at these hours of each of five days (and one at 23:59:59.999999)
 
 

@@ -6,7 +6,7 @@ Units (interface spec, Limits): 500000 quota units per USD; `total_usage` is in 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -37,12 +37,12 @@ def parse_date(name: str, value: str | None, *, end: bool = False) -> datetime |
     text = value.strip()
     if text.isdigit():
         try:
-            moment = datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
+            moment = datetime.fromtimestamp(int(text) / 1000, tz=UTC)
         except (OverflowError, OSError, ValueError):
             raise InvalidRequest(f"{name}: timestamp {text} is out of range", param=name) from None
         return moment + timedelta(microseconds=999) if end else moment
     try:
-        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
     except ValueError:
         raise InvalidRequest(f"{name}: must be a timestamp in milliseconds (or YYYY-MM-DD), got '{value}'",
                              param=name) from None

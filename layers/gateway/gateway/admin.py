@@ -2,13 +2,16 @@
 `AWS_ENDPOINT_URL` points to (the local emulator, DynamoDB Local, or real AWS when unset).
 
     python -m gateway.admin create-user --username alice --quota-usd 20
-    python -m gateway.admin issue-key --user 2 --name laptop [--quota-usd 5] [--expires-in-days 30] [--models m-small,m-large]
+    python -m gateway.admin issue-key --user 2 --name laptop [--quota-usd 5] [--expires-in-days 30]
+        [--models m-small,m-large]
     python -m gateway.admin list-keys --user 2
     python -m gateway.admin revoke-key <key id>
     python -m gateway.admin add-quota --user 2 --usd 10        (or --key <key id>, or --units N)
     python -m gateway.admin set-access-token --user 2          (prints a new system access token)
-    python -m gateway.admin usage --user 2 [--start 2026-11-01] [--end 2026-11-30] [--key <key id> | --model <model>] [--by model]
-    python -m gateway.admin logs --user 2 [--key <key id>] [--since 2h] [--until ...] [--model m] [--type 5] [--limit 50] [--cursor c]
+    python -m gateway.admin usage --user 2 [--start 2026-11-01] [--end 2026-11-30]
+        [--key <key id> | --model <model>] [--by model]
+    python -m gateway.admin logs --user 2 [--key <key id>] [--since 2h] [--until ...] [--model m] [--type 5]
+        [--limit 50] [--cursor c]
 
 The accounts table is `ACCOUNTS_TABLE` (the stack output `AccountsTableName` when deployed).
 Every command prints one JSON object. A key and an access token are printed once, when made.
@@ -22,10 +25,11 @@ import os
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from gateway import keys, requestlog
 from gateway.account import parse_date
@@ -91,6 +95,8 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
         return {"key_id": args.key_id, "status": "revoked"}
     if args.command == "add-quota":
         units = _units(args)
+        if units is None:  # argparse requires one of the two amounts
+            raise SystemExit("add-quota: give --units or --usd")
         if args.key:
             return {"key_id": args.key, "remain_quota": accounts.add_key_quota(args.key, units)}
         return {"user_id": args.user, "quota": accounts.add_user_quota(args.user, units)}
@@ -101,14 +107,14 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
     if args.command == "usage" and args.by == "model":
         return usage_by_model(args, accounts)
     if args.command == "usage":
-        user = accounts.get_user(args.user, consistent=True)
-        if user is None:
+        profile = accounts.get_user(args.user, consistent=True)
+        if profile is None:
             raise UserNotFound(args.user)
         total = accounts.usage(args.user, start=parse_date("start", args.start),
                                end=parse_date("end", args.end, end=True), key_id=args.key, model=args.model)
         return {"user_id": args.user, "requests": total.requests, "units": total.units,
-                "usd": str(Decimal(total.units) / UNITS_PER_USD), "quota_left": user["quota"],
-                "used_quota": user["used_quota"], "request_count": user["request_count"]}
+                "usd": str(Decimal(total.units) / UNITS_PER_USD), "quota_left": profile["quota"],
+                "used_quota": profile["used_quota"], "request_count": profile["request_count"]}
     if args.command == "logs":
         return _logs(args, accounts)
     if args.command in OPERATOR_COMMANDS:
@@ -148,7 +154,7 @@ def _moment(text: str) -> str:
         raise argparse.ArgumentTypeError(f"not a time: {text} (use 2h, 30m, 7d, YYYY-MM-DD, an ISO time "
                                          "or epoch seconds)") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return str(int(moment.timestamp()))
 
 

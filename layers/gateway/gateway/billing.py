@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway import observability
@@ -33,8 +33,18 @@ from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
 from gateway.settings import get_settings
-from gateway.store.accounts import (HOLD_SHARDS, PROFILE, day_total_updates, hold_index_keys, hold_shard, key_pk,
-                                    ledger_index, reservation_pk, usage_sk, user_pk)
+from gateway.store.accounts import (
+    HOLD_SHARDS,
+    PROFILE,
+    day_total_updates,
+    hold_index_keys,
+    hold_shard,
+    key_pk,
+    ledger_index,
+    reservation_pk,
+    usage_sk,
+    user_pk,
+)
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
 RESERVED, SETTLED, REFUNDED = "reserved", "settled", "refunded"
@@ -68,7 +78,7 @@ class Reservation:
     hold_until: int = 0  # 0: reserved before holds had a deadline (never swept)
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> "Reservation":
+    def from_record(cls, record: dict[str, Any]) -> Reservation:
         return cls(reservation_id=record["reservation_id"], user_id=int(record["user_id"]),
                    key_hash=record["key_hash"], key_id=record["key_id"], limited_key=bool(record["limited_key"]),
                    units=int(record["units"]), model=record["model"], route=record["route"],
@@ -216,7 +226,7 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
            wanted: int | None = None, log_type: int = LOG_CONSUME) -> bool:
     """One transaction: the reservation leaves `reserved`, the quotas take `units` and get the
     rest of the hold back, the ledger entry is written. False if it was already closed."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     writes = [
         _closed_reservation(reservation, outcome, units, now),
         _user_counts(reservation, outcome, units),
@@ -232,7 +242,8 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
         if not is_condition_failure(exc):
             raise
         reasons = _reasons(exc)
-        if units > reservation.units and "ConditionalCheckFailed" in reasons[1:3] and reasons[0] != "ConditionalCheckFailed":
+        quota_refused = "ConditionalCheckFailed" in reasons[1:3] and reasons[0] != "ConditionalCheckFailed"
+        if units > reservation.units and quota_refused:
             raise _QuotaShort() from None
         return False  # already settled or refunded: nothing moves twice
     if outcome == SETTLED:
@@ -254,7 +265,8 @@ def _user_counts(reservation: Reservation, outcome: str, units: int) -> dict[str
     """The user's quota gets the rest of the hold back (or pays what the price exceeds it by,
     only if it has that much left), and a settlement counts the request."""
     back, over = reservation.units - units, max(units - reservation.units, 0)
-    update: dict[str, Any] = {"TableName": _table(), "Key": to_item({"pk": user_pk(reservation.user_id), "sk": PROFILE})}
+    key = to_item({"pk": user_pk(reservation.user_id), "sk": PROFILE})
+    update: dict[str, Any] = {"TableName": _table(), "Key": key}
     if outcome == SETTLED:
         update.update(UpdateExpression="ADD quota :back, used_quota :used, request_count :one",
                       ExpressionAttributeValues={":back": back, ":used": units, ":one": 1})
@@ -292,7 +304,7 @@ def _ledger_entry(reservation: Reservation, outcome: str, units: int, detail: di
         "log_type": log_type, "started_at": reservation.created_at or None,
     }
     # The request log reads one key's or one model's entries through these index keys.
-    entry.update(ledger_index(reservation.user_id, reservation.key_id, reservation.model, entry["sk"]))
+    entry.update(ledger_index(reservation.user_id, reservation.key_id, reservation.model, str(entry["sk"])))
     if shortfall:
         entry["shortfall"] = shortfall  # priced but not charged: the quota had no more
     retention = get_settings().ledger_retention_days
@@ -331,7 +343,7 @@ def sweep_stale(*, now: float | None = None) -> dict[str, int]:
         if reservation.status != RESERVED:
             counts["already_closed"] += 1  # the index copy was behind
             continue
-        when = datetime.fromtimestamp(reservation.hold_until, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        when = datetime.fromtimestamp(reservation.hold_until, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         reason = (f"swept: still reserved at {when}, when its request could no longer be running "
                   "(the function crashed, was stopped or timed out)")
         try:

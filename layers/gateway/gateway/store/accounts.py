@@ -7,8 +7,8 @@
 | key id pointer | `KEYID#<key id>` | `KEYID` |
 | system access token | `ACCESS#<sha256 of token>` | `ACCESS` |
 | reservation | `RES#<reservation id>` | `RES` (billing; while open, gsi1: `HOLD#<shard>` / `<hold until>#<id>`) |
-| ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (billing; gsi1: `KEYLOG#<key id>` / the same sk; gsi2: `USER#<id>#MODEL#<model>` / the same sk) |
-| a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (billing: `units`/`requests`, and `key:<id>:…`, `model:<name>:…` of each) |
+| ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (gsi1 `KEYLOG#<key id>`, gsi2 `USER#<id>#MODEL#<m>`) |
+| a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (`units`, `requests`, `key:<id>:…`, `model:<name>:…`) |
 | user id counter | `COUNTER` | `USER` |
 
 Secrets (keys, access tokens) are stored only as SHA-256 hashes.
@@ -19,7 +19,8 @@ from __future__ import annotations
 import time
 import zlib
 from dataclasses import dataclass
-from datetime import date, datetime, time as day_time, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as day_time
 from typing import Any
 
 from gateway import keys
@@ -90,7 +91,7 @@ def day_total_updates(table: str, *, user_id: int, key_id: str, model: str, unit
     Written in the same transaction as the ledger entry, so the totals and the ledger never
     disagree; a usage read then costs the days it spans instead of every entry in them.
     """
-    day = at.astimezone(timezone.utc).date()
+    day = at.astimezone(UTC).date()
     names: dict[str, str] = {}
     additions = []
     for n, counter in enumerate((*day_counters(), *day_counters(key_id=key_id), *day_counters(model=model))):
@@ -100,7 +101,7 @@ def day_total_updates(table: str, *, user_id: int, key_id: str, model: str, unit
     expression = "ADD " + ", ".join(additions)
     retention = get_settings().ledger_retention_days
     if retention:  # a day's totals outlive its last ledger entry by the same retention
-        day_end = datetime.combine(day, day_time(), timezone.utc) + timedelta(days=1)
+        day_end = datetime.combine(day, day_time(), UTC) + timedelta(days=1)
         values[":ttl"] = int(day_end.timestamp()) + retention * 86400
         expression += " SET expires_ttl = :ttl"
     return [{"Update": {"TableName": table, "Key": to_item({"pk": days_pk(user_id), "sk": day.isoformat()}),
@@ -113,7 +114,7 @@ class UsageTotal:
     units: int = 0
     requests: int = 0
 
-    def __add__(self, other: "UsageTotal") -> "UsageTotal":
+    def __add__(self, other: UsageTotal) -> UsageTotal:
         return UsageTotal(self.units + other.units, self.requests + other.requests)
 
 
@@ -121,15 +122,11 @@ _FIRST_INSTANT, _LAST_INSTANT = day_time(0, 0, 0, 0), day_time(23, 59, 59, 99999
 
 
 def _day_start(day: date) -> datetime:
-    return datetime.combine(day, _FIRST_INSTANT, timezone.utc)
+    return datetime.combine(day, _FIRST_INSTANT, UTC)
 
 
 def _day_end(day: date) -> datetime:
-    return datetime.combine(day, _LAST_INSTANT, timezone.utc)
-
-
-def iso_of(epoch_seconds: float) -> datetime:
-    return datetime.fromtimestamp(epoch_seconds, tz=timezone.utc)
+    return datetime.combine(day, _LAST_INSTANT, UTC)
 
 
 class UserNotFound(LookupError):
@@ -322,7 +319,8 @@ class AccountsRepository:
             self._db.update_item(
                 TableName=self.table, Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}),
                 UpdateExpression="SET #s = :status", ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#s": "status"}, ExpressionAttributeValues=to_values({":status": 1 if enabled else 2}))
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues=to_values({":status": 1 if enabled else 2}))
         except Exception as exc:
             if is_condition_failure(exc):
                 raise UserNotFound(user_id) from None
@@ -410,7 +408,7 @@ class AccountsRepository:
         one key or one model: the day totals of the whole UTC days in the range, plus the raw
         entries of the partial days at its ends. With no dates, the day totals only."""
         counters = day_counters(key_id=key_id, model=model)
-        start, end = (t.astimezone(timezone.utc) if t else None for t in (start, end))
+        start, end = (t.astimezone(UTC) if t else None for t in (start, end))
         if start and end and start > end:
             return UsageTotal()
         first = None if start is None else start.date() if start.time() == _FIRST_INSTANT \
@@ -437,7 +435,8 @@ class AccountsRepository:
                     last: date | None) -> UsageTotal:
         params: dict[str, Any] = {
             "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
-            "ExpressionAttributeValues": to_values({":pk": days_pk(user_id), ":low": first.isoformat() if first else "0",
+            "ExpressionAttributeValues": to_values({":pk": days_pk(user_id),
+                                                    ":low": first.isoformat() if first else "0",
                                                     ":high": last.isoformat() if last else "9999-12-31"}),
             "ProjectionExpression": "#u, #r", "ExpressionAttributeNames": {"#u": counters[0], "#r": counters[1]},
             "ConsistentRead": True,
