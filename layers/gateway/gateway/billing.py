@@ -22,6 +22,7 @@ Each step is one DynamoDB transaction over the accounts table:
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Any
 
 from gateway import observability
 from gateway.auth import Principal
-from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
+from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota, RateLimited
 from gateway.observability import logger
 from gateway.settings import get_settings
 from gateway.store.accounts import (
@@ -128,7 +129,7 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
                           ExpressionAttributeValues=to_values(
                               {":now": now, ":active": "active", ":u": units, ":neg": -units}))
     try:
-        _db().transact_write_items(TransactItems=[
+        _transact([
             {"Put": {"TableName": table, "Item": to_item(record),
                      "ConditionExpression": "attribute_not_exists(pk)"}},
             {"Update": {"TableName": table, "Key": to_item({"pk": user_pk(principal.user_id), "sk": PROFILE}),
@@ -164,6 +165,30 @@ def reserve_request(principal: Principal, units: int, *, model: str, route: str,
     than a request can run."""
     return reserve(principal, units, model=model, route=route, reservation_id=request_id,
                    hold_seconds=REQUEST_HOLD_SECONDS)
+
+
+# DynamoDB cancels a transaction that meets another one on the same item (a user's profile and
+# day totals are in every reservation and settlement of that user): asked again, it goes through.
+_CONFLICT_ATTEMPTS = 6
+
+
+def _transact(writes: list[dict[str, Any]]) -> None:
+    """One transaction, asked again (with a short random pause) while it is cancelled only for a
+    conflict with another transaction; a failed condition or anything else is raised at once, so a
+    conflict is never read as "already closed" or "quota too low"."""
+    for attempt in range(_CONFLICT_ATTEMPTS):
+        try:
+            _db().transact_write_items(TransactItems=writes)
+            return
+        except Exception as exc:
+            reasons = _reasons(exc)
+            if "TransactionConflict" not in reasons or "ConditionalCheckFailed" in reasons:
+                raise
+            if attempt == _CONFLICT_ATTEMPTS - 1:
+                raise RateLimited("the account is busy with other requests at this moment; retry",
+                                  code="account_busy", headers={"Retry-After": "1"}) from None
+            time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _reasons(exc: Exception) -> list[str | None]:
@@ -237,7 +262,7 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
     writes += day_total_updates(_table(), user_id=reservation.user_id, key_id=reservation.key_id,
                                 model=reservation.model, units=units, at=now)  # the usage reads' day totals
     try:
-        _db().transact_write_items(TransactItems=writes)
+        _transact(writes)
     except Exception as exc:
         if not is_condition_failure(exc):
             raise

@@ -1,0 +1,77 @@
+"""DynamoDB cancels a transaction that meets another one on the same item (a user's profile is in
+every reservation and settlement of that user). moto serialises transactions and never does, so
+these tests make the client cancel the first attempts the way DynamoDB does."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError
+
+from gateway import billing
+from gateway.auth import authenticate
+from gateway.errors import RateLimited
+
+
+def _conflict() -> ClientError:
+    return ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                        "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"},
+                                                {"Code": "None"}]}, "TransactWriteItems")
+
+
+class _Conflicting:
+    """The real client, whose first `conflicts` transactions are cancelled for a conflict."""
+
+    def __init__(self, real, conflicts: int):
+        self.real, self.conflicts = real, conflicts
+
+    def transact_write_items(self, **kwargs):
+        if self.conflicts:
+            self.conflicts -= 1
+            raise _conflict()
+        return self.real.transact_write_items(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+@pytest.fixture
+def principal(demo):
+    return authenticate({"authorization": f"Bearer {demo['key']}"})
+
+
+def test_a_settlement_cancelled_by_a_conflict_is_retried_and_charged_once(principal, accounts, monkeypatch):
+    # Given a reservation of 1000 units
+    before = accounts.get_user(1, consistent=True)["quota"]
+    reservation = billing.reserve(principal, 1000, model="m-small", route="/v1/chat/completions",
+                                  reservation_id="conflict-settle")
+    # When its settlement meets two conflicts with other transactions first
+    conflicting = _Conflicting(billing._db(), 2)
+    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    settled = billing.settle(reservation, 400)
+    # Then it is settled (not taken for "already closed"), exactly once
+    assert settled is True
+    assert accounts.get_user(1, consistent=True)["quota"] == before - 400
+    assert billing.get_reservation("conflict-settle").status == billing.SETTLED
+    assert billing.settle(reservation, 400) is False
+
+
+def test_a_reservation_cancelled_by_a_conflict_is_retried_not_refused_for_quota(principal, accounts, monkeypatch):
+    before = accounts.get_user(1, consistent=True)["quota"]
+    conflicting = _Conflicting(billing._db(), 1)
+    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    reservation = billing.reserve(principal, 700, model="m-small", route="/v1/chat/completions",
+                                  reservation_id="conflict-reserve")
+    assert reservation.units == 700
+    assert accounts.get_user(1, consistent=True)["quota"] == before - 700
+
+
+def test_a_conflict_that_never_clears_is_a_429_to_retry_and_moves_nothing(principal, accounts, monkeypatch):
+    before = accounts.get_user(1, consistent=True)["quota"]
+    conflicting = _Conflicting(billing._db(), 1000)
+    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    monkeypatch.setattr(billing.time, "sleep", lambda _: None)
+    with pytest.raises(RateLimited) as caught:
+        billing.reserve(principal, 700, model="m-small", route="/v1/chat/completions",
+                        reservation_id="conflict-forever")
+    assert caught.value.headers == {"Retry-After": "1"}
+    assert accounts.get_user(1, consistent=True)["quota"] == before
