@@ -13,6 +13,7 @@ import httpx
 
 from gateway.auth import Principal
 from gateway.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UpstreamFailed
+from gateway.multipart import MAX_BINARY_ANSWER_BYTES
 from gateway.outbound import sync_client
 from gateway.store.tasks import Task
 from gateway.tasks import engine
@@ -27,8 +28,6 @@ PUBLIC_STATUS: Mapping[str, str] = {
     "submitted": "queued", "queued": "queued", "in_progress": "in_progress",
     "succeeded": "completed", "failed": "failed", "cancelled": "failed",
 }
-# A buffered Lambda answer is at most 6 MB after base64 (4/3): what is left for the bytes.
-MAX_CONTENT_BYTES = 6 * 1024 * 1024 * 3 // 4 - 64 * 1024
 # Within API Gateway's 29 s, with time left to answer.
 CONTENT_TIMEOUT = httpx.Timeout(25.0, connect=3.0)
 
@@ -100,9 +99,10 @@ class EpsilonFamily(TaskFamily):
                            code="content_not_found")
         if not answer.is_success:
             raise UpstreamFailed(f"the upstream answered {answer.status_code} for the video content")
-        if len(answer.content) > MAX_CONTENT_BYTES:
-            raise PayloadTooLarge(f"the {variant} is {len(answer.content)} bytes, more than the {MAX_CONTENT_BYTES} "
-                                  "bytes a Lambda response can carry", code="content_too_large", status=502)
+        if len(answer.content) > MAX_BINARY_ANSWER_BYTES:
+            raise PayloadTooLarge(f"the {variant} is {len(answer.content)} bytes, more than the "
+                                  f"{MAX_BINARY_ANSWER_BYTES} bytes a Lambda response can carry",
+                                  code="content_too_large", status=502)
         media_type = answer.headers.get("content-type", "").split(";")[0].strip() or CONTENT_VARIANTS[variant]
         return answer.content, media_type
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from gateway.auth import Principal
 from gateway.errors import InvalidRequest, NotFound, PayloadTooLarge, UpstreamFailed
 from gateway.imagetypes import IMAGE_MEDIA_TYPES, detect_image_type
+from gateway.multipart import MAX_BINARY_ANSWER_BYTES
 from gateway.outbound import sync_client
 from gateway.store.tasks import Task
 from gateway.tasks import engine, links
@@ -36,8 +37,6 @@ from gateway.upstreams.errors import UpstreamError
 from gateway.validation import parse_json, parse_model
 
 MAX_LIST_IDS = 100
-# A buffered Lambda answer is at most 6 MB after base64 (4/3): what is left for the image bytes.
-MAX_IMAGE_BYTES = 6 * 1024 * 1024 * 3 // 4 - 64 * 1024
 ROUTE = "/imgtask/submit/"
 
 #: Submit kind -> (request model, upstream path, record action, priced action).
@@ -230,9 +229,9 @@ def image(principal: Principal | None, task_id: str, *, expires: str | None = No
                        param="id", code="image_expired")
     if not answer.is_success:
         raise UpstreamFailed(f"the upstream answered {answer.status_code} for the image")
-    if len(answer.content) > MAX_IMAGE_BYTES:
-        raise PayloadTooLarge(f"the image is {len(answer.content)} bytes, more than the {MAX_IMAGE_BYTES} bytes a "
-                              "Lambda response can carry", code="image_too_large", status=502)
+    if len(answer.content) > MAX_BINARY_ANSWER_BYTES:
+        raise PayloadTooLarge(f"the image is {len(answer.content)} bytes, more than the {MAX_BINARY_ANSWER_BYTES} "
+                              "bytes a Lambda response can carry", code="image_too_large", status=502)
     kind = detect_image_type(answer.content[:64])
     declared = answer.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind is None and not declared.startswith("image/"):
