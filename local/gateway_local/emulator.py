@@ -64,6 +64,18 @@ class _Serialized:
                 self.changes += 1
             return list(self._app(environ, start_response))
 
+    def dispatch(self, target: str, handler: Any, request: Any) -> tuple[int, Any, Any]:
+        """One call handed straight to moto's handler of its service (see `_answer_in_process`)."""
+        from moto.core.exceptions import HTTPException
+
+        with self.lock:
+            if target.rpartition(".")[2] not in _READS:
+                self.changes += 1
+            try:
+                return handler(request, request.raw_url, request.headers)
+            except HTTPException as error:
+                return int(error.code or 500), error.get_headers(), error.get_body()
+
 
 class _Body(io.BytesIO):
     """The raw body of an in-process answer, as botocore reads it: whole (`stream`, what it does
@@ -77,16 +89,28 @@ _in_process: dict[str, Any] = {}  # endpoint URL -> the emulator's WSGI app
 _in_process_lock = threading.Lock()
 
 
-def _answer_in_process(endpoint: str, app: Any) -> None:
-    """botocore calls from this process to the emulator go straight to its WSGI app.
+def _json_handlers() -> dict[str, Any]:
+    """moto's handler of each JSON-protocol service the gateway calls, by `X-Amz-Target` prefix."""
+    from moto.dynamodb.urls import url_paths as dynamodb_paths
+    from moto.sqs.urls import url_paths as sqs_paths
 
-    Same request and answer bytes as over HTTP (botocore serialises, signs and parses them as
-    ever, and moto sees an HTTP request), without a TCP connection and a server thread per
-    call: the server closes every connection after one answer, which would cost more than
-    most calls. Other processes (the admin command line, tests) still reach it over HTTP.
+    return {"DynamoDB_20120810": dynamodb_paths["{0}/"], "AmazonSQS": sqs_paths["{0}/$"]}
+
+
+def _answer_in_process(endpoint: str, app: Any) -> None:
+    """botocore calls from this process to the emulator are answered without a socket.
+
+    botocore serialises, signs and parses them as ever. A DynamoDB or SQS call (a JSON-protocol
+    `X-Amz-Target` call) goes straight to moto's handler of that service, as moto's own
+    in-process mode hands it a botocore request; any other call to the WSGI app, as an HTTP
+    request. Either way no TCP connection and no server thread per call (the server closes
+    every connection after one answer, which would cost more than most calls), and none of the
+    web framework that only routes the call to that handler. Other processes (the admin command
+    line, tests) still reach the emulator over HTTP.
     """
     from botocore.awsrequest import AWSResponse
     from botocore.httpsession import URLLib3Session
+    from moto.core.request import normalize_request
     from werkzeug.test import EnvironBuilder
 
     with _in_process_lock:
@@ -95,11 +119,20 @@ def _answer_in_process(endpoint: str, app: Any) -> None:
     if not first:
         return
     over_http = URLLib3Session.send
+    handlers = _json_handlers()
 
     def send(self: Any, request: Any) -> Any:
         target = _in_process.get("/".join(request.url.split("/", 3)[:3]))  # scheme://host:port
         if target is None:
             return over_http(self, request)
+        operation = request.headers.get("X-Amz-Target") or b""
+        operation = operation.decode("latin-1") if isinstance(operation, bytes) else operation
+        handler = handlers.get(operation.partition(".")[0])
+        if handler is not None and isinstance(target, _Serialized):
+            status, headers, data = target.dispatch(operation, handler, normalize_request(request))
+            data = data.encode() if isinstance(data, str) else data
+            return AWSResponse(request.url, int(status), {k: str(v) for k, v in dict(headers).items()},
+                               _Body(data))
         body = request.body
         if hasattr(body, "read"):
             body = body.read()

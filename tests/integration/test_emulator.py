@@ -180,3 +180,170 @@ def test_answers_written_as_plain_json_read_back_as_moto_would_write_them(scratc
         fast[name].pop("ResponseMetadata"), slow[name].pop("ResponseMetadata")
         assert fast[name] == slow[name], name
     assert fast["get_item"]["Item"]["b"] == {"B": b"\x00\xffbytes"}
+
+
+# --- plain updates applied directly (moto_fixes 7.) give moto's own results ---------------------------
+
+_START = {"n": {"N": "5"}, "s": {"S": "x"}, "ss": {"SS": ["a"]}, "l": {"L": [{"N": "1"}]},
+          "m": {"M": {"k": {"S": "v"}}}}
+_UPDATES = [  # (update expression, names, values, condition)
+    ("SET a = :v", None, {":v": {"S": "text"}}, None),
+    ("SET a = :v", None, {":v": {"N": "-1.250"}}, None),
+    ("SET a = :v, b = :w, c = :x", None, {":v": {"BOOL": False}, ":w": {"NULL": True},
+                                          ":x": {"M": {"deep": {"L": [{"SS": ["p", "q"]}]}}}}, None),
+    ("SET a = :v", None, {":v": {"B": b"\x00\x01"}}, None),
+    ("ADD n :one", None, {":one": {"N": "1"}}, None),
+    ("ADD n :d", None, {":d": {"N": "1.50"}}, None),
+    ("ADD fresh :d", None, {":d": {"N": "-2"}}, None),
+    ("ADD s :one", None, {":one": {"N": "1"}}, None),  # a number added to a string: refused
+    ("ADD ss :set", None, {":set": {"SS": ["b"]}}, None),  # a set: moto's own way
+    ("REMOVE s, nothing", None, None, None),
+    ("SET #status = :v", {"#status": "status"}, {":v": {"S": "on"}}, None),
+    ("SET status = :v", None, {":v": {"S": "on"}}, None),  # a reserved word: refused
+    ("SET pk = :v", None, {":v": {"S": "moved"}}, None),  # the key: refused
+    ("REMOVE sk", None, None, None),
+    ("SET a = :v, a = :w", None, {":v": {"S": "1"}, ":w": {"S": "2"}}, None),  # overlapping paths
+    ("SET a = :v SET b = :w", None, {":v": {"S": "1"}, ":w": {"S": "2"}}, None),  # two SET clauses
+    ("SET #gone = :v", {"#other": "x"}, {":v": {"S": "1"}}, None),  # a name not given
+    ("SET a = :gone", None, {":v": {"S": "1"}}, None),  # a value not given
+    ("SET a = :v REMOVE s ADD n :one", None, {":v": {"S": "1"}, ":one": {"N": "1"}}, None),
+    ("SET n = n + :one", None, {":one": {"N": "1"}}, None),  # arithmetic: moto's own way
+    ("SET m.k = :v", None, {":v": {"S": "nested"}}, None),  # a nested path: moto's own way
+    ("SET a = :v", None, {":v": {"S": "y" * 410_000}}, None),  # over the item size limit
+    ("ADD n :one", None, {":one": {"N": "1"}, ":five": {"N": "5"}}, "n = :five"),
+    ("ADD n :one", None, {":one": {"N": "1"}, ":six": {"N": "6"}}, "n = :six"),  # the condition fails
+    ("SET a = :v", None, {":v": {"S": "1"}}, "attribute_not_exists(pk)"),
+]
+
+
+def _update_outcome(db, expression, names, values, condition, *, exists: bool):
+    key = {"pk": {"S": "u"}, "sk": {"S": "A"}}
+    db.delete_item(TableName=TABLE, Key=key)
+    if exists:
+        db.put_item(TableName=TABLE, Item={**key, **_START})
+    params = {"TableName": TABLE, "Key": key, "UpdateExpression": expression, "ReturnValues": "ALL_NEW",
+              "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+    if names:
+        params["ExpressionAttributeNames"] = names
+    if values:
+        params["ExpressionAttributeValues"] = values
+    if condition:
+        params["ConditionExpression"] = condition
+    try:
+        answer = db.update_item(**params).get("Attributes")
+    except ClientError as error:
+        answer = (error.response["Error"]["Code"], error.response["Error"]["Message"], error.response.get("Item"))
+    return answer, db.get_item(TableName=TABLE, Key=key, ConsistentRead=True).get("Item")
+
+
+def _transact_outcome(db, expression, names, values, condition, *, exists: bool):
+    key = {"pk": {"S": "u"}, "sk": {"S": "A"}}
+    db.delete_item(TableName=TABLE, Key=key)
+    if exists:
+        db.put_item(TableName=TABLE, Item={**key, **_START})
+    update = {"TableName": TABLE, "Key": key, "UpdateExpression": expression}
+    if names:
+        update["ExpressionAttributeNames"] = names
+    if values:
+        update["ExpressionAttributeValues"] = values
+    if condition:
+        update["ConditionExpression"] = condition
+    try:
+        db.transact_write_items(TransactItems=[{"Update": update}, _put("other", n=1)])
+        answer = None
+    except ClientError as error:
+        answer = (error.response["Error"]["Code"], error.response["Error"]["Message"],
+                  error.response.get("CancellationReasons"))
+    return answer, db.get_item(TableName=TABLE, Key=key, ConsistentRead=True).get("Item")
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["item", "no-item"])
+@pytest.mark.parametrize("how", [_update_outcome, _transact_outcome], ids=["UpdateItem", "TransactWriteItems"])
+def test_plain_updates_give_what_moto_own_way_gives(scratch, monkeypatch, how, exists):
+    # Given every kind of update, plain and not, on an item with attributes of several types (or none)
+    from moto.dynamodb.models import DynamoDBBackend
+
+    # When each is applied the direct way, then with moto's own update_item
+    direct = [how(scratch, *case, exists=exists) for case in _UPDATES]
+    assert moto_fixes._plans, "the direct way was not taken"
+    monkeypatch.setattr(DynamoDBBackend, "update_item", moto_fixes._targets()["DynamoDBBackend.update_item"])
+    own = [how(scratch, *case, exists=exists) for case in _UPDATES]
+    # Then the answers, the errors and the items left are the same
+    for case, mine, theirs in zip(_UPDATES, direct, own, strict=True):
+        assert mine == theirs, case[0]
+
+
+# --- global index partitions (moto_fixes 11.) -----------------------------------------------------------
+
+INDEXED = "EmulatorIndexed"
+
+
+@pytest.fixture
+def indexed(store):
+    db = client("dynamodb")
+    db.create_table(TableName=INDEXED, BillingMode="PAY_PER_REQUEST",
+                    AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "g", "r")],
+                    KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                    GlobalSecondaryIndexes=[{"IndexName": "byg", "Projection": {"ProjectionType": "ALL"},
+                                             "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"},
+                                                           {"AttributeName": "r", "KeyType": "RANGE"}]}])
+    yield db
+    db.delete_table(TableName=INDEXED)
+
+
+def _by_index(db, g: str) -> list[tuple[str, str]]:
+    items, params = [], {"TableName": INDEXED, "IndexName": "byg", "KeyConditionExpression": "g = :g",
+                         "ExpressionAttributeValues": {":g": {"S": g}}, "Limit": 3}
+    while True:
+        answer = db.query(**params)
+        items += [(i["pk"]["S"], i["sk"]["S"]) for i in answer["Items"]]
+        if "LastEvaluatedKey" not in answer:
+            return items
+        params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+
+def _by_scan(db, g: str) -> list[tuple[str, str]]:
+    items = db.scan(TableName=INDEXED)["Items"]
+    found = [(i["r"]["S"], i["pk"]["S"], i["sk"]["S"]) for i in items if i.get("g", {}).get("S") == g and "r" in i]
+    return [(pk, sk) for _, pk, sk in sorted(found)]
+
+
+def test_a_global_index_query_sees_every_write_as_a_scan_does(indexed):
+    import random
+
+    rng = random.Random(7)
+    groups = ("g0", "g1", "g2")
+    for step in range(300):
+        pk, sk = f"p{rng.randrange(6)}", f"s{rng.randrange(4)}"
+        key = {"pk": {"S": pk}, "sk": {"S": sk}}
+        choice = rng.randrange(7)
+        try:
+            if choice == 0:  # a put, in a group or not
+                item = {**key, "r": {"S": f"{rng.randrange(50):03d}"}}
+                if rng.random() < 0.8:
+                    item["g"] = {"S": rng.choice(groups)}
+                indexed.put_item(TableName=INDEXED, Item=item)
+            elif choice == 1:  # an update that moves the item to another group
+                indexed.update_item(TableName=INDEXED, Key=key, UpdateExpression="SET g = :g, r = :r",
+                                    ExpressionAttributeValues={":g": {"S": rng.choice(groups)},
+                                                               ":r": {"S": f"{rng.randrange(50):03d}"}})
+            elif choice == 2:  # an update that takes it out of the index
+                indexed.update_item(TableName=INDEXED, Key=key, UpdateExpression="REMOVE g")
+            elif choice == 3:
+                indexed.delete_item(TableName=INDEXED, Key=key)
+            elif choice == 4:  # a transaction that moves an item, then is cancelled by its last condition
+                indexed.transact_write_items(TransactItems=[
+                    {"Update": {"TableName": INDEXED, "Key": key, "UpdateExpression": "SET g = :g, r = :r",
+                                "ExpressionAttributeValues": {":g": {"S": "g0"}, ":r": {"S": "000"}}}},
+                    {"ConditionCheck": {"TableName": INDEXED, "Key": {"pk": {"S": "nobody"}, "sk": {"S": "x"}},
+                                        "ConditionExpression": "attribute_exists(pk)"}}])
+            elif choice == 5:  # a batch of puts and deletes
+                indexed.batch_write_item(RequestItems={INDEXED: [
+                    {"PutRequest": {"Item": {**key, "g": {"S": rng.choice(groups)}, "r": {"S": "010"}}}},
+                    {"DeleteRequest": {"Key": {"pk": {"S": f"p{rng.randrange(6)}"}, "sk": {"S": "s9"}}}}]})
+            else:  # PartiQL, which the partitions do not follow: built again
+                indexed.execute_statement(Statement=f"UPDATE {INDEXED} SET g='g1' WHERE pk='{pk}' AND sk='{sk}'")
+        except ClientError:
+            pass  # a cancelled transaction, an update of a missing item's key...: nothing to compare yet
+        for g in groups:
+            assert _by_index(indexed, g) == _by_scan(indexed, g), (step, choice, g)
