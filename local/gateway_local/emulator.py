@@ -50,18 +50,38 @@ _READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable",
                     "ReceiveMessage", "GetQueueAttributes", "GetQueueUrl", "ListQueues", "DescribeTimeToLive"})
 
 
+# SQS calls after which a queue may have a message to receive at once.
+_MAKE_RECEIVABLE = frozenset({"SendMessage", "SendMessageBatch", "ChangeMessageVisibility",
+                              "ChangeMessageVisibilityBatch"})
+
+
 class _Serialized:
-    """moto's app, one request at a time; counts the requests that may have changed data."""
+    """moto's app, one request at a time; counts the requests that may have changed data, and
+    the SQS calls that may have made a message receivable."""
 
     def __init__(self, app: Any):
         self._app, self.lock = app, threading.Lock()
         self.changes = 0
+        self.sends, self._sent = 0, threading.Condition()
+
+    def _count(self, target: str) -> None:
+        service, _, action = target.rpartition(".")
+        if action not in _READS:
+            self.changes += 1
+        if service == "AmazonSQS" and action in _MAKE_RECEIVABLE:
+            with self._sent:
+                self.sends += 1
+                self._sent.notify_all()
+
+    def wait_for_send(self, seen: int, timeout: float) -> None:
+        """Returns once an SQS call after the `seen`-th may have made a message receivable, or
+        after `timeout` seconds (a delay or a visibility timeout running out sends nothing)."""
+        with self._sent:
+            self._sent.wait_for(lambda: self.sends != seen, timeout)
 
     def __call__(self, environ: Any, start_response: Any) -> Any:
-        action = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
         with self.lock:
-            if action not in _READS:
-                self.changes += 1
+            self._count(environ.get("HTTP_X_AMZ_TARGET", ""))
             return list(self._app(environ, start_response))
 
     def dispatch(self, target: str, handler: Any, request: Any) -> tuple[int, Any, Any]:
@@ -69,8 +89,7 @@ class _Serialized:
         from moto.core.exceptions import HTTPException
 
         with self.lock:
-            if target.rpartition(".")[2] not in _READS:
-                self.changes += 1
+            self._count(target)
             try:
                 return handler(request, request.raw_url, request.headers)
             except HTTPException as error:
@@ -232,6 +251,14 @@ class Emulator:
     def changes(self) -> int:
         """How many calls so far may have changed a table or a queue."""
         return self._app.changes
+
+    @property
+    def sqs_sends(self) -> int:
+        """How many SQS calls so far may have made a message receivable."""
+        return self._app.sends
+
+    def wait_for_sqs_send(self, seen: int, timeout: float) -> None:
+        self._app.wait_for_send(seen, timeout)
 
     def stop(self) -> None:
         self._server.shutdown()

@@ -38,7 +38,7 @@ from gateway_local.template import Template, read_template, schedule_seconds
 
 _FORBIDDEN = json.dumps({"message": "Missing Authentication Token"}).encode()
 _TOO_LONG = json.dumps({"message": "Request Too Long"}).encode()
-EMPTY_QUEUE_PAUSE = 0.2  # seconds before an empty queue is asked again
+EMPTY_QUEUE_PAUSE = 0.5  # at most, before an empty queue is asked again (a send wakes it at once)
 SHUTDOWN_SETTLE_SECONDS = 10
 
 
@@ -148,15 +148,20 @@ class _Loop(threading.Thread):
 
 
 def sqs_step(sqs: Any, queue_url: str, queue_arn: str, batch_size: int, handler: Callable,
-             function_id: str, partial_batch: bool) -> None:
+             function_id: str, partial_batch: bool, emulator: Emulator | None = None) -> None:
     """One receive → invoke → delete round of Lambda's SQS event source mapping."""
     # No long polling: the emulator serves one request at a time, so a receive that waited would
-    # hold up every other AWS call of the gateway; an empty queue is asked again shortly instead.
+    # hold up every other AWS call of the gateway. An empty queue is asked again when the emulator
+    # sees a message sent (to any queue), or shortly after in any case.
+    seen = emulator.sqs_sends if emulator is not None else 0
     answer = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=min(batch_size, 10), WaitTimeSeconds=0,
                                  AttributeNames=["All"], MessageAttributeNames=["All"])
     messages = answer.get("Messages", [])
     if not messages:
-        time.sleep(EMPTY_QUEUE_PAUSE)
+        if emulator is not None:
+            emulator.wait_for_sqs_send(seen, EMPTY_QUEUE_PAUSE)
+        else:
+            time.sleep(EMPTY_QUEUE_PAUSE)
         return
     records = [{
         "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
@@ -332,7 +337,8 @@ def main(template_path: str = "template.yaml") -> int:
         for queue_id, batch_size in function.queues:
             url = emulator.queues[queue_id]
             step = functools.partial(sqs_step, sqs, url, _queue_arn(sqs, url), batch_size,
-                                     handlers[function.logical_id], function.logical_id, function.partial_batch)
+                                     handlers[function.logical_id], function.logical_id, function.partial_batch,
+                                     emulator)
             loops.append(_Loop(f"sqs:{function.logical_id}", step, 0.0, print))
         for expression in function.schedules:
             pause = min(schedule_seconds(expression), schedule_pause)

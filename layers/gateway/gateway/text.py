@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 import uuid
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -193,10 +193,10 @@ class Answer:
     async def _close(self, usage: Usage, outcome: str) -> None:
         """Settles once, whatever happens to the client or the process.
 
-        The settlement starts before the first await, in a thread of its own that is not a
-        daemon: a cancellation (the client left, uvicorn cancels every request on SIGTERM) can
-        stop this coroutine from waiting for it, never the settlement itself, and the process
-        does not exit before it is written."""
+        The settlement starts before the first await, on a settlement thread (`_SETTLEMENTS`,
+        whose threads are not daemons): a cancellation (the client left, uvicorn cancels every
+        request on SIGTERM) can stop this coroutine from waiting for it, never the settlement
+        itself, and the process does not exit before every settlement handed over is written."""
         if self._closed:
             return
         self._closed = True
@@ -212,7 +212,7 @@ class Answer:
                 except RuntimeError:
                     pass  # the loop is gone (a shutdown): nobody waits any more
 
-        threading.Thread(target=settle, name=f"settle-{self.reservation.reservation_id}", daemon=False).start()
+        _SETTLEMENTS.submit(settle)
         with anyio.CancelScope(shield=True):
             await done.wait()
 
@@ -235,6 +235,10 @@ class Answer:
 
 # Answers committed to a client and not yet billed (weak: an answer dropped unsent leaves it).
 _unsettled: weakref.WeakSet[Answer] = weakref.WeakSet()
+# Where settlements run: threads kept between requests (a new thread per request costs more
+# than the relay), made as needed up to the limit. An executor's threads are joined at exit
+# after the work already handed to them, so a stop never loses a settlement.
+_SETTLEMENTS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="settle")
 
 
 async def settle_pending(timeout: float) -> int:
