@@ -87,6 +87,7 @@ class _Serialized:
     def dispatch(self, target: str, handler: Any, request: Any) -> tuple[int, Any, Any]:
         """One call handed straight to moto's handler of its service (see `_answer_in_process`)."""
         from moto.core.exceptions import HTTPException
+        from werkzeug.exceptions import InternalServerError
 
         with self.lock:
             self._count(target)
@@ -94,6 +95,9 @@ class _Serialized:
                 return handler(request, request.raw_url, request.headers)
             except HTTPException as error:
                 return int(error.code or 500), error.get_headers(), error.get_body()
+            except Exception:  # a fault of moto's own: answered as its web server answers it
+                failure = InternalServerError()
+                return 500, failure.get_headers(), failure.get_body()
 
 
 class _Body(io.BytesIO):

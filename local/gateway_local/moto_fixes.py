@@ -46,6 +46,11 @@ moto is the local stand-in for DynamoDB; the gateway's storage code is the one t
    rollback, and built again from the table after anything else that could change items
    (PartiQL, a table update); a Query then looks at its partition's items only, and moto's own
    filtering, sorting and paging run on them as before.
+12. Every condition (a put's, an update's, each operation of a transaction) is lexed and parsed
+   again. Here the tree of each distinct expression (with its names, and the type of each
+   value) is parsed once, with a stand-in for each value, and each use puts that call's
+   values into it; an expression whose values the parse does anything else with than carry
+   them is parsed every time, as before.
 
 These reach into moto's internals, so the supported moto versions are pinned in pyproject.toml
 and `apply()` checks, before changing anything, that the code it replaces is the code it was
@@ -75,6 +80,7 @@ _EXPECTED_SOURCES = {
     "DynamoDBBackend.update_item": "218984588dd6",  # 7. applies its plain updates the same way
     "method_names_from_class": "9dbac89d082b",  # 9. a pure function of the class
     "Item.__init__": "d9c12b62cb92",  # 10. the same size check, kept as it goes
+    "ConditionExpressionParser.parse": "5c9b63c5f49e",  # 12. values only carried into AttributeValue
 }
 _PARSED_LIMIT = 1024  # distinct update expressions kept parsed (the gateway uses a dozen)
 # DynamoDB operations whose answers are written straight as JSON (6. above).
@@ -102,6 +108,7 @@ def _targets() -> dict[str, Any]:
         import moto.core.utils
         from moto.core.common_models import BaseModel
         from moto.core.responses import ActionResult
+        from moto.dynamodb.comparisons import ConditionExpressionParser
         from moto.dynamodb.models import DynamoDBBackend
         from moto.dynamodb.models.dynamo_type import Item
         from moto.dynamodb.models.table import Table
@@ -112,7 +119,8 @@ def _targets() -> dict[str, Any]:
                            "Validator.__init__": Validator.__init__,
                            "DynamoDBBackend.update_item": DynamoDBBackend.update_item,
                            "method_names_from_class": moto.core.utils.method_names_from_class,
-                           "Item.__init__": Item.__init__})
+                           "Item.__init__": Item.__init__,
+                           "ConditionExpressionParser.parse": ConditionExpressionParser.parse})
         _originals.update({"DynamoDBBackend.transact_write_items": DynamoDBBackend.transact_write_items,
                            "BaseModel.__new__": BaseModel.__dict__["__new__"], "Table.query": Table.query,
                            "ActionResult.execute_result": ActionResult.execute_result})
@@ -193,6 +201,9 @@ def apply() -> None:
 
         Item.__init__ = _item_init  # type: ignore[method-assign]
         _keep_indexes(Table, DynamoDBBackend)  # after 7.: its update_item is the one hooked
+        from moto.dynamodb.comparisons import ConditionExpressionParser
+
+        ConditionExpressionParser.parse = _parsed_once(_targets()["ConditionExpressionParser.parse"])  # type: ignore
         _applied = True
 
 
@@ -585,6 +596,104 @@ def _forgetting(method: Any) -> Any:
             _forget_indexes()
 
     return call
+
+
+# --- 12. conditions parsed once ------------------------------------------------------------------
+
+
+class _Slot:
+    """Where a value goes in a parsed condition."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+# (expression, names, (value name, type)...) -> (tree, [(AttributeValue node, value name)], names
+# found, values found); None: this expression is parsed every time.
+_ParsedCondition = tuple[Any, list[tuple[Any, str]], list[str], list[str]]
+_conditions: dict[tuple[Any, ...], _ParsedCondition | None] = {}
+
+
+def _parsed_once(original: Any) -> Any:
+    def parse(self: Any) -> Any:
+        expression, names, values = (self.condition_expression, self.expression_attribute_names,
+                                     self.expression_attribute_values)
+        key = _condition_key(expression, names, values)
+        if key is None:
+            return original(self)
+        if key not in _conditions:
+            entry = _parse_with_slots(original, self, values or {})
+            if entry is None:
+                return original(self)  # moto's own way says what is wrong, or this one is not kept
+            if len(_conditions) < _PARSED_LIMIT:
+                _conditions[key] = entry
+        else:
+            entry = _conditions[key]
+            if entry is None:
+                return original(self)
+        tree, bindings, names_found, values_found = entry
+        for node, name in bindings:
+            node.value = values[name][node.type]
+        self.expr_attr_names_found.extend(names_found)
+        self.expr_attr_values_found.extend(values_found)
+        return tree
+
+    return parse
+
+
+def _condition_key(expression: Any, names: Any, values: Any) -> tuple[Any, ...] | None:
+    if not expression or not isinstance(expression, str):
+        return None
+    try:
+        typed = tuple(sorted((name, *value) for name, value in (values or {}).items()
+                             if isinstance(value, dict) and len(value) == 1))
+        if len(typed) != len(values or {}):
+            return None
+        return expression, tuple(sorted((names or {}).items())), typed
+    except TypeError:  # unhashable or unorderable: not kept
+        return None
+
+
+def _parse_with_slots(original: Any, parser: Any, values: dict[str, Any]) -> _ParsedCondition | None:
+    """The expression parsed with a stand-in for each value, and where each stand-in landed;
+    None if the parse fails (moto's own way then tells why) or a stand-in went anywhere but into
+    a value node (then it is not kept)."""
+    from moto.dynamodb.comparisons import AttributeValue, ConditionExpressionParser
+
+    slotted: Any = {name: {next(iter(value)): _Slot(name)} for name, value in values.items()}
+    probe = ConditionExpressionParser(parser.condition_expression, parser.expression_attribute_names, slotted)
+    try:
+        tree = original(probe)
+    except Exception:  # noqa: BLE001 - parsed again the usual way, which raises it with the real values
+        return None
+    bindings: list[tuple[Any, str]] = []
+    leaked = [False]
+
+    def walk(node: Any, seen: set[int]) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, _Slot):
+            leaked[0] = True
+        elif isinstance(node, AttributeValue):
+            if isinstance(node.value, _Slot):
+                bindings.append((node, node.value.name))
+            else:
+                walk(node.value, seen)
+        elif isinstance(node, list | tuple | set | frozenset):
+            for child in node:
+                walk(child, seen)
+        elif isinstance(node, dict):
+            for child in node.values():
+                walk(child, seen)
+        elif hasattr(node, "__dict__") and type(node).__module__ == "moto.dynamodb.comparisons":
+            for child in vars(node).values():
+                walk(child, seen)
+
+    walk(tree, set())
+    if leaked[0]:
+        return None
+    return tree, bindings, list(probe.expr_attr_names_found), list(probe.expr_attr_values_found)
 
 
 # It follows moto's own function step by step (so a moto upgrade can be compared with it line by

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from botocore.exceptions import ClientError
 
@@ -347,3 +349,74 @@ def test_a_global_index_query_sees_every_write_as_a_scan_does(indexed):
             pass  # a cancelled transaction, an update of a missing item's key...: nothing to compare yet
         for g in groups:
             assert _by_index(indexed, g) == _by_scan(indexed, g), (step, choice, g)
+
+
+# --- conditions parsed once (moto_fixes 12.) give moto's own verdicts ----------------------------------
+
+_HELD = {"n": {"N": "5"}, "s": {"S": "apple"}, "b": {"B": b"\x01"}, "ss": {"SS": ["a", "b"]},
+         "l": {"L": [{"N": "1"}, {"S": "two"}]}, "m": {"M": {"k": {"S": "v"}, "d": {"N": "2"}}},
+         "t": {"BOOL": True}, "z": {"NULL": True}}
+_CONDITIONS = [  # (condition, names, the values of a first use, of a second use)
+    ("n = :v", None, {":v": {"N": "5"}}, {":v": {"N": "6"}}),
+    ("n < :v AND s = :w", None, {":v": {"N": "9"}, ":w": {"S": "apple"}}, {":v": {"N": "2"}, ":w": {"S": "apple"}}),
+    ("n BETWEEN :a AND :b", None, {":a": {"N": "1"}, ":b": {"N": "5"}}, {":a": {"N": "6"}, ":b": {"N": "9"}}),
+    ("n IN (:a, :b, :a)", None, {":a": {"N": "5"}, ":b": {"N": "1"}}, {":a": {"N": "4"}, ":b": {"N": "1"}}),
+    ("begins_with(s, :p)", None, {":p": {"S": "app"}}, {":p": {"S": "pp"}}),
+    ("contains(ss, :e) OR contains(s, :e)", None, {":e": {"S": "b"}}, {":e": {"S": "q"}}),
+    ("size(l) = :n AND size(s) > :m", None, {":n": {"N": "2"}, ":m": {"N": "3"}}, {":n": {"N": "3"}, ":m": {"N": "3"}}),
+    ("attribute_type(m, :t)", None, {":t": {"S": "M"}}, {":t": {"S": "L"}}),
+    ("NOT (#m.k = :v)", {"#m": "m"}, {":v": {"S": "v"}}, {":v": {"S": "w"}}),
+    ("l[1] = :v AND m.d >= :d", None, {":v": {"S": "two"}, ":d": {"N": "2"}}, {":v": {"S": "two"}, ":d": {"N": "3"}}),
+    ("b = :b", None, {":b": {"B": b"\x01"}}, {":b": {"B": b"\x02"}}),
+    ("t = :t AND attribute_exists(z)", None, {":t": {"BOOL": True}}, {":t": {"BOOL": False}}),
+    ("ss = :set", None, {":set": {"SS": ["b", "a"]}}, {":set": {"SS": ["a"]}}),
+    ("m = :map", None, {":map": {"M": {"k": {"S": "v"}, "d": {"N": "2"}}}}, {":map": {"M": {}}}),
+    ("attribute_not_exists(gone) AND n <> :v", None, {":v": {"N": "4"}}, {":v": {"N": "5"}}),
+    ("n = :v", None, {":v": {"S": "5"}}, {":v": {"N": "5"}}),  # the same expression, values of another type
+    ("n BETWEEN :a AND :b", None, {":a": {"NULL": True}, ":b": {"N": "5"}}, {":a": {"N": "1"}, ":b": {"N": "5"}}),
+    ("n = :missing", None, {":v": {"N": "5"}}, {":v": {"N": "5"}}),  # a value not given
+    ("#gone = :v", None, {":v": {"N": "5"}}, {":v": {"N": "5"}}),  # a name not given
+    ("n = = :v", None, {":v": {"N": "5"}}, {":v": {"N": "5"}}),  # not an expression
+]
+
+
+def _verdicts(db) -> list[Any]:
+    key = {"pk": {"S": "c"}, "sk": {"S": "A"}}
+    db.put_item(TableName=TABLE, Item={**key, **_HELD})
+    verdicts = []
+    for condition, names, *uses in _CONDITIONS:
+        for values in uses:
+            params = {"TableName": TABLE, "Item": {**key, **_HELD}, "ConditionExpression": condition,
+                      "ExpressionAttributeValues": values, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+            if names:
+                params["ExpressionAttributeNames"] = names
+            try:
+                db.put_item(**params)
+                verdicts.append("held")
+            except ClientError as error:
+                verdicts.append((error.response["Error"]["Code"], error.response["Error"]["Message"]))
+            update = {"TableName": TABLE, "Key": key, "UpdateExpression": "SET #seen = :seen",
+                      "ConditionExpression": condition, "ExpressionAttributeValues": {**values, ":seen": {"N": "1"}},
+                      "ExpressionAttributeNames": {**(names or {}), "#seen": "seen"}}
+            try:
+                db.transact_write_items(TransactItems=[{"Update": update}])
+                verdicts.append("held")
+            except ClientError as error:
+                verdicts.append((error.response["Error"]["Code"], error.response.get("CancellationReasons")))
+            db.put_item(TableName=TABLE, Item={**key, **_HELD})
+    return verdicts
+
+
+def test_conditions_parsed_once_give_moto_own_verdicts(scratch, monkeypatch):
+    # Given conditions of every form, each used twice with other values (the second use reads the kept parse)
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    moto_fixes._conditions.clear()
+    # When each is checked on the same item the kept way, then with moto's own parse every time
+    kept = _verdicts(scratch)
+    assert any(entry is not None for entry in moto_fixes._conditions.values()), "no parse was kept"
+    monkeypatch.setattr(ConditionExpressionParser, "parse", moto_fixes._targets()["ConditionExpressionParser.parse"])
+    own = _verdicts(scratch)
+    # Then every verdict, and every error, is the same
+    assert kept == own
+    assert "held" in kept and any(v != "held" for v in kept)
