@@ -307,13 +307,10 @@ def _resolve(plan: tuple[_Action, ...], table: Any, names: dict[str, str] | None
              values: dict[str, Any] | None) -> list[tuple[str, str, Any]] | None:
     """(action, attribute name, value) for each action; None where moto's own way must judge."""
     from moto.dynamodb.models.dynamo_type import DynamoType
-    from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
 
     names, values = names or {}, values or {}
-    # moto checks a SET against every key attribute of the table and its indexes (type, empty
-    # string), and any action against the table's own key: those go its own way.
-    own_keys = set(table.table_key_attrs)
-    keys = {*own_keys, *table.attribute_keys, *(a["AttributeName"] for a in table.attr)}
+    own_keys, keys = _key_attributes(table)
+    reserved = _reserved_words()
     resolved: list[tuple[str, str, Any]] = []
     seen: set[str] = set()
     for action, token, placeholder, value_token in plan:
@@ -321,7 +318,7 @@ def _resolve(plan: tuple[_Action, ...], table: Any, names: dict[str, str] | None
             name = names.get(token)
             if name is None:
                 return None
-        elif token.upper() in ReservedKeywords.get_reserved_keywords():
+        elif token.upper() in reserved:
             return None
         else:
             name = token
@@ -342,6 +339,29 @@ def _resolve(plan: tuple[_Action, ...], table: Any, names: dict[str, str] | None
                 return None  # sets and wrong types: moto's own way
         resolved.append((action, name, value))
     return resolved
+
+
+def _key_attributes(table: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """The table's own key attributes, and every key attribute of the table and its indexes:
+    moto checks a SET against the latter (type, empty string), any action against the former."""
+    kept = table.__dict__.get("_gateway_keys")
+    if kept is None or kept[0] != _index_generation:  # a table update bumps the generation
+        own = frozenset(table.table_key_attrs)
+        every = frozenset({*own, *table.attribute_keys, *(a["AttributeName"] for a in table.attr)})
+        kept = table.__dict__["_gateway_keys"] = (_index_generation, own, every)
+    return kept[1], kept[2]
+
+
+_reserved: frozenset[str] = frozenset()
+
+
+def _reserved_words() -> frozenset[str]:
+    global _reserved
+    if not _reserved:
+        from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
+
+        _reserved = frozenset(ReservedKeywords.get_reserved_keywords())
+    return _reserved
 
 
 def _plain_update(original: Any) -> Any:
