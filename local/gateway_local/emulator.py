@@ -8,10 +8,18 @@ interleave inside moto would show races that real DynamoDB does not have.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
+import marshal
 import os
+import shutil
+import signal
+import socket
+import struct
+import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,47 +58,28 @@ _READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable",
                     "ReceiveMessage", "GetQueueAttributes", "GetQueueUrl", "ListQueues", "DescribeTimeToLive"})
 
 
-# SQS calls after which a queue may have a message to receive at once.
-_MAKE_RECEIVABLE = frozenset({"SendMessage", "SendMessageBatch", "ChangeMessageVisibility",
-                              "ChangeMessageVisibilityBatch"})
-
-
 class _Serialized:
-    """moto's app, one request at a time; counts the requests that may have changed data, and
-    the SQS calls that may have made a message receivable."""
+    """moto's app, one request at a time; counts the requests that may have changed data."""
 
     def __init__(self, app: Any):
         self._app, self.lock = app, threading.Lock()
         self.changes = 0
-        self.sends, self._sent = 0, threading.Condition()
-
-    def _count(self, target: str) -> None:
-        service, _, action = target.rpartition(".")
-        if action not in _READS:
-            self.changes += 1
-        if service == "AmazonSQS" and action in _MAKE_RECEIVABLE:
-            with self._sent:
-                self.sends += 1
-                self._sent.notify_all()
-
-    def wait_for_send(self, seen: int, timeout: float) -> None:
-        """Returns once an SQS call after the `seen`-th may have made a message receivable, or
-        after `timeout` seconds (a delay or a visibility timeout running out sends nothing)."""
-        with self._sent:
-            self._sent.wait_for(lambda: self.sends != seen, timeout)
 
     def __call__(self, environ: Any, start_response: Any) -> Any:
+        action = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
         with self.lock:
-            self._count(environ.get("HTTP_X_AMZ_TARGET", ""))
+            if action not in _READS:
+                self.changes += 1
             return list(self._app(environ, start_response))
 
     def dispatch(self, target: str, handler: Any, request: Any) -> tuple[int, Any, Any]:
-        """One call handed straight to moto's handler of its service (see `_answer_in_process`)."""
+        """One call handed straight to moto's handler of its service (see `answer`)."""
         from moto.core.exceptions import HTTPException
         from werkzeug.exceptions import InternalServerError
 
         with self.lock:
-            self._count(target)
+            if target.rpartition(".")[2] not in _READS:
+                self.changes += 1
             try:
                 return handler(request, request.raw_url, request.headers)
             except HTTPException as error:
@@ -108,10 +97,6 @@ class _Body(io.BytesIO):
         yield self.getvalue()
 
 
-_in_process: dict[str, Any] = {}  # endpoint URL -> the emulator's WSGI app
-_in_process_lock = threading.Lock()
-
-
 def _json_handlers() -> dict[str, Any]:
     """moto's handler of each JSON-protocol service the gateway calls, by `X-Amz-Target` prefix."""
     from moto.dynamodb.urls import url_paths as dynamodb_paths
@@ -120,52 +105,104 @@ def _json_handlers() -> dict[str, Any]:
     return {"DynamoDB_20120810": dynamodb_paths["{0}/"], "AmazonSQS": sqs_paths["{0}/$"]}
 
 
-def _answer_in_process(endpoint: str, app: Any) -> None:
-    """botocore calls from this process to the emulator are answered without a socket.
+_Answer = tuple[int, dict[str, str], bytes]  # status, headers, body
 
-    botocore serialises, signs and parses them as ever. A DynamoDB or SQS call (a JSON-protocol
-    `X-Amz-Target` call) goes straight to moto's handler of that service, as moto's own
-    in-process mode hands it a botocore request; any other call to the WSGI app, as an HTTP
-    request. Either way no TCP connection and no server thread per call (the server closes
-    every connection after one answer, which would cost more than most calls), and none of the
-    web framework that only routes the call to that handler. Other processes (the admin command
-    line, tests) still reach the emulator over HTTP.
-    """
-    from botocore.awsrequest import AWSResponse
-    from botocore.httpsession import URLLib3Session
-    from moto.core.request import normalize_request
+
+def answer(app: _Serialized, method: str, url: str, headers: list[tuple[str, str]], body: bytes) -> _Answer:
+    """One AWS call answered by the emulator's app, given as botocore sends it.
+
+    A DynamoDB or SQS call (a JSON-protocol `X-Amz-Target` call) goes straight to moto's handler
+    of that service, as moto's own in-process mode hands it a request; any other call to the WSGI
+    app, as an HTTP request. Either way none of the web framework that only routes the call."""
+    from moto.core.request import Request
     from werkzeug.test import EnvironBuilder
 
-    with _in_process_lock:
-        first = not _in_process
-        _in_process[endpoint] = app
+    operation = next((v for k, v in headers if k.lower() == "x-amz-target"), "")
+    handler = _json_handlers().get(operation.partition(".")[0])
+    if handler is not None:
+        status, found, data = app.dispatch(operation, handler, Request.from_primitives(method, url, dict(headers),
+                                                                                       body))
+        return int(status), {str(k): str(v) for k, v in dict(found).items()}, (
+            data.encode() if isinstance(data, str) else data)
+    environ = EnvironBuilder(url, method=method, headers=headers, data=body).get_environ()
+    started: list[Any] = []
+    data = b"".join(app(environ, lambda status, found, exc_info=None: started.extend((status, found))))
+    return int(started[0].split()[0]), dict(started[1]), data
+
+
+class SqsSends:
+    """How many SQS calls this process made that may have put a message within reach of a
+    receive; the runner's queue loops wait on it instead of asking an empty queue again and again."""
+
+    MAKE_RECEIVABLE = frozenset({"SendMessage", "SendMessageBatch", "ChangeMessageVisibility",
+                                 "ChangeMessageVisibilityBatch"})
+
+    def __init__(self) -> None:
+        self.count, self._changed = 0, threading.Condition()
+
+    def note(self, operation: str) -> None:
+        service, _, action = operation.rpartition(".")
+        if service == "AmazonSQS" and action in self.MAKE_RECEIVABLE:
+            with self._changed:
+                self.count += 1
+                self._changed.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> None:
+        """Returns once a send after the `seen`-th one happened, or after `timeout` seconds (a
+        delay or a visibility timeout running out sends nothing)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.count != seen, timeout)
+
+
+SQS_SENDS = SqsSends()
+_routes: dict[str, Callable[[str, str, list[tuple[str, str]], bytes], _Answer]] = {}  # endpoint -> answerer
+_routes_lock = threading.Lock()
+
+
+def _route_calls(endpoint: str, answerer: Callable[[str, str, list[tuple[str, str]], bytes], _Answer]) -> None:
+    """botocore calls from this process to `endpoint` are answered by `answerer` instead of a
+    TCP connection to the emulator's web server (which closes every connection after one answer,
+    costing more than most calls). botocore serialises, signs and parses them as ever; other
+    processes (the admin command line, tests) still reach the emulator over HTTP."""
+    from botocore.awsrequest import AWSResponse
+    from botocore.httpsession import URLLib3Session
+
+    with _routes_lock:
+        first = not _routes
+        _routes[endpoint] = answerer
     if not first:
         return
     over_http = URLLib3Session.send
-    handlers = _json_handlers()
 
     def send(self: Any, request: Any) -> Any:
-        target = _in_process.get("/".join(request.url.split("/", 3)[:3]))  # scheme://host:port
-        if target is None:
+        routed = _routes.get("/".join(request.url.split("/", 3)[:3]))  # scheme://host:port
+        if routed is None:
             return over_http(self, request)
-        operation = request.headers.get("X-Amz-Target") or b""
-        operation = operation.decode("latin-1") if isinstance(operation, bytes) else operation
-        handler = handlers.get(operation.partition(".")[0])
-        if handler is not None and isinstance(target, _Serialized):
-            status, headers, data = target.dispatch(operation, handler, normalize_request(request))
-            data = data.encode() if isinstance(data, str) else data
-            return AWSResponse(request.url, int(status), {k: str(v) for k, v in dict(headers).items()},
-                               _Body(data))
         body = request.body
         if hasattr(body, "read"):
             body = body.read()
+        if isinstance(body, str):
+            body = body.encode()
         headers = [(k, v.decode("latin-1") if isinstance(v, bytes) else v) for k, v in request.headers.items()]
-        environ = EnvironBuilder(request.url, method=request.method, headers=headers, data=body or b"").get_environ()
-        answer: list[Any] = []
-        data = b"".join(target(environ, lambda status, headers, exc_info=None: answer.extend((status, headers))))
-        return AWSResponse(request.url, int(answer[0].split()[0]), dict(answer[1]), _Body(data))
+        operation = next((v for k, v in headers if k.lower() == "x-amz-target"), "")
+        status, found, data = routed(request.method, request.url, headers, body or b"")
+        SQS_SENDS.note(operation)
+        return AWSResponse(request.url, status, found, _Body(data))
 
     URLLib3Session.send = send
+
+
+def _environment_of(template: dict[str, Any], resources: dict[str, str]) -> dict[str, str]:
+    """The template's global function environment, with !Ref of tables, queues and buckets resolved."""
+    variables = (template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {}))
+    resolved: dict[str, str] = {}
+    for name, value in variables.items():
+        if isinstance(value, dict) and "Ref" in value:
+            if value["Ref"] in resources:
+                resolved[name] = resources[value["Ref"]]
+        elif isinstance(value, str):
+            resolved[name] = value
+    return resolved
 
 
 @dataclass
@@ -220,21 +257,7 @@ class Emulator:
 
     def environment(self) -> dict[str, str]:
         """The template's global function environment, with !Ref of tables and queues resolved."""
-        variables = (self.template.get("Globals", {}).get("Function", {})
-                     .get("Environment", {}).get("Variables", {}))
-        resolved: dict[str, str] = {}
-        for name, value in variables.items():
-            if isinstance(value, dict) and "Ref" in value:
-                ref = value["Ref"]
-                if ref in self.tables:
-                    resolved[name] = self.tables[ref]
-                elif ref in self.queues:
-                    resolved[name] = self.queues[ref]
-                elif ref in self.buckets:
-                    resolved[name] = self.buckets[ref]
-            elif isinstance(value, str):
-                resolved[name] = value
-        return resolved
+        return _environment_of(self.template, {**self.buckets, **self.queues, **self.tables})
 
     def reset(self) -> None:
         """Wipes every table and queue and makes them again, empty."""
@@ -256,13 +279,6 @@ class Emulator:
         """How many calls so far may have changed a table or a queue."""
         return self._app.changes
 
-    @property
-    def sqs_sends(self) -> int:
-        """How many SQS calls so far may have made a message receivable."""
-        return self._app.sends
-
-    def wait_for_sqs_send(self, seen: int, timeout: float) -> None:
-        self._app.wait_for_send(seen, timeout)
 
     def stop(self) -> None:
         self._server.shutdown()
@@ -287,11 +303,8 @@ def start_emulator(template_path: Path | str, port: int = 0) -> Emulator:
     thread = threading.Thread(target=server.serve_forever, name="aws-emulator", daemon=True)
     thread.start()
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
-    _answer_in_process(endpoint, app)
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    _route_calls(endpoint, functools.partial(answer, app))
+    _point_boto3_at(endpoint)
     emulator = Emulator(template=load_template(template_path), endpoint_url=endpoint, _server=server,
                         _thread=thread, _app=app)
     emulator.create_resources()
@@ -299,3 +312,199 @@ def start_emulator(template_path: Path | str, port: int = 0) -> Emulator:
     reset_clients()
     reload_settings()
     return emulator
+
+
+def _point_boto3_at(endpoint: str) -> None:
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+
+
+# ---------------------------------------------------------------------------------------------
+# The emulator in a process of its own, as `make run` starts it: moto's work (every billed
+# request's transactions) runs on another core than the gateway's, with no lock shared between
+# them. The runner's calls reach it over a Unix socket (`_CallServer`, `_Calls`: one connection
+# per calling thread, length-prefixed marshal frames of what botocore would send over HTTP);
+# other processes over HTTP, as before. It also keeps the state directory (`state.py`).
+
+_FRAME = struct.Struct(">I")
+
+
+def _send_frame(connection: socket.socket, value: Any) -> None:
+    data = marshal.dumps(value)
+    connection.sendall(_FRAME.pack(len(data)) + data)
+
+
+def _receive_frame(connection: socket.socket) -> Any:
+    """The next frame's value; None when the other side closed the connection."""
+    head = _receive_exactly(connection, _FRAME.size)
+    if head is None:
+        return None
+    data = _receive_exactly(connection, _FRAME.unpack(head)[0])
+    return None if data is None else marshal.loads(data)
+
+
+def _receive_exactly(connection: socket.socket, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = connection.recv(min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+class _CallServer:
+    """In the emulator's process: answers the runner's calls, each connection on its own thread."""
+
+    def __init__(self, address: str, app: _Serialized):
+        self.app, self._listener = app, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(address)
+        self._listener.listen(128)
+        threading.Thread(target=self._accept, name="emulator-calls", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        with connection:
+            while (call := _receive_frame(connection)) is not None:
+                method, url, headers, body = call
+                status, found, data = answer(self.app, method, url, [tuple(h) for h in headers], body)
+                _send_frame(connection, (status, list(found.items()), data))
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+class _Calls:
+    """In the runner's process: sends each call to the emulator's process on this thread's connection."""
+
+    def __init__(self, address: str):
+        self.address, self._local = address, threading.local()
+
+    def __call__(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes) -> _Answer:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._local.connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.connect(self.address)
+        try:
+            _send_frame(connection, (method, url, headers, body))
+            answered = _receive_frame(connection)
+        except OSError:
+            answered = None
+        if answered is None:
+            self._local.connection = None
+            connection.close()
+            raise ConnectionError("the AWS emulator's process closed its connection")
+        status, found, data = answered
+        return status, dict(found), data
+
+
+@dataclass
+class EmulatorProcess:
+    """The emulator's process, seen from the runner: its addresses, resources and stop."""
+
+    template: dict[str, Any]
+    endpoint_url: str
+    tables: dict[str, str]
+    queues: dict[str, str]
+    buckets: dict[str, str]
+    loaded: dict[str, int] | None  # what the state directory gave back; None: started empty (FRESH)
+    state_path: str
+    _process: Any
+    _control: Any
+    _socket_dir: str
+
+    def environment(self) -> dict[str, str]:
+        return _environment_of(self.template, {**self.buckets, **self.queues, **self.tables})
+
+    def stop(self) -> None:
+        """Saves the state and ends the process (waiting for its last save)."""
+        try:
+            self._control.send("stop")
+            self._control.poll(60)
+        except (OSError, EOFError):
+            pass
+        self._process.join(timeout=60)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+
+def start_emulator_process(template_path: Path | str, state_directory: Path, *, fresh: bool) -> EmulatorProcess:
+    """Starts the emulator in a child process, with the state directory's data (none if `fresh`),
+    and points this process's boto3 at it. Call it before any thread starts (the child is forked)."""
+    import multiprocessing
+
+    from gateway.settings import reload_settings
+    from gateway.store.aws import reset_clients
+
+    context = multiprocessing.get_context("fork")
+    mine, theirs = context.Pipe()
+    socket_dir = tempfile.mkdtemp(prefix="gateway-emulator-")
+    address = os.path.join(socket_dir, "calls.sock")
+    process = context.Process(target=_emulator_main, name="aws-emulator",
+                              args=(theirs, str(template_path), str(state_directory), fresh, address))
+    process.start()
+    theirs.close()
+    ready: dict[str, Any] = mine.recv() if mine.poll(180) else {"error": "the AWS emulator did not start within 180 s"}
+    if "error" in ready:
+        process.join(timeout=10)
+        shutil.rmtree(socket_dir, ignore_errors=True)
+        raise RuntimeError(ready["error"])
+    _route_calls(ready["endpoint_url"], _Calls(address))
+    _point_boto3_at(ready["endpoint_url"])
+    emulator = EmulatorProcess(template=load_template(template_path), endpoint_url=ready["endpoint_url"],
+                               tables=ready["tables"], queues=ready["queues"], buckets=ready["buckets"],
+                               loaded=ready["loaded"], state_path=ready["state_path"], _process=process,
+                               _control=mine, _socket_dir=socket_dir)
+    os.environ.update(emulator.environment())
+    reset_clients()
+    reload_settings()
+    return emulator
+
+
+def _emulator_main(control: Any, template_path: str, state_directory: str, fresh: bool, address: str) -> None:
+    """The emulator's process: serves until the runner says stop or goes away, then saves."""
+    from gateway_local.state import State
+
+    # Ctrl-C and SIGTERM reach the whole process group: the runner stops first (its last
+    # settlements still need the emulator), then tells this process to save and stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        emulator = start_emulator(template_path)
+        state = State(emulator, Path(state_directory))
+        if fresh:
+            state.wipe()
+            loaded = None
+        else:
+            loaded = state.load()
+        calls = _CallServer(address, emulator._app)
+        state.autosave(float(os.environ.get("GATEWAY_LOCAL_SAVE_SECONDS", "30")))
+    except Exception as exc:  # told to the runner, which stops with it
+        control.send({"error": f"the AWS emulator did not start: {exc!r}"})
+        return
+    control.send({"endpoint_url": emulator.endpoint_url, "tables": emulator.tables, "queues": emulator.queues,
+                  "buckets": emulator.buckets, "loaded": loaded, "state_path": str(state.path)})
+    try:
+        control.recv()  # "stop"
+    except EOFError:
+        pass  # the runner is gone without a word: save all the same
+    finally:
+        calls.close()
+        state.stop()
+        emulator.stop()
+        try:
+            control.send("stopped")
+        except OSError:
+            pass

@@ -31,9 +31,9 @@ import anyio
 import uvicorn
 
 from gateway_local import apigw, docs
-from gateway_local.emulator import Emulator, start_emulator
+from gateway_local.emulator import SQS_SENDS, Emulator, EmulatorProcess, SqsSends, start_emulator_process
 from gateway_local.instances import AsgiPool, FunctionPool, instance_limit, isolate_router_state
-from gateway_local.state import State, state_dir
+from gateway_local.state import demo_credentials, state_dir
 from gateway_local.template import Template, read_template, schedule_seconds
 
 _FORBIDDEN = json.dumps({"message": "Missing Authentication Token"}).encode()
@@ -148,18 +148,18 @@ class _Loop(threading.Thread):
 
 
 def sqs_step(sqs: Any, queue_url: str, queue_arn: str, batch_size: int, handler: Callable,
-             function_id: str, partial_batch: bool, emulator: Emulator | None = None) -> None:
+             function_id: str, partial_batch: bool, sends: SqsSends | None = None) -> None:
     """One receive → invoke → delete round of Lambda's SQS event source mapping."""
     # No long polling: the emulator serves one request at a time, so a receive that waited would
-    # hold up every other AWS call of the gateway. An empty queue is asked again when the emulator
-    # sees a message sent (to any queue), or shortly after in any case.
-    seen = emulator.sqs_sends if emulator is not None else 0
+    # hold up every other AWS call of the gateway. An empty queue is asked again when this process
+    # sends a message (to any queue), or shortly after in any case.
+    seen = sends.count if sends is not None else 0
     answer = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=min(batch_size, 10), WaitTimeSeconds=0,
                                  AttributeNames=["All"], MessageAttributeNames=["All"])
     messages = answer.get("Messages", [])
     if not messages:
-        if emulator is not None:
-            emulator.wait_for_sqs_send(seen, EMPTY_QUEUE_PAUSE)
+        if sends is not None:
+            sends.wait(seen, EMPTY_QUEUE_PAUSE)
         else:
             time.sleep(EMPTY_QUEUE_PAUSE)
         return
@@ -247,7 +247,7 @@ def _queue_arn(sqs: Any, url: str) -> str:
 ENDPOINT_FILE = Path(".local") / "gateway.json"
 
 
-def write_endpoint_file(root: Path, emulator: Emulator, port: int) -> Path:
+def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: int) -> Path:
     """Where the admin command line finds this running gateway's AWS emulator and tables
     (`.local/gateway.json`, git-ignored), so it needs no AWS variables."""
     path = Path(os.environ.get("GATEWAY_LOCAL_ENDPOINT_FILE") or root / ENDPOINT_FILE)
@@ -277,15 +277,16 @@ def main(template_path: str = "template.yaml") -> int:
     schedule_pause = float(os.environ.get("GATEWAY_LOCAL_SCHEDULE_SECONDS", "5"))
 
     template = read_template(template_path)
-    emulator: Emulator = start_emulator(template.root / Path(template_path).name)
-    state = State(emulator, state_dir(template.root))
-    if os.environ.get("GATEWAY_LOCAL_FRESH", "").strip() not in ("", "0"):
-        state.wipe()
-        print(f"state: starting empty (FRESH); data is kept in {state.directory}", flush=True)
+    directory = state_dir(template.root)
+    # First, before any thread starts: the emulator's process is forked from this one.
+    emulator = start_emulator_process(template.root / Path(template_path).name, directory,
+                                      fresh=os.environ.get("GATEWAY_LOCAL_FRESH", "").strip() not in ("", "0"))
+    loaded = emulator.loaded
+    if loaded is None:
+        print(f"state: starting empty (FRESH); data is kept in {directory}", flush=True)
     else:
-        loaded = state.load()
-        print(f"state: {loaded['items']} items and {loaded['messages']} messages loaded from {state.path}"
-              if loaded["items"] or loaded["messages"] else f"state: none yet; data is kept in {state.directory}",
+        print(f"state: {loaded['items']} items and {loaded['messages']} messages loaded from {emulator.state_path}"
+              if loaded["items"] or loaded["messages"] else f"state: none yet; data is kept in {directory}",
               flush=True)
     simulators = _ThreadedServer(simulators_app(), simulator_port)
     simulator_port = simulators.start()
@@ -314,8 +315,8 @@ def main(template_path: str = "template.yaml") -> int:
         emulator.stop()
         return 2
     endpoint_file = write_endpoint_file(template.root, emulator, port)
-    demo_key, access_token = state.demo_credentials(os.environ.get("GATEWAY_DEMO_KEY"),
-                                                    os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN"))
+    demo_key, access_token = demo_credentials(directory, os.environ.get("GATEWAY_DEMO_KEY"),
+                                              os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN"))
     quota = int(os.environ.get("GATEWAY_DEMO_QUOTA", "500000000"))
     ensure_demo_account(user_id=1, key=demo_key, quota=quota, access_token=access_token)
 
@@ -338,7 +339,7 @@ def main(template_path: str = "template.yaml") -> int:
             url = emulator.queues[queue_id]
             step = functools.partial(sqs_step, sqs, url, _queue_arn(sqs, url), batch_size,
                                      handlers[function.logical_id], function.logical_id, function.partial_batch,
-                                     emulator)
+                                     SQS_SENDS)
             loops.append(_Loop(f"sqs:{function.logical_id}", step, 0.0, print))
         for expression in function.schedules:
             pause = min(schedule_seconds(expression), schedule_pause)
@@ -346,7 +347,6 @@ def main(template_path: str = "template.yaml") -> int:
             loops.append(_Loop(f"schedule:{function.logical_id}", step, pause, print))
     for loop in loops:
         loop.start()
-    state.autosave(float(os.environ.get("GATEWAY_LOCAL_SAVE_SECONDS", "30")))
 
     server = _StoppableServer(uvicorn.Config(GatewayApp(template, handlers, streaming_apps), host="127.0.0.1",
                                            port=port, log_level="warning", timeout_graceful_shutdown=3))
@@ -373,9 +373,8 @@ def main(template_path: str = "template.yaml") -> int:
             loop.stopping.set()
         for loop in loops:
             loop.join(timeout=5)
-        state.stop()  # saves, with no function running any more
         remove_endpoint_file(endpoint_file)
         simulators.stop()
-        emulator.stop()
+        emulator.stop()  # saves the state, with no function running any more
         print("gateway stopped", flush=True)
     return 0

@@ -44,8 +44,23 @@ def _backends() -> tuple[Any, Any]:
     return dynamodb_backends[DEFAULT_ACCOUNT_ID][region], sqs_backends[DEFAULT_ACCOUNT_ID][region]
 
 
+def demo_credentials(directory: Path, key: str | None, access_token: str | None) -> tuple[str, str]:
+    """The demo key and access token: as given, else the ones of the last run, else new ones
+    (kept in the state directory, so the demo key printed once keeps working)."""
+    from gateway import keys
+
+    path = directory / "demo.json"
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    chosen = (key or saved.get("key") or keys.new_key(),
+              access_token or saved.get("access_token") or keys.new_secret())
+    if chosen != (saved.get("key"), saved.get("access_token")):
+        directory.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": chosen[0], "access_token": chosen[1]}))
+    return chosen
+
+
 class State:
-    """Loads and saves one emulator's tables and queues."""
+    """Loads and saves one emulator's tables and queues (in the emulator's process)."""
 
     def __init__(self, emulator: Emulator, directory: Path, log: Callable[[str], None] = print):
         self.emulator, self.directory, self.log = emulator, directory, log
@@ -53,20 +68,6 @@ class State:
         self._saved_changes = -1
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-
-    def demo_credentials(self, key: str | None, access_token: str | None) -> tuple[str, str]:
-        """The demo key and access token: as given, else the ones of the last run, else new ones
-        (kept in the state directory, so the demo key printed once keeps working)."""
-        from gateway import keys
-
-        path = self.directory / "demo.json"
-        saved = json.loads(path.read_text()) if path.exists() else {}
-        chosen = (key or saved.get("key") or keys.new_key(),
-                  access_token or saved.get("access_token") or keys.new_secret())
-        if chosen != (saved.get("key"), saved.get("access_token")):
-            self.directory.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"key": chosen[0], "access_token": chosen[1]}))
-        return chosen
 
     def wipe(self) -> None:
         for path in (self.path, self.directory / "demo.json"):
