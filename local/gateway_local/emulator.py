@@ -1,9 +1,14 @@
-"""The in-process AWS emulator: moto's server, with the template's tables, queues and buckets.
+"""The AWS emulator: moto's server, with the template's tables, queues and buckets.
+
+Two ways to run it: in this process (`start_emulator`: the tests), or in a process of its own
+(`start_emulator_process`: `make run`, so that moto's work runs on another core than the
+gateway's, and the process also keeps the state directory, `state.py`). Either way the calls of
+the process that started it skip HTTP (`_route_calls`), and anyone else reaches it over HTTP.
 
 Requests are served one at a time. `moto_fixes` keeps its cost per request flat and its memory
-bounded; `state.py` keeps its data across restarts of the runner. DynamoDB applies each request (a transaction included)
-atomically; moto applies it in Python, with no lock of its own, so letting two requests
-interleave inside moto would show races that real DynamoDB does not have.
+bounded. DynamoDB applies each request (a transaction included) atomically; moto applies it in
+Python, with no lock of its own, so letting two requests interleave inside moto would show races
+that real DynamoDB does not have.
 """
 
 from __future__ import annotations

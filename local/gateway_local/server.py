@@ -1,12 +1,13 @@
-"""The local gateway: API Gateway, Lambda and the event sources of template.yaml, in one process.
+"""The local gateway: API Gateway, Lambda and the event sources of template.yaml, in one process
+(and the AWS emulator in a second one).
 
 - every `Api` event of the template is served on 127.0.0.1: a buffered function gets a REST proxy
   event in a worker thread; the streaming function's ASGI app gets the request itself, so
   streaming is real; each function runs in a small pool of instances that handle one request
   at a time, as Lambda's execution environments do (`instances.py`). A client's own
   `x-amzn-*` headers are dropped first: they are the platform's to set, never a client's;
-- moto's server stands in for DynamoDB and SQS, with the template's tables and queues, whose
-  data is kept across restarts in the state directory (`state.py`);
+- moto's server stands in for DynamoDB, SQS and S3, with the template's resources, in a process
+  of its own that keeps their data across restarts in the state directory (`state.py`);
 - each SQS event source is a loop (receive, invoke, delete what succeeded), each schedule a timer;
 - the simulated upstreams run on a second port, and the demo account is made at start.
 """
