@@ -94,9 +94,9 @@ def main() -> None:
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {sys.platform}, "
         f"{os.cpu_count()} cores. Non-streamed chat completions (`m-small`, a short prompt) "
-        "through `make run` (API key auth, reserve and settle on the embedded DynamoDB emulator, ledger and day "
-        "totals) and straight to the same fake upstream (the built-in chat simulator in its own process, no "
-        "delay per token). Added = gateway minus upstream, each percentile of its own series.",
+        "through `make run` (API key auth, reserve and settle on the embedded DynamoDB emulator in its own "
+        "process, ledger and day totals) and straight to the same fake upstream (the built-in chat simulator "
+        "in its own process, no delay per token). Added = gateway minus upstream, each percentile of its own series.",
         "", *table, "", *block_table, "", *summary, "", "![latency and memory](results.png)"]))
     plot(blocks)
 
