@@ -432,7 +432,9 @@ class EmulatorProcess:
         return _environment_of(self.template, {**self.buckets, **self.queues, **self.tables})
 
     def stop(self) -> None:
-        """Saves the state and ends the process (waiting for its last save)."""
+        """Saves the state and ends the process (waiting for its last save). Once is enough."""
+        if not self._process.is_alive() and not os.path.exists(self._socket_dir):
+            return
         try:
             self._control.send("stop")
             self._control.poll(60)
@@ -458,7 +460,7 @@ def start_emulator_process(template_path: Path | str, state_directory: Path, *, 
     socket_dir = tempfile.mkdtemp(prefix="gateway-emulator-")
     address = os.path.join(socket_dir, "calls.sock")
     process = context.Process(target=_emulator_main, name="aws-emulator",
-                              args=(theirs, str(template_path), str(state_directory), fresh, address))
+                              args=(theirs, mine, str(template_path), str(state_directory), fresh, address))
     process.start()
     theirs.close()
     ready: dict[str, Any] = mine.recv() if mine.poll(180) else {"error": "the AWS emulator did not start within 180 s"}
@@ -478,9 +480,12 @@ def start_emulator_process(template_path: Path | str, state_directory: Path, *, 
     return emulator
 
 
-def _emulator_main(control: Any, template_path: str, state_directory: str, fresh: bool, address: str) -> None:
+def _emulator_main(control: Any, runners_end: Any, template_path: str, state_directory: str, fresh: bool,
+                   address: str) -> None:
     """The emulator's process: serves until the runner says stop or goes away, then saves."""
     from gateway_local.state import State
+
+    runners_end.close()  # forked with it open: the runner's death must close the pipe's last copy
 
     # Ctrl-C and SIGTERM reach the whole process group: the runner stops first (its last
     # settlements still need the emulator), then tells this process to save and stop.

@@ -282,6 +282,14 @@ def main(template_path: str = "template.yaml") -> int:
     # First, before any thread starts: the emulator's process is forked from this one.
     emulator = start_emulator_process(template.root / Path(template_path).name, directory,
                                       fresh=os.environ.get("GATEWAY_LOCAL_FRESH", "").strip() not in ("", "0"))
+    try:
+        return _serve(template, emulator, directory, port, simulator_port, schedule_pause)
+    finally:
+        emulator.stop()  # saves the state, with no function running any more (however the runner ends)
+
+
+def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port: int, simulator_port: int,
+           schedule_pause: float) -> int:
     loaded = emulator.loaded
     if loaded is None:
         print(f"state: starting empty (FRESH); data is kept in {directory}", flush=True)
@@ -313,7 +321,6 @@ def main(template_path: str = "template.yaml") -> int:
     except ChannelsConfigError as exc:  # the README's promise: a bad document stops the start
         print(f"gateway not started: bad channels document: {exc}", file=sys.stderr, flush=True)
         simulators.stop()
-        emulator.stop()
         return 2
     endpoint_file = write_endpoint_file(template.root, emulator, port)
     demo_key, access_token = demo_credentials(directory, os.environ.get("GATEWAY_DEMO_KEY"),
@@ -376,6 +383,5 @@ def main(template_path: str = "template.yaml") -> int:
             loop.join(timeout=5)
         remove_endpoint_file(endpoint_file)
         simulators.stop()
-        emulator.stop()  # saves the state, with no function running any more
         print("gateway stopped", flush=True)
     return 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import boto3
 import httpx
@@ -112,3 +114,47 @@ def test_a_restarted_gateway_keeps_its_keys_and_a_fresh_one_forgets_them(tmp_pat
         assert forgotten.status_code == 401
     finally:
         assert fresh.stop() == 0
+
+
+def _running(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status  # a zombie has exited; whoever adopted it reaps it
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def test_a_runner_killed_without_a_word_leaves_its_data_saved_by_the_emulator(tmp_path):
+    state = {"GATEWAY_LOCAL_STATE_DIR": str(tmp_path), "GATEWAY_LOCAL_SAVE_SECONDS": "3600"}
+    # Given a key issued and a plant stored, and no autosave due for an hour
+    first = LocalGateway(state)
+    user = first.admin("create-user", "--username", "survivor", "--quota-usd", "5")
+    key = first.admin("issue-key", "--user", str(user["user_id"]), "--name", "survivor")["key"]
+    assert httpx.post(f"{first.url}/plants", headers={"Authorization": f"Bearer {key}"},
+                      json={"id": 91, "name": "hardy fern"}).status_code == 200
+    emulators = _children(first.process.pid)
+    assert emulators, "the AWS emulator runs in a process of its own"
+    # When the runner is killed outright (no signal it could catch)
+    first.process.kill()
+    first.process.wait()
+    # Then its emulator saves the data and exits by itself
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in emulators) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_running(pid) for pid in emulators)
+    assert "hardy fern" in (tmp_path / "emulator.jsonl").read_text()
+    # And a runner started again takes the key and knows the plant
+    second = LocalGateway(state)
+    try:
+        again = httpx.post(f"{second.url}/plants", headers={"Authorization": f"Bearer {key}"},
+                           json={"id": 91, "name": "other fern"})
+        assert again.status_code == 409
+    finally:
+        assert second.stop() == 0
