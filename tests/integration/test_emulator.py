@@ -267,7 +267,7 @@ def test_plain_updates_give_what_moto_own_way_gives(scratch, monkeypatch, how, e
 
     # When each is applied the direct way, then with moto's own update_item
     direct = [how(scratch, *case, exists=exists) for case in _UPDATES]
-    assert moto_fixes._plans, "the direct way was not taken"
+    assert moto_fixes.updates._plans, "the direct way was not taken"
     monkeypatch.setattr(DynamoDBBackend, "update_item", moto_fixes._targets()["DynamoDBBackend.update_item"])
     own = [how(scratch, *case, exists=exists) for case in _UPDATES]
     # Then the answers, the errors and the items left are the same
@@ -411,10 +411,10 @@ def test_conditions_parsed_once_give_moto_own_verdicts(scratch, monkeypatch):
     # Given conditions of every form, each used twice with other values (the second use reads the kept parse)
     from moto.dynamodb.comparisons import ConditionExpressionParser
 
-    moto_fixes._conditions.clear()
+    moto_fixes.conditions._conditions.clear()
     # When each is checked on the same item the kept way, then with moto's own parse every time
     kept = _verdicts(scratch)
-    assert any(entry is not None for entry in moto_fixes._conditions.values()), "no parse was kept"
+    assert any(entry is not None for entry in moto_fixes.conditions._conditions.values()), "no parse was kept"
     monkeypatch.setattr(ConditionExpressionParser, "parse", moto_fixes._targets()["ConditionExpressionParser.parse"])
     own = _verdicts(scratch)
     # Then every verdict, and every error, is the same
