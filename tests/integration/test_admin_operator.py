@@ -105,3 +105,19 @@ def test_with_no_gateway_running_and_no_aws_settings_it_says_what_to_do(tmp_path
                                                     "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")})
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "make run" in json.loads(done.stderr)["hint"]
+
+
+def test_a_disabled_users_access_token_is_refused_until_it_is_enabled(demo):
+    from gateway import account
+
+    token, user = f"Bearer {demo['access_token']}", str(demo["user_id"])
+    assert account.user_self(token, user)["data"]["id"] == demo["user_id"]
+    # When the user is disabled, Then its access token is refused, for its account and its log alike
+    admin.run(["disable-user", "--user", user])
+    with pytest.raises(AuthenticationFailed, match="disabled"):
+        account.user_self(token, user)
+    with pytest.raises(AuthenticationFailed, match="disabled"):
+        account.access_token_user(token, user)
+    # When it is enabled again, Then the token works again
+    admin.run(["enable-user", "--user", user])
+    assert account.access_token_user(token, user) == demo["user_id"]

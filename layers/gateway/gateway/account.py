@@ -76,8 +76,15 @@ def subscription(principal: Principal, accounts: AccountsRepository | None = Non
 
 def access_token_user(authorization: str | None, api_user: str | None,
                       accounts: AccountsRepository | None = None) -> int:
-    """The user id named by both the system access token and `X-Api-User` (else a 401)."""
-    accounts = accounts or AccountsRepository()
+    """The user id named by both the system access token and `X-Api-User`, whose account is
+    enabled (else a 401)."""
+    return _token_owner(authorization, api_user, accounts or AccountsRepository())[0]
+
+
+def _token_owner(authorization: str | None, api_user: str | None,
+                 accounts: AccountsRepository) -> tuple[int, dict[str, Any]]:
+    """The access token's user id and profile; a 401 for a missing or wrong token or user, or a
+    disabled user (disabling a user refuses its access token at once, as it does its keys)."""
     token = (authorization or "").strip()
     if token[:7].lower() == "bearer ":
         token = token[7:].strip()
@@ -90,16 +97,17 @@ def access_token_user(authorization: str | None, api_user: str | None,
     user_id = accounts.user_id_for_access_token(token)
     if user_id is None or user_id != int(api_user):
         raise AuthenticationFailed("the access token does not belong to the user in X-Api-User")
-    return user_id
+    user = accounts.get_user(user_id, consistent=True)
+    if user is None:
+        raise AuthenticationFailed("the access token's user no longer exists")
+    if int(user.get("status", 1)) != 1:
+        raise AuthenticationFailed("the access token's user is disabled")
+    return user_id, user
 
 
 def user_self(authorization: str | None, api_user: str | None,
               accounts: AccountsRepository | None = None) -> dict[str, Any]:
     """The account envelope for the user named by both the access token and `X-Api-User`."""
-    accounts = accounts or AccountsRepository()
-    user_id = access_token_user(authorization, api_user, accounts)
-    user = accounts.get_user(user_id, consistent=True)
-    if user is None:
-        raise AuthenticationFailed("the access token's user no longer exists")
+    _, user = _token_owner(authorization, api_user, accounts or AccountsRepository())
     record = {name: _FIXED[name] if name in _FIXED else user.get(name) for name in _ACCOUNT_FIELDS}
     return {"data": record, "message": "", "success": True}
