@@ -70,11 +70,14 @@ class _Serialized:
         self._app, self.lock = app, threading.Lock()
         self.changes = 0
 
+    def _count(self, target: str) -> None:
+        """Called with the lock held: one more call that may have changed data (by its `X-Amz-Target`)."""
+        if target.rpartition(".")[2] not in _READS:
+            self.changes += 1
+
     def __call__(self, environ: Any, start_response: Any) -> Any:
-        action = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
         with self.lock:
-            if action not in _READS:
-                self.changes += 1
+            self._count(environ.get("HTTP_X_AMZ_TARGET", ""))
             return list(self._app(environ, start_response))
 
     def dispatch(self, target: str, handler: Any, request: Any) -> tuple[int, Any, Any]:
@@ -83,8 +86,7 @@ class _Serialized:
         from werkzeug.exceptions import InternalServerError
 
         with self.lock:
-            if target.rpartition(".")[2] not in _READS:
-                self.changes += 1
+            self._count(target)
             try:
                 return handler(request, request.raw_url, request.headers)
             except HTTPException as error:
@@ -102,6 +104,7 @@ class _Body(io.BytesIO):
         yield self.getvalue()
 
 
+@functools.cache
 def _json_handlers() -> dict[str, Any]:
     """moto's handler of each JSON-protocol service the gateway calls, by `X-Amz-Target` prefix."""
     from moto.dynamodb.urls import url_paths as dynamodb_paths
@@ -113,6 +116,11 @@ def _json_handlers() -> dict[str, Any]:
 _Answer = tuple[int, dict[str, str], bytes]  # status, headers, body
 
 
+def _target_of(headers: list[tuple[str, str]]) -> str:
+    """The call's `X-Amz-Target` (`Service.Operation`), or "" for a call that names none (S3)."""
+    return next((value for name, value in headers if name.lower() == "x-amz-target"), "")
+
+
 def answer(app: _Serialized, method: str, url: str, headers: list[tuple[str, str]], body: bytes) -> _Answer:
     """One AWS call answered by the emulator's app, given as botocore sends it.
 
@@ -122,7 +130,7 @@ def answer(app: _Serialized, method: str, url: str, headers: list[tuple[str, str
     from moto.core.request import Request
     from werkzeug.test import EnvironBuilder
 
-    operation = next((v for k, v in headers if k.lower() == "x-amz-target"), "")
+    operation = _target_of(headers)
     handler = _json_handlers().get(operation.partition(".")[0])
     if handler is not None:
         status, found, data = app.dispatch(operation, handler, Request.from_primitives(method, url, dict(headers),
@@ -189,7 +197,7 @@ def _route_calls(endpoint: str, answerer: Callable[[str, str, list[tuple[str, st
         if isinstance(body, str):
             body = body.encode()
         headers = [(k, v.decode("latin-1") if isinstance(v, bytes) else v) for k, v in request.headers.items()]
-        operation = next((v for k, v in headers if k.lower() == "x-amz-target"), "")
+        operation = _target_of(headers)
         status, found, data = routed(request.method, request.url, headers, body or b"")
         SQS_SENDS.note(operation)
         return AWSResponse(request.url, status, found, _Body(data))
@@ -283,7 +291,6 @@ class Emulator:
     def changes(self) -> int:
         """How many calls so far may have changed a table or a queue."""
         return self._app.changes
-
 
     def stop(self) -> None:
         self._server.shutdown()

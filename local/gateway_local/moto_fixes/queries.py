@@ -13,7 +13,9 @@ def install(originals: dict[str, Any]) -> None:
     def query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
         if index_name is None and hash_key is not None and self.range_key_attr is not None:
-            return original_query(_Partition(self, hash_key), hash_key, *args, **kwargs)
+            partition = self.items.get(hash_key)  # .get: the dict is a defaultdict
+            items = list(partition.values()) if partition else []
+            return original_query(_Candidates(self, items), hash_key, *args, **kwargs)
         if index_name is not None:
             conditions = kwargs.get("hash_key_conditions", args[9] if len(args) > 9 else None)
             view = _index_partition(self, index_name, conditions)
@@ -29,15 +31,15 @@ def generation() -> int:
     return _index_generation
 
 
-class _Partition:
-    """A table seen through one partition: `all_items` lists that partition's items only."""
+class _Candidates:
+    """A table seen through some of its items (one partition of the table or of an index): its
+    `all_items` are those."""
 
-    def __init__(self, table: Any, hash_key: Any):
-        self._table, self._hash_key = table, hash_key
+    def __init__(self, table: Any, items: list[Any]):
+        self._table, self._items = table, items
 
     def all_items(self) -> list[Any]:
-        partition = self._table.items.get(self._hash_key)  # .get: the dict is a defaultdict
-        return list(partition.values()) if partition else []
+        return self._items
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._table, name)
@@ -121,19 +123,6 @@ def _index_partition(table: Any, index_name: str, conditions: list[tuple[str, An
         return None
     items = indexes.partitions[index_name].get(tuple(asked[attribute] for attribute in attributes), {})
     return _Candidates(table, list(items.values()))
-
-
-class _Candidates:
-    """A table whose `all_items` are the given items."""
-
-    def __init__(self, table: Any, items: list[Any]):
-        self._table, self._items = table, items
-
-    def all_items(self) -> list[Any]:
-        return self._items
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._table, name)
 
 
 def _key_of_put(table: Any, attrs: dict[str, Any]) -> tuple[Any, Any] | None:
