@@ -52,7 +52,8 @@ def serve_in_memory(port: int, sim_port: int) -> None:
 
     import uvicorn
 
-    from gateway import auth, billing
+    from gateway import auth
+    from gateway.admission import billing
     from gateway_local.server import _ThreadedServer, simulators_app
 
     principal = auth.Principal(user_id=1, key_hash="bench", key_id="bench", key_name="bench", unlimited=True,

@@ -39,9 +39,9 @@ def main() -> None:
     emulator = start_emulator(ROOT / "template.yaml")
     with serve_asgi(simulators_app()) as simulators:
         os.environ["GATEWAY_SIMULATOR_URL"] = simulators
-        from gateway import channels
         from gateway.admin import ensure_demo_account
         from gateway.auth import authenticate
+        from gateway.routing import channels
         from gateway.settings import reload_settings
         from gateway.store.aws import client
         from gateway.store.tasks import TasksRepository

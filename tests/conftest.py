@@ -82,7 +82,7 @@ def api_event(method: str, path: str, *, resource: str | None = None, body: str 
 def use_environment(**values: str | None) -> dict[str, str | None]:
     """Sets (or, for None, unsets) environment variables and re-reads settings and channels;
     answers the previous values, to restore them the same way."""
-    from gateway import channels
+    from gateway.routing import channels
     from gateway.settings import reload_settings
 
     saved = {name: os.environ.get(name) for name in values}

@@ -3,7 +3,8 @@ and the request log (GET /api/log/self, GET /api/log/token)."""
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway import account, observability, requestlog
+from gateway import observability
+from gateway.api import account, requestlog
 from gateway.http import authenticate, create_app, json_response
 
 app = create_app()

@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gateway import observability
 from gateway.observability import logger
-from gateway.outbound import sync_client
+from gateway.routing.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.tasks import callbacks, engine, queue
 from gateway.tasks.families import family_of

@@ -2,10 +2,11 @@
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway import images, observability
-from gateway.channels import check_at_start
+from gateway import observability
+from gateway.api import images
 from gateway.http import authenticate, create_app, json_response, request_id
 from gateway.multipart import event_body, form_from_event
+from gateway.routing.channels import check_at_start
 from gateway.schemas.images import parse_edit_form, parse_generation_body
 
 check_at_start()  # a bad channels document fails the cold start, naming the field

@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gateway import observability
-from gateway.channels import check_at_start
+from gateway.routing.channels import check_at_start
 from gateway.tasks import engine, queue
 
 check_at_start()  # a bad channels document fails the cold start, naming the field

@@ -1,7 +1,8 @@
 """The sweeper (on a schedule): re-enqueues overdue polls, times out stuck tasks, and refunds
 reservations left open by a request that can no longer be running."""
 
-from gateway import billing, observability
+from gateway import observability
+from gateway.admission import billing
 from gateway.tasks import engine
 
 

@@ -1,6 +1,6 @@
 """Every text route, streamed or not: an ASGI app run by uvicorn under the Lambda Web Adapter.
 
-Routes parse nothing themselves: they hand the request to `gateway.text` and write its answer.
+Routes parse nothing themselves: they hand the request to `gateway.api.text` and write its answer.
 An answer's body goes out through `Relayed`, which also watches for the client going away, so
 the upstream read stops at once; the layer settles the bill either way.
 
@@ -24,11 +24,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway import count_tokens, observability, text
-from gateway import models as model_list
-from gateway.channels import check_at_start
+from gateway import observability
+from gateway.api import count_tokens, text
+from gateway.api import models as model_list
 from gateway.errors import GatewayError, NotFound, dialect_for_path, render
 from gateway.observability import logger
+from gateway.routing.channels import check_at_start
 
 check_at_start()  # a bad channels document fails the cold start, naming the field
 

@@ -3,10 +3,11 @@
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway import observability, video
-from gateway.channels import check_at_start
+from gateway import observability
+from gateway.api import video
 from gateway.http import authenticate, create_app, json_response
 from gateway.multipart import event_body
+from gateway.routing.channels import check_at_start
 
 check_at_start()  # a bad channels document fails the cold start, naming the field
 

@@ -56,7 +56,7 @@ class GatewayApp:
                 await send({"type": "lifespan.startup.complete"})
             # As the text function's own shutdown does: the streams a stop cancelled are billed
             # before the emulator they are billed in goes away.
-            from gateway.text import settle_pending
+            from gateway.api.text import settle_pending
 
             await settle_pending(SHUTDOWN_SETTLE_SECONDS)
             await send({"type": "lifespan.shutdown.complete"})
@@ -314,7 +314,7 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     from gateway.settings import reload_settings
 
     reload_settings()
-    from gateway.channels import ChannelsConfigError, check_at_start
+    from gateway.routing.channels import ChannelsConfigError, check_at_start
 
     try:
         check_at_start()

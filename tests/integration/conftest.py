@@ -10,8 +10,8 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from gateway import count_tokens, models, text
-from gateway.channels import Catalog, reset_catalog
+from gateway.api import count_tokens, models, text
+from gateway.routing.channels import Catalog, reset_catalog
 from tests.conftest import load_function, serve_asgi, use_environment
 from tests.integration.images_support import UPSTREAMS, hits
 from tests.integration.tasks_support import SIMULATORS, TASK_SECONDS, Clock, Queues

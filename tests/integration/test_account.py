@@ -6,7 +6,7 @@ from datetime import UTC
 
 import pytest
 
-from gateway import billing
+from gateway.admission import billing
 from gateway.auth import authenticate
 from tests.conftest import api_event, load_function
 

@@ -10,7 +10,8 @@ import uuid
 
 import pytest
 
-from gateway import admin, billing
+from gateway import admin
+from gateway.admission import billing
 from gateway.auth import authenticate, clear_cache
 from gateway.errors import AuthenticationFailed
 from gateway.store.accounts import KeyNotFound
@@ -108,7 +109,7 @@ def test_with_no_gateway_running_and_no_aws_settings_it_says_what_to_do(tmp_path
 
 
 def test_a_disabled_users_access_token_is_refused_until_it_is_enabled(demo):
-    from gateway import account
+    from gateway.api import account
 
     token, user = f"Bearer {demo['access_token']}", str(demo["user_id"])
     assert account.user_self(token, user)["data"]["id"] == demo["user_id"]

@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gateway import billing
+from gateway.admission import billing
 from gateway.auth import authenticate
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 

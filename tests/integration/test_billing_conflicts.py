@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from gateway import billing
+from gateway.admission import billing
 from gateway.auth import authenticate
 from gateway.errors import RateLimited
 

@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.images import IMAGE_TOKENS_HELD_PER_INPUT
+from gateway.api.images import IMAGE_TOKENS_HELD_PER_INPUT
 from gateway.prices import SHIPPED, unit_cost
 from gateway_local.simulators.images import IMAGE_TOKENS_PER_INPUT
 from tests.conftest import api_event

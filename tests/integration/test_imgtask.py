@@ -421,7 +421,7 @@ def test_a_modal_the_upstream_refuses_ends_the_task_failed_and_refunded_once(
 
 def test_a_modal_refused_for_quota_waits_again_and_two_completions_never_both_run(
         tasks_env, functions, queues, demo, accounts, lambda_context, clock, monkeypatch):
-    from gateway import billing
+    from gateway.admission import billing
     from gateway.errors import Conflict, InsufficientQuota
     from gateway.tasks import engine
 

@@ -11,7 +11,7 @@ import anyio
 import httpx
 import pytest
 
-from gateway import text
+from gateway.api import text
 from gateway.errors import InsufficientQuota
 from gateway.prices import SHIPPED, token_cost
 from gateway.store.accounts import AccountsRepository
@@ -169,7 +169,7 @@ def test_every_answer_of_the_text_app_names_its_request_id_and_a_500_body_says_i
 def test_another_users_request_with_the_id_of_an_in_flight_request_is_not_billed_to_the_first(
         demo, catalog, accounts, monkeypatch):
     # Given user A's request in flight under the gateway's id
-    from gateway import billing
+    from gateway.admission import billing
     from gateway.auth import authenticate
 
     catalog([channel("chat")])

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway import billing, requestlog
+from gateway.admission import billing
+from gateway.api import requestlog
 from gateway.auth import authenticate
 from gateway.errors import GatewayError
 from tests.conftest import api_event, load_function
@@ -122,7 +123,7 @@ def test_a_request_the_client_abandons_before_the_answer_is_a_refund_not_an_erro
     import anyio
     import httpx
 
-    from gateway import text
+    from gateway.api import text
 
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

@@ -15,10 +15,10 @@ import anyio
 import httpx
 import pytest
 
-from gateway import count_tokens, text, video
+from gateway.api import count_tokens, text, video
 from gateway.auth import authenticate
-from gateway.channels import ChannelsConfigError, check_at_start
 from gateway.errors import InvalidRequest, NotFound
+from gateway.routing.channels import ChannelsConfigError, check_at_start
 from gateway.store.accounts import AccountsRepository
 from gateway.store.tasks import Task, TasksRepository
 from gateway_local.server import simulators_app

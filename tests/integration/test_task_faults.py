@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from gateway import billing
+from gateway.admission import billing
 from gateway.settings import get_settings, reload_settings
 from gateway.store.aws import client
 from gateway.store.tasks import TasksRepository

@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 
-from gateway import text
+from gateway.api import text
 from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamFailed, UpstreamTimeout
 from gateway.formats import usage_of_response
 from gateway.prices import SHIPPED, token_cost

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from gateway import billing
+from gateway.admission import billing
 from gateway.store.accounts import AccountsRepository
 from gateway_local.server import simulators_app
 from tests.conftest import ROOT, serve_asgi

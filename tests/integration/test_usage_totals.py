@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway import admin, billing
+from gateway import admin
+from gateway.admission import billing
 from gateway.auth import authenticate
 from gateway.store.accounts import AccountsRepository, UsageTotal
 

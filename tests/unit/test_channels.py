@@ -2,9 +2,9 @@ from collections import Counter
 
 import pytest
 
-from gateway import channels
-from gateway.channels import Catalog, ChannelsConfigError
 from gateway.errors import NotFound
+from gateway.routing import channels
+from gateway.routing.channels import Catalog, ChannelsConfigError
 
 DOC = {
     "channels": [

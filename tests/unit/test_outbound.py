@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from gateway import outbound
+from gateway.routing import outbound
 
 
 async def _client_and_loop(http: httpx.AsyncClient):

@@ -44,7 +44,7 @@ def test_any_other_path_is_routed_to_a_function_that_answers_404_in_the_family_e
 
 
 def test_a_request_hold_outlasts_every_api_function_timeout():
-    from gateway.billing import REQUEST_HOLD_SECONDS
+    from gateway.admission.billing import REQUEST_HOLD_SECONDS
 
     template = load_template(TEMPLATE)
     default = template["Globals"]["Function"]["Timeout"]

@@ -31,8 +31,9 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from gateway import keys, requestlog
-from gateway.account import parse_date
+from gateway import keys
+from gateway.api import requestlog
+from gateway.api.account import parse_date
 from gateway.errors import GatewayError
 from gateway.prices import UNITS_PER_USD, usd_to_units
 from gateway.store.accounts import AccountsRepository, KeyNotFound, UserNotFound

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.auth import Principal
-from gateway.channels import Catalog
-from gateway.errors import Dialect, InvalidRequest, NotFound
-from gateway.models import (
+from gateway.api.models import (
     available,
     chat_list,
     content_list,
@@ -18,7 +15,10 @@ from gateway.models import (
     kind_of,
     messages_list,
 )
+from gateway.auth import Principal
+from gateway.errors import Dialect, InvalidRequest, NotFound
 from gateway.prices import Price
+from gateway.routing.channels import Catalog
 
 
 def principal(allowed: tuple[str, ...] | None = None) -> Principal:

@@ -9,12 +9,13 @@ import anyio
 import httpx
 import pytest
 
-from gateway import billing, text
+from gateway.admission import billing
+from gateway.api import text
 from gateway.auth import Principal
-from gateway.channels import Channel
 from gateway.errors import InvalidRequest, NotFound, UpstreamFailed
 from gateway.formats.usage import Usage
 from gateway.prices import SHIPPED
+from gateway.routing.channels import Channel
 from gateway.tokens import estimate_tokens
 
 PRINCIPAL = Principal(user_id=1, key_hash="h", key_id="k", key_name="test", unlimited=True, allowed_models=None,

@@ -3,8 +3,8 @@
 import httpx
 import pytest
 
-from gateway.channels import Catalog, Channel
 from gateway.errors import PermissionDenied
+from gateway.routing.channels import Catalog, Channel
 from gateway.tasks import links
 from gateway.tasks.adapter import UNIFIED, poll, send
 from gateway.tasks.families.beta import PUBLIC_STATUS

@@ -4,10 +4,10 @@ import copy
 
 import pytest
 
+from gateway.api.video import generic_family
 from gateway.errors import InvalidRequest
 from gateway.tasks.families.delta.schema import DELTA_MODELS, DeltaVideoRequest
 from gateway.validation import parse_model
-from gateway.video import generic_family
 
 PNG = {"bytesBase64Encoded": "iVBORw0KGgoAAAANSUhEUg==", "mimeType": "image/png"}
 MP4 = {"bytesBase64Encoded": "AAAAGGZ0eXBtcDQy", "mimeType": "video/mp4"}

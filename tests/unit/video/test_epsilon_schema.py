@@ -2,10 +2,10 @@
 
 import pytest
 
+from gateway.api.video import generic_family, video_family
 from gateway.errors import InvalidRequest
 from gateway.tasks.families.epsilon.schema import EpsilonVideoRequest
 from gateway.validation import parse_model
-from gateway.video import generic_family, video_family
 
 
 def accepted(**data):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from gateway.api.video import generic_family
 from gateway.errors import InvalidRequest
 from gateway.tasks.families.zeta.schema import (
     ZETA_COMMAND_RULES,
@@ -13,7 +14,6 @@ from gateway.tasks.families.zeta.schema import (
     parse_text_commands,
 )
 from gateway.validation import parse_model
-from gateway.video import generic_family
 
 LINK = {"url": "https://img.example/cat.png"}
 DATA = {"image_url": "data:image/png;base64,iVBORw0KGgo="}

@@ -28,12 +28,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway import billing
+from gateway.admission import billing
 from gateway.auth import Principal
-from gateway.channels import Channel, get_catalog
 from gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable
 from gateway.observability import logger
-from gateway.outbound import sync_client
+from gateway.routing.channels import Channel, get_catalog
+from gateway.routing.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.store.tasks import Task, TasksRepository, open_shard
 from gateway.tasks import queue

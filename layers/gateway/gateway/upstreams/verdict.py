@@ -12,7 +12,6 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from gateway.channels import report_failure, report_success
 from gateway.errors import (
     GatewayError,
     InvalidRequest,
@@ -23,6 +22,7 @@ from gateway.errors import (
     UpstreamTimeout,
 )
 from gateway.observability import logger
+from gateway.routing.channels import report_failure, report_success
 from gateway.upstreams.errors import UpstreamError
 
 T = TypeVar("T")

@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 from gateway.auth import Principal
-from gateway.channels import get_catalog, report_success
 from gateway.errors import InvalidRequest, NotFound
+from gateway.routing.channels import get_catalog, report_success
 from gateway.settings import get_settings
 from gateway.store.accounts import user_pk
 from gateway.store.aws import client, from_item, to_item, to_values
@@ -48,7 +48,7 @@ def _model(principal: Principal, model: str | None, param: str = "model_name") -
 
 def create(principal: Principal, kind: str, data: Any) -> dict[str, Any]:
     """Creates an element or a voice upstream and keeps its record for the caller."""
-    from gateway.outbound import sync_client
+    from gateway.routing.outbound import sync_client
     from gateway.tasks.families.alpha.schema import CUSTOMS  # pydantic only where a body is parsed
     from gateway.validation import parse_model
 

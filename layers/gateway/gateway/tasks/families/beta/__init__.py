@@ -21,7 +21,7 @@ import httpx
 
 from gateway.errors import GatewayError, NotFound, PayloadTooLarge, UpstreamFailed
 from gateway.multipart import MAX_BINARY_ANSWER_BYTES
-from gateway.outbound import sync_client
+from gateway.routing.outbound import sync_client
 from gateway.store.results import KeptResult, ResultsStore
 from gateway.store.tasks import Task
 from gateway.tasks import engine, links

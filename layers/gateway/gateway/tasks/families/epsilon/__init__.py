@@ -14,7 +14,7 @@ import httpx
 from gateway.auth import Principal
 from gateway.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UpstreamFailed
 from gateway.multipart import MAX_BINARY_ANSWER_BYTES
-from gateway.outbound import sync_client
+from gateway.routing.outbound import sync_client
 from gateway.store.tasks import Task
 from gateway.tasks import engine
 from gateway.tasks.adapter import timed

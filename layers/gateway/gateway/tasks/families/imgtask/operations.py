@@ -16,7 +16,7 @@ from gateway.auth import Principal
 from gateway.errors import InvalidRequest, NotFound, PayloadTooLarge, UpstreamFailed
 from gateway.imagetypes import IMAGE_MEDIA_TYPES, detect_image_type
 from gateway.multipart import MAX_BINARY_ANSWER_BYTES
-from gateway.outbound import sync_client
+from gateway.routing.outbound import sync_client
 from gateway.store.tasks import Task
 from gateway.tasks import engine, links
 from gateway.tasks.callbacks import CallbackFailed, UnsafeCallback, check_url

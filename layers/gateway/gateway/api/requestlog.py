@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, overload
 
+from gateway.admission.billing import LOG_CONSUME, LOG_ERROR, LOG_REFUND, REFUNDED, SETTLED
 from gateway.auth import Principal
-from gateway.billing import LOG_CONSUME, LOG_ERROR, LOG_REFUND, REFUNDED, SETTLED
 from gateway.errors import InvalidRequest
 from gateway.store.accounts import LOG_BY_KEY, LOG_BY_MODEL, LOG_BY_USER, AccountsRepository, usage_sk, user_pk
 

@@ -17,12 +17,13 @@ from typing import Any
 import anyio
 import httpx
 
-from gateway import auth, billing
-from gateway.channels import Channel, get_catalog, report_success
+from gateway import auth
+from gateway.admission import billing
+from gateway.api.text import TEXT_PROTOCOLS, BufferedAnswer, Inbound, TextCall, http_client
 from gateway.formats import CONTENT, MESSAGES, convert_request
 from gateway.formats.usage import Usage
 from gateway.observability import logger
-from gateway.text import TEXT_PROTOCOLS, BufferedAnswer, Inbound, TextCall, http_client
+from gateway.routing.channels import Channel, get_catalog, report_success
 from gateway.upstreams.base import Timeouts, UpstreamError
 from gateway.upstreams.content import ContentClient
 from gateway.upstreams.messages import MessagesClient

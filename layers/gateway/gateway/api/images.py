@@ -24,12 +24,13 @@ from typing import Any
 
 import httpx
 
-from gateway import billing, outbound
+from gateway.admission import billing
 from gateway.auth import Principal
-from gateway.channels import Channel, get_catalog
 from gateway.errors import GatewayError, UpstreamFailed
 from gateway.observability import logger
 from gateway.prices import unit_cost
+from gateway.routing import outbound
+from gateway.routing.channels import Channel, get_catalog
 from gateway.schemas.images import EditRequest, GenerationRequest, IotaEditRequest
 from gateway.upstreams.images import ImagesClient
 from gateway.upstreams.verdict import first_success

@@ -25,13 +25,13 @@ from typing import Any
 
 from gateway import auth
 from gateway.auth import Principal
-from gateway.channels import PROTOCOLS, Catalog, get_catalog
 from gateway.errors import Dialect, InvalidRequest, NotFound
 from gateway.prices import Price
+from gateway.routing.channels import PROTOCOLS, Catalog, get_catalog
 
 TEXT_PROTOCOLS = ("chat", "messages", "content")
 EMBEDDING_PROTOCOLS = ("chat", "content")
-IMAGE_PROTOCOLS = ("chat",)  # the chat dialect carries the images endpoints (gateway.images)
+IMAGE_PROTOCOLS = ("chat",)  # the chat dialect carries the images endpoints (gateway.api.images)
 # The spec's neutral family words (interface.md, "vocabulary"); a model id starts with its family's.
 FAMILIES = ("imgtask", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota")
 _FAMILY = re.compile(rf"^({'|'.join(FAMILIES)})(?![a-z])")

@@ -38,14 +38,15 @@ from typing import Any
 import anyio
 import httpx
 
-from gateway import auth, billing
-from gateway.channels import Channel, get_catalog
+from gateway import auth
+from gateway.admission import billing
 from gateway.errors import InvalidRequest
 from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter, convert_request, convert_response
 from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
 from gateway.observability import logger
-from gateway.outbound import client as http_client
 from gateway.prices import Price, token_cost
+from gateway.routing.channels import Channel, get_catalog
+from gateway.routing.outbound import client as http_client
 from gateway.sse import encode
 from gateway.tokens import estimate_value_tokens
 from gateway.upstreams.base import EventStream, Timeouts, UpstreamClient, UpstreamError

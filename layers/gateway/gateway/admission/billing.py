@@ -49,7 +49,7 @@ from gateway.store.accounts import (
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
 RESERVED, SETTLED, REFUNDED = "reserved", "settled", "refunded"
-# The request log's entry types (`gateway.requestlog`): a settled request; a refund because the
+# The request log's entry types (`gateway.api.requestlog`): a settled request; a refund because the
 # request failed (the upstream failed or refused it, its function died: a stale hold); any other
 # refund (the client went away first, a task was cancelled).
 LOG_CONSUME, LOG_ERROR, LOG_REFUND = 2, 5, 6

@@ -1,0 +1,1 @@
+"""Routing: the channels document, channel selection and health, and the pooled outbound client."""
