@@ -32,7 +32,15 @@ import anyio
 import uvicorn
 
 from gateway_local import apigw, docs
-from gateway_local.emulator import SQS_SENDS, Emulator, EmulatorProcess, SqsSends, start_emulator_process
+from gateway_local.emulator import (
+    LOCAL_AWS_ENVIRONMENT,
+    SQS_SENDS,
+    Emulator,
+    EmulatorProcess,
+    SqsSends,
+    isolate_aws_environment,
+    start_emulator_process,
+)
 from gateway_local.instances import AsgiPool, FunctionPool, instance_limit, isolate_router_state
 from gateway_local.state import demo_credentials, state_dir
 from gateway_local.template import Template, read_template, schedule_seconds
@@ -253,9 +261,7 @@ def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: 
     (`.local/gateway.json`, git-ignored), so it needs no AWS variables."""
     path = Path(os.environ.get("GATEWAY_LOCAL_ENDPOINT_FILE") or root / ENDPOINT_FILE)
     path.parent.mkdir(parents=True, exist_ok=True)
-    environment = {**emulator.environment(), "AWS_ENDPOINT_URL": emulator.endpoint_url,
-                   "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
-                   "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
+    environment = {**emulator.environment(), **LOCAL_AWS_ENVIRONMENT, "AWS_ENDPOINT_URL": emulator.endpoint_url}
     path.write_text(json.dumps({"pid": os.getpid(), "gateway_url": f"http://127.0.0.1:{port}",
                                 "environment": environment}, indent=2))
     return path
@@ -270,6 +276,8 @@ def remove_endpoint_file(path: Path) -> None:
 
 
 def main(template_path: str = "template.yaml") -> int:
+    # The user's AWS settings (region, profile, credentials, ~/.aws) never reach the runner.
+    isolate_aws_environment()
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     # One EMF line per request would drown the console; POWERTOOLS_METRICS_DISABLED=false shows them.
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")

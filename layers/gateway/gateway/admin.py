@@ -349,6 +349,10 @@ def use_target(args: argparse.Namespace) -> str:
         found = local_endpoint_file()
         if found is not None:
             os.environ.update(_local_environment(found))
+            # The local emulator's own region and credentials: a profile named in the shell
+            # (perhaps one this machine lacks) must not be looked up.
+            for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
+                os.environ.pop(name, None)
             chosen = f"local gateway ({found})"
     reset_clients()
     reload_settings()
