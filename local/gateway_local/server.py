@@ -42,7 +42,7 @@ from gateway_local.emulator import (
     start_emulator_process,
 )
 from gateway_local.instances import AsgiPool, FunctionPool, instance_limit, isolate_router_state
-from gateway_local.state import demo_credentials, state_dir
+from gateway_local.state import demo_credentials, demo_quota_changed, state_dir
 from gateway_local.template import Template, read_template, schedule_seconds
 
 _FORBIDDEN = json.dumps({"message": "Missing Authentication Token"}).encode()
@@ -254,6 +254,7 @@ def _queue_arn(sqs: Any, url: str) -> str:
 
 
 ENDPOINT_FILE = Path(".local") / "gateway.json"
+DEFAULT_DEMO_QUOTA = 500_000_000  # 1000 USD
 
 
 def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: int) -> Path:
@@ -333,8 +334,19 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     endpoint_file = write_endpoint_file(template.root, emulator, port)
     demo_key, access_token = demo_credentials(directory, os.environ.get("GATEWAY_DEMO_KEY"),
                                               os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN"))
-    quota = int(os.environ.get("GATEWAY_DEMO_QUOTA", "500000000"))
-    ensure_demo_account(user_id=1, key=demo_key, quota=quota, access_token=access_token)
+    quota_text = os.environ.get("GATEWAY_DEMO_QUOTA", "").strip() or str(DEFAULT_DEMO_QUOTA)
+    if not quota_text.isdigit():
+        print(f"gateway not started: GATEWAY_DEMO_QUOTA: must be a whole number of units (500000 per USD), "
+              f"not {quota_text[:100]!r}", file=sys.stderr, flush=True)
+        simulators.stop()
+        return 2
+    quota = int(quota_text)
+    # A changed GATEWAY_DEMO_QUOTA is applied (the demo user's remaining quota set to it); an
+    # unchanged one leaves what the kept data says, spending included.
+    changed = demo_quota_changed(directory, quota)
+    left = ensure_demo_account(user_id=1, key=demo_key, quota=quota, access_token=access_token, set_quota=changed)
+    print(f"demo quota: set to {left} units (GATEWAY_DEMO_QUOTA changed)" if changed else
+          f"demo quota: {left} units left (GATEWAY_DEMO_QUOTA={quota} applies when it changes)", flush=True)
 
     handlers: dict[str, Callable] = {}
     streaming_apps: dict[str, Any] = {}

@@ -40,15 +40,24 @@ from gateway.store.accounts import AccountsRepository, KeyNotFound, UserNotFound
 
 
 def ensure_demo_account(*, user_id: int, key: str, quota: int, access_token: str,
-                        accounts: AccountsRepository | None = None) -> None:
-    """The local demo user, its system access token and an unlimited key (its quota is the user's)."""
+                        accounts: AccountsRepository | None = None, set_quota: bool = False) -> int:
+    """The local demo user, its system access token and an unlimited key (its quota is the user's).
+    A new user starts with `quota`; an existing one keeps what it has left unless `set_quota`.
+    Returns the user's quota now."""
     accounts = accounts or AccountsRepository()
-    if accounts.get_user(user_id, consistent=True) is None:
+    user = accounts.get_user(user_id, consistent=True)
+    if user is None:
         accounts.create_user(username="demo", display_name="Demo user", email="demo@example.com",
                              role=1, quota=quota, user_id=user_id)
+        left = quota
+    else:
+        left = int(user.get("quota", 0))
+        if set_quota and left != quota:  # at start, before any request can hold a part of it
+            left = accounts.add_user_quota(user_id, quota - left)
     accounts.set_access_token(user_id, access_token)
     if accounts.get_key(keys.hash_secret(key)) is None:
         accounts.create_key(user_id, name="demo", key=key)
+    return left
 
 
 def _units(args: argparse.Namespace) -> int | None:
@@ -127,7 +136,7 @@ def _logs(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, A
     """The request log of a user (or one of its keys), as the log routes show it, plus the key id."""
     if accounts.get_user(args.user, consistent=True) is None:
         raise UserNotFound(args.user)
-    names = {key["key_id"]: key.get("name", "") for key in accounts.list_keys(args.user)}
+    names = {key["key_id"]: key.get("name", "") for key in accounts.list_keys(args.user, include_deleted=True)}
     if args.key and args.key not in names:
         raise KeyNotFound(f"{args.key} (not a key of user {args.user})")
     params = {"page_size": str(args.limit), "start_timestamp": args.since, "end_timestamp": args.until,
