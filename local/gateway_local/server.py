@@ -276,6 +276,14 @@ def remove_endpoint_file(path: Path) -> None:
         pass
 
 
+def first_call(port: int, demo_key: str) -> list[str]:
+    """The banner's first call, for a second terminal: it sets KEY as the docs' examples use it
+    and asks for a chat answer, which works on every start (it stores nothing)."""
+    body = '{"model":"m-small","messages":[{"role":"user","content":"hello"}]}'
+    return ["In another terminal:", f"  export KEY={demo_key} BASE=http://127.0.0.1:{port}",
+            f"  curl $BASE/v1/chat/completions -H \"Authorization: Bearer $KEY\" -d '{body}'"]
+
+
 def main(template_path: str = "template.yaml") -> int:
     # The user's AWS settings (region, profile, credentials, ~/.aws) never reach the runner.
     isolate_aws_environment()
@@ -389,9 +397,8 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
             f"  demo API key:   {demo_key}", f"  access token:   {access_token}   (X-Api-User: 1)",
             f"  simulators:     http://127.0.0.1:{simulator_port}",
             f"  API docs:       http://127.0.0.1:{port}/docs (Swagger UI of /openapi.json)",
-            f"  AWS emulator:   {emulator.endpoint_url}",
-            f"  try: curl -X POST localhost:{port}/plants -H \"Authorization: Bearer {demo_key}\" "
-            "-d '{\"id\":1,\"name\":\"fern\"}'", "", f"gateway ready on http://127.0.0.1:{port}"]), flush=True)
+            f"  AWS emulator:   {emulator.endpoint_url}", "", *first_call(port, demo_key), "",
+            f"gateway ready on http://127.0.0.1:{port}"]), flush=True)
 
     threading.Thread(target=announce, daemon=True).start()
     try:
