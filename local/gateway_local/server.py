@@ -257,14 +257,26 @@ ENDPOINT_FILE = Path(".local") / "gateway.json"
 DEFAULT_DEMO_QUOTA = 500_000_000  # 1000 USD
 
 
-def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: int) -> Path:
+# The runner's own settings a function needs (simulators, task pacing, the link secret): what
+# `make invoke` gives a function it runs beside this gateway.
+_FUNCTION_SETTINGS = ("GATEWAY_SIMULATOR_URL", "GATEWAY_PUBLIC_URL", "GATEWAY_CHANNELS_FILE",
+                      "GATEWAY_TASK_POLL_SECONDS", "GATEWAY_TASK_POLL_MAX_SECONDS", "GATEWAY_TASK_SWEEP_GRACE_SECONDS",
+                      "GATEWAY_CALLBACK_ALLOW_PRIVATE", "GATEWAY_CALLBACK_RETRY_SECONDS", "GATEWAY_CALLBACK_SECRET",
+                      "GATEWAY_RESULT_LINK_SECRET")
+
+
+def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: int, demo_key: str = "") -> Path:
     """Where the admin command line finds this running gateway's AWS emulator and tables
-    (`.local/gateway.json`, git-ignored), so it needs no AWS variables."""
+    (`.local/gateway.json`, git-ignored, only this user's), so it needs no AWS variables; and
+    what `make invoke` needs to run a function beside it."""
     path = Path(os.environ.get("GATEWAY_LOCAL_ENDPOINT_FILE") or root / ENDPOINT_FILE)
     path.parent.mkdir(parents=True, exist_ok=True)
     environment = {**emulator.environment(), **LOCAL_AWS_ENVIRONMENT, "AWS_ENDPOINT_URL": emulator.endpoint_url}
+    settings = {name: os.environ[name] for name in _FUNCTION_SETTINGS if os.environ.get(name)}
     path.write_text(json.dumps({"pid": os.getpid(), "gateway_url": f"http://127.0.0.1:{port}",
-                                "environment": environment}, indent=2))
+                                "environment": environment, "function_environment": settings,
+                                "demo_key": demo_key}, indent=2))
+    path.chmod(0o600)
     return path
 
 
@@ -339,7 +351,6 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
         print(f"gateway not started: bad channels document: {exc}", file=sys.stderr, flush=True)
         simulators.stop()
         return 2
-    endpoint_file = write_endpoint_file(template.root, emulator, port)
     demo_key, access_token = demo_credentials(directory, os.environ.get("GATEWAY_DEMO_KEY"),
                                               os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN"))
     quota_text = os.environ.get("GATEWAY_DEMO_QUOTA", "").strip() or str(DEFAULT_DEMO_QUOTA)
@@ -351,6 +362,7 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     quota = int(quota_text)
     # A changed GATEWAY_DEMO_QUOTA is applied (the demo user's remaining quota set to it); an
     # unchanged one leaves what the kept data says, spending included.
+    endpoint_file = write_endpoint_file(template.root, emulator, port, demo_key)
     changed = demo_quota_changed(directory, quota)
     left = ensure_demo_account(user_id=1, key=demo_key, quota=quota, access_token=access_token, set_quota=changed)
     print(f"demo quota: set to {left} units (GATEWAY_DEMO_QUOTA changed)" if changed else
