@@ -347,7 +347,7 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
 
     try:
         check_at_start()
-    except ChannelsConfigError as exc:  # the README's promise: a bad document stops the start
+    except ChannelsConfigError as exc:  # docs/channels.md's promise: a bad document stops the start
         print(f"gateway not started: bad channels document: {exc}", file=sys.stderr, flush=True)
         simulators.stop()
         return 2
