@@ -101,6 +101,11 @@ def test_google_forced_function_calling_and_json_schema_are_obeyed(gateway_url):
         model="m-small", contents="Alice meets Bob on Friday.",
         config=types.GenerateContentConfig(response_mime_type="application/json", response_schema=CalendarEvent))
     assert isinstance(parsed.parsed, CalendarEvent)
+    mood = client.models.generate_content(
+        model="m-small", contents="how do you feel?",
+        config=types.GenerateContentConfig(response_mime_type="text/x.enum",
+                                           response_schema={"type": "STRING", "enum": ["calm", "busy"]}))
+    assert mood.text == "calm"
 
 
 @pytest.mark.parametrize("api", ["chat_completions", "responses"])

@@ -84,10 +84,11 @@ class Plan:
 
 
 def plan_answer(prompt: str, *, input_tokens: int, max_tokens: int | None = None, stop: list[str] | None = None,
-                tools: Tools | None = None, json_schema: Any = None, thinking: bool = False,
-                attachments: int = 0) -> Plan:
+                tools: Tools | None = None, json_schema: Any = None, choice_of: list[Any] | None = None,
+                thinking: bool = False, attachments: int = 0) -> Plan:
     """`json_schema`: the schema the answer's text must be a JSON value of (`{}` for any JSON
-    object), None for the echo."""
+    object); `choice_of`: the values the answer must be one of, as plain text (google's
+    `text/x.enum`); neither: the echo."""
     plan = Plan(input_tokens=input_tokens)
     budget = max_tokens if max_tokens is not None else 1 << 30
     clean = " ".join(strip_tool_directive(_FAULT.sub("", prompt)).split())
@@ -100,7 +101,9 @@ def plan_answer(prompt: str, *, input_tokens: int, max_tokens: int | None = None
         plan.tool_arguments = arguments[:max(budget, 0)]
         plan.finish = "tool" if len(arguments) <= budget else "length"
         return plan
-    if json_schema is not None:
+    if choice_of:
+        text = str(choice_of[0])
+    elif json_schema is not None:
         text = json.dumps(schema_value(json_schema or {"type": "object"}, clean))
     else:
         text = f"You said: {clean}" if clean else "You said nothing."

@@ -182,7 +182,9 @@ async def _generate(request: Request, model: str, req: ContentRequest, *, stream
     thinking = bool(config and config.thinkingConfig and config.thinkingConfig.includeThoughts)
     plan = plan_answer(prompt, input_tokens=req.estimate_input_tokens(), max_tokens=req.output_limit(),
                        stop=config.stopSequences if config else None, tools=_tools(data),
-                       json_schema=_schema(config), thinking=thinking, attachments=attachments)
+                       json_schema=_schema(config), thinking=thinking, attachments=attachments,
+                       choice_of=(config.responseSchema or {}).get("enum")
+                       if config and config.responseMimeType == "text/x.enum" else None)
     candidates = (config.candidateCount if config else None) or 1
     head = {"modelVersion": model, "responseId": new_id("")}
     finish = _FINISH[plan.finish]
