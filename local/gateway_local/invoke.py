@@ -45,20 +45,15 @@ def find_function(template: Template, name: str) -> Function:
 
 def running_gateway(root: Path) -> dict[str, Any]:
     """What the running `make run` wrote to its endpoint file; an error naming the file if none runs."""
+    from gateway.admin import TargetError, read_endpoint_file
+
     path = Path(os.environ.get("GATEWAY_LOCAL_ENDPOINT_FILE") or root / ".local" / "gateway.json")
+    if not path.is_file():
+        raise InvokeError(f"no running gateway found ({path}): start `make run` in another terminal first")
     try:
-        found = json.loads(path.read_text())
-        pid = int(found["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        raise InvokeError(f"no running gateway found ({path}): start `make run` in another terminal first") from None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        raise InvokeError(f"{path}: the gateway that wrote it (pid {pid}) is no longer running; "
-                          "start `make run` again") from None
-    except PermissionError:
-        pass
-    return found
+        return read_endpoint_file(path)
+    except TargetError as exc:
+        raise InvokeError(str(exc)) from None
 
 
 def with_key(event: dict[str, Any], key: str) -> dict[str, Any]:

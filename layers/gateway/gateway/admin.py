@@ -369,10 +369,17 @@ def use_target(args: argparse.Namespace) -> str:
 
 
 def _local_environment(path: Path) -> dict[str, str]:
+    return {str(k): str(v) for k, v in read_endpoint_file(path)["environment"].items()}
+
+
+def read_endpoint_file(path: Path) -> dict[str, Any]:
+    """What a running local gateway wrote to its endpoint file (`environment` and more); a
+    `TargetError` naming the file when it is not one, or its gateway is no longer running."""
     try:
         data = json.loads(path.read_text())
         pid = int(data["pid"])
-        environment = {str(k): str(v) for k, v in data["environment"].items()}
+        if not isinstance(data["environment"], dict):
+            raise TypeError("environment is not an object")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TargetError(f"{path}: not a local gateway endpoint file ({exc})") from None
     try:
@@ -382,7 +389,7 @@ def _local_environment(path: Path) -> dict[str, str]:
                           "start it with `make run`, or set AWS_ENDPOINT_URL") from None
     except PermissionError:
         pass  # running, as another user
-    return environment
+    return data
 
 
 # The stack outputs the command line reads, and the variable each one sets.
