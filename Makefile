@@ -14,7 +14,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e bench bench-peers validate build deploy admin clean openapi lint typecheck
+.PHONY: run test unit integration e2e bench bench-peers validate build deploy admin invoke clean openapi lint typecheck
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -94,6 +94,12 @@ deploy: build
 ## finds the running gateway by itself (.local/gateway.json); on AWS add --stack (and --profile, --region).
 admin: $(BIN)/.installed
 	$(BIN)/python -m gateway.admin $(ARGS)
+
+## One function's handler run once on a sample event, in-process, against the running `make run`
+## (its emulator, tables and simulators), printing the answer as `sam local invoke -e` does:
+## make invoke FUNCTION=plants EVENT=events/plants.json
+invoke: $(BIN)/.installed
+	$(BIN)/python -m gateway_local.invoke "$(FUNCTION)" "$(EVENT)"
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(PEERS_VENV) .aws-sam .pytest_cache bench/.work

@@ -326,10 +326,28 @@ def start_emulator(template_path: Path | str, port: int = 0) -> Emulator:
     return emulator
 
 
+# What every AWS client of the local runner (the functions, the emulator, the admin command line)
+# sees, whatever the user's shell and ~/.aws say: the emulator's region and fake credentials, no
+# profile, no config or credentials file (they can name a region, a profile, an endpoint).
+LOCAL_AWS_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
+    "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+
+
+def isolate_aws_environment() -> None:
+    """Drops every AWS_* setting of the user's environment (a region, a profile that does not
+    exist here, a session token, another endpoint) and sets LOCAL_AWS_ENVIRONMENT."""
+    for name in [name for name in os.environ if name.startswith("AWS_")]:
+        del os.environ[name]
+    os.environ.update(LOCAL_AWS_ENVIRONMENT)
+
+
 def _point_boto3_at(endpoint: str) -> None:
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    for name, value in LOCAL_AWS_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
+    os.environ.pop("AWS_PROFILE", None)
     os.environ["AWS_ENDPOINT_URL"] = endpoint
 
 

@@ -32,9 +32,17 @@ import anyio
 import uvicorn
 
 from gateway_local import apigw, docs
-from gateway_local.emulator import SQS_SENDS, Emulator, EmulatorProcess, SqsSends, start_emulator_process
+from gateway_local.emulator import (
+    LOCAL_AWS_ENVIRONMENT,
+    SQS_SENDS,
+    Emulator,
+    EmulatorProcess,
+    SqsSends,
+    isolate_aws_environment,
+    start_emulator_process,
+)
 from gateway_local.instances import AsgiPool, FunctionPool, instance_limit, isolate_router_state
-from gateway_local.state import demo_credentials, state_dir
+from gateway_local.state import demo_credentials, demo_quota_changed, state_dir
 from gateway_local.template import Template, read_template, schedule_seconds
 
 _FORBIDDEN = json.dumps({"message": "Missing Authentication Token"}).encode()
@@ -246,18 +254,29 @@ def _queue_arn(sqs: Any, url: str) -> str:
 
 
 ENDPOINT_FILE = Path(".local") / "gateway.json"
+DEFAULT_DEMO_QUOTA = 500_000_000  # 1000 USD
 
 
-def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: int) -> Path:
+# The runner's own settings a function needs (simulators, task pacing, the link secret): what
+# `make invoke` gives a function it runs beside this gateway.
+_FUNCTION_SETTINGS = ("GATEWAY_SIMULATOR_URL", "GATEWAY_PUBLIC_URL", "GATEWAY_CHANNELS_FILE",
+                      "GATEWAY_TASK_POLL_SECONDS", "GATEWAY_TASK_POLL_MAX_SECONDS", "GATEWAY_TASK_SWEEP_GRACE_SECONDS",
+                      "GATEWAY_CALLBACK_ALLOW_PRIVATE", "GATEWAY_CALLBACK_RETRY_SECONDS", "GATEWAY_CALLBACK_SECRET",
+                      "GATEWAY_RESULT_LINK_SECRET")
+
+
+def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: int, demo_key: str = "") -> Path:
     """Where the admin command line finds this running gateway's AWS emulator and tables
-    (`.local/gateway.json`, git-ignored), so it needs no AWS variables."""
+    (`.local/gateway.json`, git-ignored, only this user's), so it needs no AWS variables; and
+    what `make invoke` needs to run a function beside it."""
     path = Path(os.environ.get("GATEWAY_LOCAL_ENDPOINT_FILE") or root / ENDPOINT_FILE)
     path.parent.mkdir(parents=True, exist_ok=True)
-    environment = {**emulator.environment(), "AWS_ENDPOINT_URL": emulator.endpoint_url,
-                   "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
-                   "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
+    environment = {**emulator.environment(), **LOCAL_AWS_ENVIRONMENT, "AWS_ENDPOINT_URL": emulator.endpoint_url}
+    settings = {name: os.environ[name] for name in _FUNCTION_SETTINGS if os.environ.get(name)}
     path.write_text(json.dumps({"pid": os.getpid(), "gateway_url": f"http://127.0.0.1:{port}",
-                                "environment": environment}, indent=2))
+                                "environment": environment, "function_environment": settings,
+                                "demo_key": demo_key}, indent=2))
+    path.chmod(0o600)
     return path
 
 
@@ -269,7 +288,17 @@ def remove_endpoint_file(path: Path) -> None:
         pass
 
 
+def first_call(port: int, demo_key: str) -> list[str]:
+    """The banner's first call, for a second terminal: it sets KEY as the docs' examples use it
+    and asks for a chat answer, which works on every start (it stores nothing)."""
+    body = '{"model":"m-small","messages":[{"role":"user","content":"hello"}]}'
+    return ["In another terminal:", f"  export KEY={demo_key} BASE=http://127.0.0.1:{port}",
+            f"  curl $BASE/v1/chat/completions -H \"Authorization: Bearer $KEY\" -d '{body}'"]
+
+
 def main(template_path: str = "template.yaml") -> int:
+    # The user's AWS settings (region, profile, credentials, ~/.aws) never reach the runner.
+    isolate_aws_environment()
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     # One EMF line per request would drown the console; POWERTOOLS_METRICS_DISABLED=false shows them.
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
@@ -318,15 +347,26 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
 
     try:
         check_at_start()
-    except ChannelsConfigError as exc:  # the README's promise: a bad document stops the start
+    except ChannelsConfigError as exc:  # docs/channels.md's promise: a bad document stops the start
         print(f"gateway not started: bad channels document: {exc}", file=sys.stderr, flush=True)
         simulators.stop()
         return 2
-    endpoint_file = write_endpoint_file(template.root, emulator, port)
     demo_key, access_token = demo_credentials(directory, os.environ.get("GATEWAY_DEMO_KEY"),
                                               os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN"))
-    quota = int(os.environ.get("GATEWAY_DEMO_QUOTA", "500000000"))
-    ensure_demo_account(user_id=1, key=demo_key, quota=quota, access_token=access_token)
+    quota_text = os.environ.get("GATEWAY_DEMO_QUOTA", "").strip() or str(DEFAULT_DEMO_QUOTA)
+    if not quota_text.isdigit():
+        print(f"gateway not started: GATEWAY_DEMO_QUOTA: must be a whole number of units (500000 per USD), "
+              f"not {quota_text[:100]!r}", file=sys.stderr, flush=True)
+        simulators.stop()
+        return 2
+    quota = int(quota_text)
+    # A changed GATEWAY_DEMO_QUOTA is applied (the demo user's remaining quota set to it); an
+    # unchanged one leaves what the kept data says, spending included.
+    endpoint_file = write_endpoint_file(template.root, emulator, port, demo_key)
+    changed = demo_quota_changed(directory, quota)
+    left = ensure_demo_account(user_id=1, key=demo_key, quota=quota, access_token=access_token, set_quota=changed)
+    print(f"demo quota: set to {left} units (GATEWAY_DEMO_QUOTA changed)" if changed else
+          f"demo quota: {left} units left (GATEWAY_DEMO_QUOTA={quota} applies when it changes)", flush=True)
 
     handlers: dict[str, Callable] = {}
     streaming_apps: dict[str, Any] = {}
@@ -369,9 +409,8 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
             f"  demo API key:   {demo_key}", f"  access token:   {access_token}   (X-Api-User: 1)",
             f"  simulators:     http://127.0.0.1:{simulator_port}",
             f"  API docs:       http://127.0.0.1:{port}/docs (Swagger UI of /openapi.json)",
-            f"  AWS emulator:   {emulator.endpoint_url}",
-            f"  try: curl -X POST localhost:{port}/plants -H \"Authorization: Bearer {demo_key}\" "
-            "-d '{\"id\":1,\"name\":\"fern\"}'", "", f"gateway ready on http://127.0.0.1:{port}"]), flush=True)
+            f"  AWS emulator:   {emulator.endpoint_url}", "", *first_call(port, demo_key), "",
+            f"gateway ready on http://127.0.0.1:{port}"]), flush=True)
 
     threading.Thread(target=announce, daemon=True).start()
     try:

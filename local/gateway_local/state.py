@@ -54,9 +54,24 @@ def demo_credentials(directory: Path, key: str | None, access_token: str | None)
     chosen = (key or saved.get("key") or keys.new_key(),
               access_token or saved.get("access_token") or keys.new_secret())
     if chosen != (saved.get("key"), saved.get("access_token")):
-        directory.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"key": chosen[0], "access_token": chosen[1]}))
+        _save_demo(directory, {**saved, "key": chosen[0], "access_token": chosen[1]})
     return chosen
+
+
+def demo_quota_changed(directory: Path, quota: int) -> bool:
+    """Whether `quota` (GATEWAY_DEMO_QUOTA) differs from the one the last run applied; records it.
+    The first run creates the demo user with it, so a first run reports no change."""
+    path = directory / "demo.json"
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    if saved.get("quota") == quota:
+        return False
+    _save_demo(directory, {**saved, "quota": quota})
+    return "quota" in saved
+
+
+def _save_demo(directory: Path, demo: dict[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "demo.json").write_text(json.dumps(demo))
 
 
 class State:

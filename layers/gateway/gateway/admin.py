@@ -40,15 +40,24 @@ from gateway.store.accounts import AccountsRepository, KeyNotFound, UserNotFound
 
 
 def ensure_demo_account(*, user_id: int, key: str, quota: int, access_token: str,
-                        accounts: AccountsRepository | None = None) -> None:
-    """The local demo user, its system access token and an unlimited key (its quota is the user's)."""
+                        accounts: AccountsRepository | None = None, set_quota: bool = False) -> int:
+    """The local demo user, its system access token and an unlimited key (its quota is the user's).
+    A new user starts with `quota`; an existing one keeps what it has left unless `set_quota`.
+    Returns the user's quota now."""
     accounts = accounts or AccountsRepository()
-    if accounts.get_user(user_id, consistent=True) is None:
+    user = accounts.get_user(user_id, consistent=True)
+    if user is None:
         accounts.create_user(username="demo", display_name="Demo user", email="demo@example.com",
                              role=1, quota=quota, user_id=user_id)
+        left = quota
+    else:
+        left = int(user.get("quota", 0))
+        if set_quota and left != quota:  # at start, before any request can hold a part of it
+            left = accounts.add_user_quota(user_id, quota - left)
     accounts.set_access_token(user_id, access_token)
     if accounts.get_key(keys.hash_secret(key)) is None:
         accounts.create_key(user_id, name="demo", key=key)
+    return left
 
 
 def _units(args: argparse.Namespace) -> int | None:
@@ -127,7 +136,7 @@ def _logs(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, A
     """The request log of a user (or one of its keys), as the log routes show it, plus the key id."""
     if accounts.get_user(args.user, consistent=True) is None:
         raise UserNotFound(args.user)
-    names = {key["key_id"]: key.get("name", "") for key in accounts.list_keys(args.user)}
+    names = {key["key_id"]: key.get("name", "") for key in accounts.list_keys(args.user, include_deleted=True)}
     if args.key and args.key not in names:
         raise KeyNotFound(f"{args.key} (not a key of user {args.user})")
     params = {"page_size": str(args.limit), "start_timestamp": args.since, "end_timestamp": args.until,
@@ -349,6 +358,10 @@ def use_target(args: argparse.Namespace) -> str:
         found = local_endpoint_file()
         if found is not None:
             os.environ.update(_local_environment(found))
+            # The local emulator's own region and credentials: a profile named in the shell
+            # (perhaps one this machine lacks) must not be looked up.
+            for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
+                os.environ.pop(name, None)
             chosen = f"local gateway ({found})"
     reset_clients()
     reload_settings()
@@ -356,10 +369,17 @@ def use_target(args: argparse.Namespace) -> str:
 
 
 def _local_environment(path: Path) -> dict[str, str]:
+    return {str(k): str(v) for k, v in read_endpoint_file(path)["environment"].items()}
+
+
+def read_endpoint_file(path: Path) -> dict[str, Any]:
+    """What a running local gateway wrote to its endpoint file (`environment` and more); a
+    `TargetError` naming the file when it is not one, or its gateway is no longer running."""
     try:
         data = json.loads(path.read_text())
         pid = int(data["pid"])
-        environment = {str(k): str(v) for k, v in data["environment"].items()}
+        if not isinstance(data["environment"], dict):
+            raise TypeError("environment is not an object")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TargetError(f"{path}: not a local gateway endpoint file ({exc})") from None
     try:
@@ -369,7 +389,7 @@ def _local_environment(path: Path) -> dict[str, str]:
                           "start it with `make run`, or set AWS_ENDPOINT_URL") from None
     except PermissionError:
         pass  # running, as another user
-    return environment
+    return data
 
 
 # The stack outputs the command line reads, and the variable each one sets.

@@ -113,9 +113,24 @@ def _load_key(key_hash: str) -> dict[str, Any] | None:
         if hit:
             return record
     record = AccountsRepository().get_key(key_hash)
-    if ttl > 0:
+    # A disabled key comes back when its user is enabled: never remembered, so enabling takes
+    # effect at once (a revoked or deleted key, or no key, stays that way and is remembered).
+    if ttl > 0 and (record is None or record.get("status") != "disabled"):
         _cache.put(key_hash, record)
     return record
+
+
+# Why a key that exists is refused, by its status (`active` is served).
+_REFUSALS = {"revoked": "the API key has been revoked", "deleted": "the API key has been deleted",
+             "disabled": "the API key's user is disabled"}
+USER_DISABLED = _REFUSALS["disabled"]
+
+
+def key_refusal(record: Mapping[str, Any] | None) -> str:
+    """What a refusal of this key record says: its real cause."""
+    if record is None:
+        return "the API key is not valid"
+    return _REFUSALS.get(str(record.get("status")), "the API key is not active")
 
 
 def authenticate(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | None = None) -> Principal:
@@ -126,10 +141,8 @@ def authenticate(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | N
                                    code="missing_api_key")
     key_hash = keys.hash_secret(secret)
     record = _load_key(key_hash)
-    if record is None:
-        raise AuthenticationFailed("the API key is not valid")
-    if record.get("status") != "active":
-        raise AuthenticationFailed("the API key has been revoked")
+    if record is None or record.get("status") != "active":
+        raise AuthenticationFailed(key_refusal(record))
     now = int(time.time())
     expires_at = int(record.get("expires_at") or 0)
     if expires_at and expires_at <= now:

@@ -142,7 +142,7 @@ _CONTENT_STATUSES = {
     409: "ALREADY_EXISTS", 413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL",
     502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
 }
-# The alpha upstream's own code ranges (README "Alpha": the table): 1000-1004 auth, 1100-1102
+# The alpha upstream's own code ranges (docs/families.md "Alpha": the table): 1000-1004 auth, 1100-1102
 # account/quota, 1103 access, 1200s request, 1300s policy and rate, 5000s its own faults.
 _ALPHA_CODES = {
     "invalid_request": 1201, "authentication": 1000, "permission": 1103,

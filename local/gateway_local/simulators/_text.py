@@ -4,7 +4,10 @@ its tokens, fault modes and pacing.
 The answer echoes the last user text ("You said: ..."), one token per emitted piece of a few
 characters, so usage is exact: output tokens = pieces emitted, input tokens = the gateway's own
 `estimate_tokens` over the prompt. Limits are honoured the way upstreams do (max tokens ->
-length, a stop sequence -> stop there).
+length, a stop sequence -> stop there). What the request asks of the answer is honoured too
+(`_honour`): JSON valid against a given schema instead of the echo, and a tool call when the
+request's `tool_choice` forces or names one, or under `auto` when the user's last words name a
+tool (or say `#tool`), only ever when the conversation ends with a user turn.
 
 Faults, for tests and demos:
 - a directive in the last user text: `#fault=500` (any 4xx/5xx status), `#fault=429` (with
@@ -12,7 +15,7 @@ Faults, for tests and demos:
   `#fault=cut` (a stream stops half-way without its final event; a plain answer is truncated
   JSON);
 - a path prefix on the mount, so a whole channel fails: base URL `.../chat/fault/500`.
-Another directive, `#tool`, makes the model call the first tool it was given.
+Another directive, `#tool`, makes the model call the first tool it was given (under `auto`).
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount
 
+from ._honour import Tools, schema_value, strip_tool_directive
+
 _FAULT = re.compile(r"#fault=([A-Za-z0-9]+)")
-_TOOL = re.compile(r"#tool\b")
 # One piece = one token: up to 4 letters or digits, or one other character, with the
 # whitespace before it. Joined together, the pieces give back the text exactly.
 _PIECES = re.compile(r"\s*[A-Za-z0-9]{1,4}|\s*[^\sA-Za-z0-9]|\s+")
@@ -80,23 +84,31 @@ class Plan:
 
 
 def plan_answer(prompt: str, *, input_tokens: int, max_tokens: int | None = None, stop: list[str] | None = None,
-                tool_name: str | None = None, thinking: bool = False, attachments: int = 0,
-                force_tool: bool = False) -> Plan:
+                tools: Tools | None = None, json_schema: Any = None, choice_of: list[Any] | None = None,
+                thinking: bool = False, attachments: int = 0) -> Plan:
+    """`json_schema`: the schema the answer's text must be a JSON value of (`{}` for any JSON
+    object); `choice_of`: the values the answer must be one of, as plain text (google's
+    `text/x.enum`); neither: the echo."""
     plan = Plan(input_tokens=input_tokens)
     budget = max_tokens if max_tokens is not None else 1 << 30
-    clean = " ".join(_TOOL.sub("", _FAULT.sub("", prompt)).split())
+    clean = " ".join(strip_tool_directive(_FAULT.sub("", prompt)).split())
     if thinking:
         plan.thinking = tokenize(THINKING_TEXT)[:budget]
         budget -= len(plan.thinking)
-    if tool_name and (force_tool or _TOOL.search(prompt)):  # a forced tool_choice always calls it
-        plan.tool_name = tool_name
-        arguments = tokenize(json.dumps({"text": clean}))
+    if picked := (tools.pick(prompt) if tools else None):
+        plan.tool_name, parameters = picked
+        arguments = tokenize(json.dumps(schema_value(parameters or {"type": "object"}, clean)))
         plan.tool_arguments = arguments[:max(budget, 0)]
         plan.finish = "tool" if len(arguments) <= budget else "length"
         return plan
-    text = f"You said: {clean}" if clean else "You said nothing."
-    if attachments:
-        text += f" (and sent {attachments} attachment{'s' if attachments > 1 else ''})"
+    if choice_of:
+        text = str(choice_of[0])
+    elif json_schema is not None:
+        text = json.dumps(schema_value(json_schema or {"type": "object"}, clean))
+    else:
+        text = f"You said: {clean}" if clean else "You said nothing."
+        if attachments:
+            text += f" (and sent {attachments} attachment{'s' if attachments > 1 else ''})"
     # The earliest stop sequence in the answer ends it, as upstreams do.
     found = [(text.find(seq), seq) for seq in stop or [] if seq and seq in text]
     if found:

@@ -24,6 +24,7 @@ from gateway.sse import DONE, encode
 from gateway.validation import parse_model
 from gateway_local.simulators.images import routes as image_routes
 
+from ._honour import Tools
 from ._text import (
     Plan,
     before_answer,
@@ -82,6 +83,25 @@ def _text_of(content: Any) -> tuple[str, int]:
     return " ".join(texts), sum(1 for p in parts if p.get("type") not in ("text", "input_text"))
 
 
+def _choice(tool_choice: Any) -> str:
+    """"auto", "none", "required" or the one tool's name, from the chat and responses forms."""
+    if isinstance(tool_choice, str):
+        return tool_choice
+    if isinstance(tool_choice, dict) and tool_choice.get("type") == "function":
+        function = tool_choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else tool_choice.get("name")
+        return str(name) if name else "required"
+    return "auto"
+
+
+def _chat_schema(response_format: Any) -> Any:
+    """The schema `response_format` asks the answer to follow (`{}`: any JSON object), else None."""
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind == "json_schema":
+        return (response_format.get("json_schema") or {}).get("schema") or {}
+    return {} if kind == "json_object" else None
+
+
 # --- /v1/chat/completions ----------------------------------------------------------------------
 
 _FINISH = {"stop": "stop", "stop_sequence": "stop", "length": "length", "tool": "tool_calls"}
@@ -108,9 +128,12 @@ async def chat_completions(request: Request) -> Response:
         return fault_error(status)
     await before_answer(fault)
     stop = [req.stop] if isinstance(req.stop, str) else req.stop
-    tools = [t for t in data.get("tools", []) if t.get("type") == "function"]
+    turns = [m["role"] for m in data["messages"] if m["role"] not in ("system", "developer")]
+    tools = Tools({t["function"]["name"]: t["function"].get("parameters") for t in data.get("tools", [])
+                   if t.get("type") == "function" and isinstance(t.get("function"), dict)},
+                  choice=_choice(data.get("tool_choice")), user_turn=bool(turns) and turns[-1] == "user")
     plan = plan_answer(prompt, input_tokens=req.estimate_input_tokens(), max_tokens=req.output_limit(), stop=stop,
-                       tool_name=tools[0]["function"]["name"] if tools else None, attachments=attachments)
+                       tools=tools, json_schema=_chat_schema(data.get("response_format")), attachments=attachments)
     choices, call_id = req.n or 1, new_id("call_")
     head = {"id": new_id("chatcmpl-"), "created": int(time.time()), "model": req.model,
             "system_fingerprint": "fp_simulated", "service_tier": "default"}
@@ -200,9 +223,17 @@ async def responses(request: Request) -> Response:
     if fault_code := fault_status(fault):
         return fault_error(fault_code)
     await before_answer(fault)
-    tools = [t for t in (req.tools or []) if t.type == "function"]
+    data = req.model_dump(exclude_none=True)
+    items = [data["input"]] if isinstance(data.get("input"), str) else data.get("input") or []
+    last = items[-1] if items else None
+    tools = Tools({t["name"]: t.get("parameters") for t in data.get("tools") or [] if t.get("type") == "function"},
+                  choice=_choice(data.get("tool_choice")),
+                  user_turn=isinstance(last, str) or (isinstance(last, dict) and last.get("role") == "user"))
+    text_format = (data.get("text") or {}).get("format") or {}
+    schema = text_format.get("schema") or {} if text_format.get("type") == "json_schema" else \
+        {} if text_format.get("type") == "json_object" else None
     plan = plan_answer(prompt, input_tokens=req.estimate_input_tokens(), max_tokens=req.max_output_tokens,
-                       tool_name=tools[0].name if tools else None, attachments=attachments)
+                       tools=tools, json_schema=schema, attachments=attachments)
     response_id, created = new_id("resp_"), int(time.time())
     incomplete = plan.finish == "length"
     status = "incomplete" if incomplete else "completed"

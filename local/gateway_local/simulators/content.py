@@ -29,6 +29,7 @@ from gateway.schemas.text import (
 from gateway.sse import encode
 from gateway.validation import parse_model
 
+from ._honour import Tools
 from ._text import (
     Plan,
     before_answer,
@@ -67,12 +68,35 @@ def _prompt(contents: list[dict[str, Any]]) -> tuple[str, int]:
             sum(1 for p in parts if "inlineData" in p or "fileData" in p))
 
 
-def _first_function(data: dict[str, Any]) -> str | None:
+def _tools(data: dict[str, Any]) -> Tools:
+    """The function declarations and `toolConfig.functionCallingConfig` (AUTO, ANY with its
+    `allowedFunctionNames`, NONE); the conversation's turn is the user's unless its last parts
+    are function responses."""
+    offered: dict[str, Any] = {}
     for tool in data.get("tools") or []:
         for declaration in tool.get("functionDeclarations") or tool.get("function_declarations") or []:
             if isinstance(declaration, dict) and declaration.get("name"):
-                return declaration["name"]
-    return None
+                offered[declaration["name"]] = (declaration.get("parametersJsonSchema")
+                                                or declaration.get("parameters_json_schema")
+                                                or declaration.get("parameters"))
+    config = data.get("toolConfig") or data.get("tool_config") or {}
+    calling = config.get("functionCallingConfig") or config.get("function_calling_config") or {}
+    mode = str(calling.get("mode", "AUTO")).upper()
+    allowed = calling.get("allowedFunctionNames") or calling.get("allowed_function_names") or []
+    choice = "none" if mode == "NONE" else "auto" if mode != "ANY" else allowed[0] if len(allowed) == 1 else "required"
+    if allowed and mode == "ANY":
+        offered = {name: schema for name, schema in offered.items() if name in allowed} or offered
+    last = data["contents"][-1]
+    responses = any("functionResponse" in part for part in last.get("parts") or [])
+    return Tools(offered, choice=choice, user_turn=last.get("role", "user") == "user" and not responses)
+
+
+def _schema(config: Any) -> Any:
+    """The schema of `responseMimeType: application/json` (`responseJsonSchema`, else the
+    OpenAPI-style `responseSchema`, else any object), else None."""
+    if config is None or config.responseMimeType != "application/json":
+        return None
+    return config.responseJsonSchema or config.responseSchema or {}
 
 
 def _usage(plan: Plan, candidates: int, *, emitted: int | None = None) -> dict[str, Any]:
@@ -157,8 +181,10 @@ async def _generate(request: Request, model: str, req: ContentRequest, *, stream
     config = req.generationConfig
     thinking = bool(config and config.thinkingConfig and config.thinkingConfig.includeThoughts)
     plan = plan_answer(prompt, input_tokens=req.estimate_input_tokens(), max_tokens=req.output_limit(),
-                       stop=config.stopSequences if config else None, tool_name=_first_function(data),
-                       thinking=thinking, attachments=attachments)
+                       stop=config.stopSequences if config else None, tools=_tools(data),
+                       json_schema=_schema(config), thinking=thinking, attachments=attachments,
+                       choice_of=(config.responseSchema or {}).get("enum")
+                       if config and config.responseMimeType == "text/x.enum" else None)
     candidates = (config.candidateCount if config else None) or 1
     head = {"modelVersion": model, "responseId": new_id("")}
     finish = _FINISH[plan.finish]

@@ -23,6 +23,7 @@ from gateway.sse import encode
 from gateway.tokens import estimate_value_tokens
 from gateway.validation import parse_model
 
+from ._honour import Tools
 from ._text import (
     Plan,
     before_answer,
@@ -115,7 +116,7 @@ async def messages(request: Request) -> Response:
     created, read = _cache_usage(data)
     plan = plan_answer(prompt, input_tokens=max(0, req.estimate_input_tokens() - created - read),
                        max_tokens=req.max_tokens, stop=req.stop_sequences,
-                       tool_name=_tool_name(data), force_tool=_forced(data), thinking=req.thinking is not None,
+                       tools=_tools(data), json_schema=_schema(data), thinking=req.thinking is not None,
                        attachments=media)
     message_id, tool_id = new_id("msg_"), new_id("toolu_")
     signature = hashlib.sha256(" ".join(plan.thinking).encode()).hexdigest()
@@ -169,15 +170,23 @@ def _arguments(plan: Plan) -> dict[str, Any]:
         return {}  # cut short by max_tokens
 
 
-def _tool_name(data: dict[str, Any]) -> str | None:
-    choice, tools = data.get("tool_choice") or {}, data.get("tools") or []
-    if choice.get("type") == "tool":
-        return choice.get("name")
-    return tools[0].get("name") if tools else None
+def _tools(data: dict[str, Any]) -> Tools:
+    """The tools and `tool_choice` (`auto`, `any`, `tool` with its name, `none`); a user message
+    holding tool results is the tools' turn, not the user's."""
+    choice = data.get("tool_choice") or {}
+    kind = choice.get("type", "auto")
+    last = data["messages"][-1]
+    content = last["content"]
+    tool_results = isinstance(content, list) and any(b.get("type") == "tool_result" for b in content)
+    return Tools({t["name"]: t.get("input_schema") for t in data.get("tools") or [] if t.get("name")},
+                 choice={"any": "required", "tool": str(choice.get("name") or "required")}.get(kind, kind),
+                 user_turn=last["role"] == "user" and not tool_results)
 
 
-def _forced(data: dict[str, Any]) -> bool:
-    return (data.get("tool_choice") or {}).get("type") in ("tool", "any")
+def _schema(data: dict[str, Any]) -> Any:
+    """The JSON schema of structured outputs (`output_format`, or `output_config.format`), else None."""
+    fmt = data.get("output_format") or (data.get("output_config") or {}).get("format") or {}
+    return fmt.get("schema") or {} if isinstance(fmt, dict) and fmt.get("type") == "json_schema" else None
 
 
 async def count_tokens(request: Request) -> Response:

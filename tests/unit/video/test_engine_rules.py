@@ -48,10 +48,10 @@ def test_the_callback_private_address_switch_reads_true_and_false_words(monkeypa
     monkeypatch.delenv("GATEWAY_CALLBACK_ALLOW_PRIVATE")
 
 
-def test_the_readme_quotes_the_zeta_command_rules_the_schema_enforces():
+def test_the_docs_quote_the_zeta_command_rules_the_schema_enforces():
     from pathlib import Path
 
     from gateway.tasks.families.zeta.schema import ZETA_COMMAND_RULES_DOC
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    assert ZETA_COMMAND_RULES_DOC.split("\n", 1)[1] in readme
+    families = (Path(__file__).resolve().parents[3] / "docs" / "families.md").read_text()
+    assert ZETA_COMMAND_RULES_DOC.split("\n", 1)[1] in families

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway import observability
-from gateway.auth import Principal
+from gateway.auth import USER_DISABLED, Principal, key_refusal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota, RateLimited
 from gateway.observability import logger
 from gateway.settings import get_settings
@@ -151,10 +151,15 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
             key = from_item(_db().get_item(TableName=table, Key=to_item(
                 {"pk": key_pk(principal.key_hash), "sk": "KEY"}), ConsistentRead=True).get("Item"))
             if not key or key.get("status") != "active":
-                raise AuthenticationFailed("the API key has been revoked") from None
+                raise AuthenticationFailed(key_refusal(key)) from None
             raise InsufficientQuota(
                 f"this key's remaining quota is {key.get('remain_quota', 0)} units; "
                 f"the request needs up to {units}") from None
+        if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
+            user = from_item(_db().get_item(TableName=table, Key=to_item(
+                {"pk": user_pk(principal.user_id), "sk": PROFILE}), ConsistentRead=True).get("Item"))
+            if not user or int(user.get("status", 1)) != 1:
+                raise AuthenticationFailed(USER_DISABLED) from None
         raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to {units} "
                                 "units") from None
     return Reservation.from_record(record)

@@ -94,9 +94,14 @@ def _token_owner(authorization: str | None, api_user: str | None,
     # ASCII digits of an int64 only: int() of "²" or of 5000 digits would fail after the check.
     if not (api_user.isascii() and api_user.isdigit() and len(api_user) <= 19):
         raise AuthenticationFailed("X-Api-User must be the numeric id of the access token's user")
-    user_id = accounts.user_id_for_access_token(token)
-    if user_id is None or user_id != int(api_user):
+    record = accounts.access_token_record(token)
+    if record is None:
+        raise AuthenticationFailed("the access token is not valid")
+    user_id = int(record["user_id"])
+    if user_id != int(api_user):
         raise AuthenticationFailed("the access token does not belong to the user in X-Api-User")
+    if record.get("replaced_at"):
+        raise AuthenticationFailed("the access token has been replaced by a newer one (set-access-token)")
     user = accounts.get_user(user_id, consistent=True)
     if user is None:
         raise AuthenticationFailed("the access token's user no longer exists")

@@ -164,7 +164,7 @@ def _envelope(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _key_names(user_id: int, accounts: AccountsRepository) -> dict[str, str]:
-    return {key["key_id"]: key.get("name", "") for key in accounts.list_keys(user_id)}
+    return {key["key_id"]: key.get("name", "") for key in accounts.list_keys(user_id, include_deleted=True)}
 
 
 def read(user_id: int, query: LogQuery, *, key_ids: tuple[str, ...] | None = None,

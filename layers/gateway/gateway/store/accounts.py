@@ -224,14 +224,19 @@ class AccountsRepository:
                         "ExpressionAttributeValues": to_values({":h": token_hash})}},
         ]
         old = user.get("access_token_hash")
-        if old and old != token_hash:
-            writes.append({"Delete": {"TableName": self.table,
-                                      "Key": to_item({"pk": f"ACCESS#{old}", "sk": "ACCESS"})}})
+        if old and old != token_hash:  # the old token now only says it was replaced
+            writes.append({"Put": {"TableName": self.table, "Item": to_item(
+                {"pk": f"ACCESS#{old}", "sk": "ACCESS", "user_id": user_id, "replaced_at": int(time.time())})}})
         self._db.transact_write_items(TransactItems=writes)
 
     def user_id_for_access_token(self, token: str) -> int | None:
-        found = self._get(f"ACCESS#{keys.hash_secret(token)}", "ACCESS")
-        return int(found["user_id"]) if found else None
+        """The user whose current system access token this is, else None."""
+        found = self.access_token_record(token)
+        return int(found["user_id"]) if found and not found.get("replaced_at") else None
+
+    def access_token_record(self, token: str) -> dict[str, Any] | None:
+        """The token's record: `user_id`, and `replaced_at` once set-access-token replaced it."""
+        return self._get(f"ACCESS#{keys.hash_secret(token)}", "ACCESS")
 
     # Keys ----------------------------------------------------------------------------------
 
@@ -271,11 +276,19 @@ class AccountsRepository:
             raise KeyNotFound(key_id)
         return pointer["key_hash"]
 
-    def list_keys(self, user_id: int) -> list[dict[str, Any]]:
-        answer = self._db.query(
-            TableName=self.table, IndexName="gsi1", KeyConditionExpression="gsi1pk = :p",
-            ExpressionAttributeValues=to_values({":p": f"{user_pk(user_id)}#KEYS"}))
-        return [from_item(item) for item in answer.get("Items", [])]
+    def list_keys(self, user_id: int, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+        """The user's keys; with `include_deleted`, the deleted ones' remains too (id and name)."""
+        params: dict[str, Any] = {
+            "TableName": self.table, "IndexName": "gsi1", "KeyConditionExpression": "gsi1pk = :p",
+            "ExpressionAttributeValues": to_values({":p": f"{user_pk(user_id)}#KEYS"})}
+        found: list[dict[str, Any]] = []
+        while True:
+            answer = self._db.query(**params)
+            found.extend(from_item(item) for item in answer.get("Items", []))
+            if "LastEvaluatedKey" not in answer:
+                break
+            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        return found if include_deleted else [key for key in found if key.get("status") != "deleted"]
 
     def revoke_key(self, key_id: str) -> None:
         self._db.update_item(
@@ -341,10 +354,18 @@ class AccountsRepository:
         return changed
 
     def delete_key(self, key_id: str) -> None:
-        """Removes a key and its id pointer together; its ledger entries stay (they name the key id)."""
+        """Deletes a key for good: its record shrinks to what its past needs (id, user, name, the
+        status `deleted`, so it is refused as deleted and its log entries keep its name), and its
+        id pointer goes, so no command finds it again. Its ledger entries stay."""
         key_hash = self.key_hash_for_id(key_id)
+        record = self.get_key(key_hash) or {}
+        kept = ("key_id", "user_id", "name", "created_at", "gsi1pk", "gsi1sk")
+        remains: dict[str, Any] = {name: record[name] for name in kept if name in record}
         self._db.transact_write_items(TransactItems=[
-            {"Delete": {"TableName": self.table, "Key": to_item({"pk": key_pk(key_hash), "sk": "KEY"})}},
+            {"Put": {"TableName": self.table, "Item": to_item(
+                {**remains, "pk": key_pk(key_hash), "sk": "KEY", "key_id": key_id, "status": "deleted",
+                 "deleted_at": int(time.time())}),
+                "ConditionExpression": "attribute_exists(pk)"}},
             {"Delete": {"TableName": self.table, "Key": to_item({"pk": f"KEYID#{key_id}", "sk": "KEYID"})}},
         ])
 

@@ -2,7 +2,7 @@
 elements and voices, all behind a short-lived HS256 token signed from the channel's `access|secret`.
 
 The token is signed with the standard library (`hmac`): PyJWT would import `cryptography` on a
-cold start for one HMAC (bench/cold_start.py, README "Alpha").
+cold start for one HMAC (bench/cold_start.py, docs/families.md "Alpha").
 """
 
 from __future__ import annotations

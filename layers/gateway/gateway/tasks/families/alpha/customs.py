@@ -8,7 +8,7 @@
 A create is relayed to the first channel of the model that takes it and the record the upstream
 answers is kept under the caller's partition (with the channel, which alone knows the id); a list
 and a read answer from that store only, so a caller sees only their own. They cost nothing: the
-upstream prices the videos that use them, not the assets (README "Alpha").
+upstream prices the videos that use them, not the assets (docs/families.md "Alpha").
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ ZETA_COMMAND_RULES: dict[str, dict[str, CommandRule]] = {
         "cf": CommandRule(frozenset({True, False}), "reject"),
     },
 }
-#: The docstring of ZETA_COMMAND_RULES, kept as a constant so the README can quote it verbatim.
+#: The docstring of ZETA_COMMAND_RULES, kept as a constant so docs/families.md can quote it verbatim.
 ZETA_COMMAND_RULES_DOC = """\
 Zeta text commands (`--name value` in the prompt text), checked per model:
 
@@ -83,7 +83,7 @@ value, the same command given twice (aliases included), and images on lite t2v.
 Long aliases are read too: --dur, --resolution, --framepersecond, --watermark, --camerafixed.
 IGNORED commands are stripped from the text before it is relayed; everything else, and any
 `--word` that is not a known command, is relayed as written.
-"""  # noqa: E501 - a markdown table, quoted verbatim by the README
+"""  # noqa: E501 - a markdown table, quoted verbatim by docs/families.md
 
 #: Command names as written -> the canonical name of the spec's table.
 ZETA_COMMAND_NAMES = {
