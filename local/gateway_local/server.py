@@ -256,6 +256,11 @@ def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: 
     environment = {**emulator.environment(), "AWS_ENDPOINT_URL": emulator.endpoint_url,
                    "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
                    "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
+    # The channels in force, for `make admin ARGS=channels`.
+    if os.environ.get("GATEWAY_CHANNELS_FILE"):
+        environment["GATEWAY_CHANNELS_FILE"] = str(Path(os.environ["GATEWAY_CHANNELS_FILE"]).resolve())
+    elif os.environ.get("GATEWAY_SIMULATOR_URL"):
+        environment["GATEWAY_SIMULATOR_URL"] = os.environ["GATEWAY_SIMULATOR_URL"]
     path.write_text(json.dumps({"pid": os.getpid(), "gateway_url": f"http://127.0.0.1:{port}",
                                 "environment": environment}, indent=2))
     return path
