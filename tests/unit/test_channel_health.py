@@ -176,3 +176,44 @@ def test_a_store_that_cannot_be_read_leaves_the_last_state_in_force(clock):
     book.failed("main", Failure(500, "down"))
     store.fail = True
     assert book.of("main").state == COOLING
+
+
+def test_a_change_of_state_is_a_log_event_and_a_gauge_point(book, capsys, monkeypatch):
+    import io
+    import json
+
+    from gateway import observability
+
+    written = io.StringIO()
+    monkeypatch.setattr(observability.logger.registered_handler, "stream", written)
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    observability.begin("/v1/chat/completions")
+    # When refused credentials cool a channel down, then an operator disables another
+    book.failed("main", Failure(401, "invalid api key"))
+    book.command("spare", enable=False)
+    health.report_gauges(["main", "spare", "third"], book)
+    observability.flush()
+    # Then the log says what happened, as events naming the channel
+    events = [json.loads(line) for line in written.getvalue().splitlines()]
+    refused = next(e for e in events if e.get("event") == "channel_credentials_refused")
+    assert (refused["level"], refused["channel"], refused["last_status"]) == ("ERROR", "main", 401)
+    assert any(e.get("event") == "channel_disabled" and e["channel"] == "spare" for e in events)
+    # And the ChannelState gauge has a point per channel, dimension channel alone
+    points = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"ChannelState"' in line]
+    last = {p["channel"]: p["ChannelState"][-1] for p in points}
+    assert last == {"main": 1, "spare": 2, "third": 0}
+    assert all(p["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["channel", "service"]] for p in points)
+
+
+def test_a_follow_up_task_goes_to_its_cooling_channel_but_never_to_a_disabled_one(book, monkeypatch):
+    from gateway.tasks import engine
+
+    catalog = Catalog.simulated("http://127.0.0.1:9")
+    monkeypatch.setattr(engine, "get_catalog", lambda: catalog)
+    new = engine.NewTask(family="imgtask", model="imgtask-1", upstream_request={}, route="/imgtask/x",
+                         channel="simulator-imgtask")
+    book.failed("simulator-imgtask", Failure(503, "down", retry_after=30))
+    assert [c.name for c in engine._pinned([], new)] == ["simulator-imgtask"]
+    book.command("simulator-imgtask", enable=False)
+    with pytest.raises(Unavailable, match="disabled by the operator"):
+        engine._pinned([], new)

@@ -325,8 +325,10 @@ class HealthBook:
         self._change(name, lambda h, now: after_failure(h, failure, policy, now), quiet=True)
 
     def needs_success_write(self, name: str) -> bool:
-        """Whether a success on `name` is news (it is cooling as far as this instance knows)."""
-        return self.of(name).state == COOLING
+        """Whether a success on `name` is news: it is cooling as far as this instance last read
+        (the cache only, never the store: an event loop asks this after every answer)."""
+        known = self._known.get(name)
+        return known is not None and known.state == COOLING
 
     def succeeded(self, name: str) -> None:
         if self.needs_success_write(name):
