@@ -22,7 +22,8 @@ from tests.e2e.conftest import DEMO_KEY, ROOT, LocalGateway, free_port
 
 pytestmark = pytest.mark.e2e
 COOLDOWN = 5  # seconds (GATEWAY_CHANNEL_COOLDOWN_SECONDS; 30 by default)
-SWEEP = 1  # seconds between two runs of the sweeper's schedule (GATEWAY_LOCAL_SCHEDULE_SECONDS of LocalGateway)
+SWEEP = 1  # seconds between two runs of the sweeper (LocalGateway sets GATEWAY_LOCAL_SCHEDULE_SECONDS=1)
+# The bound allows 10 s more than cooldown plus one sweep for a loaded 2-core CI; measured: about 3 s.
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +75,13 @@ def test_a_refused_upstream_key_leaves_every_request_to_the_other_channel(setup)
 
 def test_a_failing_channel_is_tried_at_most_three_times_in_ten_and_serves_again_after_one_sweep(setup):
     gateway, upstreams = setup
+    # Given the preferred channel serving (an instance sees a change another process made, such as
+    # the last test's channel-enable, within its health cache period, 5 s)
+    upstreams.answer("main")
+    waited = time.monotonic()
+    while ask(gateway) != "served by main":
+        assert time.monotonic() - waited < 15, "main never served"
+        time.sleep(0.25)
     upstreams.attempts.clear()
     upstreams.answer("main", 500)
     # Ten consecutive requests: every one answered, the failing channel attempted at most three times
@@ -87,7 +95,7 @@ def test_a_failing_channel_is_tried_at_most_three_times_in_ten_and_serves_again_
     upstreams.answer("main")
     recovered = time.monotonic()
     while ask(gateway) != "served by main":
-        assert time.monotonic() - recovered < COOLDOWN + SWEEP + 5, "not back within its cooldown plus one sweep"
+        assert time.monotonic() - recovered < COOLDOWN + SWEEP + 10, "not back within its cooldown plus one sweep"
         time.sleep(0.25)
     print(f"main served again {time.monotonic() - recovered:.1f} s after its upstream recovered")
     assert upstreams.probes["main"] >= 1 and channel_row(gateway, "main")["last_probe"] == "ok"
