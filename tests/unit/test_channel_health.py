@@ -74,11 +74,15 @@ def test_failures_count_only_within_the_window(book, clock):
     assert book.of("main").state == COOLING
 
 
-def test_a_success_on_a_healthy_channel_writes_nothing(book, health_store):
+def test_a_success_on_a_healthy_channel_writes_nothing_and_reads_are_cached(health_store, clock, monkeypatch):
+    # Given an instance with the default 5 s cache, serving 10 requests a second for 10 s
+    monkeypatch.setattr(health, "_book", HealthBook(health_store, clock=clock, policy=Policy()))
     catalog = Catalog.from_document(DOC)
-    for _ in range(5):
+    for _ in range(100):
         walk(catalog, set(), [])
-    assert health_store.writes == 0
+        clock.advance(0.1)
+    # Then nothing was written, and the state was read once per cache period
+    assert health_store.writes == 0 and health_store.reads <= 3
 
 
 def test_retry_after_sets_the_cooldown_at_once(book, clock):
