@@ -302,9 +302,9 @@ def _note_health(name: str, snapshots: Sequence[TaskSnapshot | UpstreamError]) -
 
 
 def channel_named(name: str) -> Channel:
-    for channel in get_catalog().channels:
-        if channel.name == name:
-            return channel
+    channel = get_catalog().named(name)
+    if channel is not None:
+        return channel
     # Removed from the document while the task ran: retried, then failed by the sweeper's age limit.
     raise UpstreamError(503, f"channel {name!r} is no longer configured", retryable=True)
 
