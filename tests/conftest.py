@@ -37,9 +37,11 @@ def aws():
 def store(aws):
     """A clean emulator state for one test."""
     from gateway import auth
+    from gateway.routing import health
 
     aws.reset()
     auth.clear_cache()
+    health.reset()  # what this process knew of channel health was in the tables just emptied
     yield aws
 
 

@@ -1,11 +1,13 @@
-"""The sweeper (on a schedule): re-enqueues overdue polls, times out stuck tasks, and refunds
-reservations left open by a request that can no longer be running."""
+"""The sweeper (on a schedule): re-enqueues overdue polls, times out stuck tasks, refunds
+reservations left open by a request that can no longer be running, and probes the channels
+whose cooldown has ended (`routing/probes.py`)."""
 
 from gateway import observability
 from gateway.admission import billing
+from gateway.routing import probes
 from gateway.tasks import engine
 
 
 @observability.lambda_handler()
 def lambda_handler(event, context):
-    return {**engine.sweep(), "reservations": billing.sweep_stale()}
+    return {**engine.sweep(), "reservations": billing.sweep_stale(), "channels": probes.sweep()}

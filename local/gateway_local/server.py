@@ -273,6 +273,11 @@ def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: 
     path.parent.mkdir(parents=True, exist_ok=True)
     environment = {**emulator.environment(), **LOCAL_AWS_ENVIRONMENT, "AWS_ENDPOINT_URL": emulator.endpoint_url}
     settings = {name: os.environ[name] for name in _FUNCTION_SETTINGS if os.environ.get(name)}
+    # The channels in force, for `make admin ARGS=channels`.
+    if os.environ.get("GATEWAY_CHANNELS_FILE"):
+        environment["GATEWAY_CHANNELS_FILE"] = str(Path(os.environ["GATEWAY_CHANNELS_FILE"]).resolve())
+    elif os.environ.get("GATEWAY_SIMULATOR_URL"):
+        environment["GATEWAY_SIMULATOR_URL"] = os.environ["GATEWAY_SIMULATOR_URL"]
     path.write_text(json.dumps({"pid": os.getpid(), "gateway_url": f"http://127.0.0.1:{port}",
                                 "environment": environment, "function_environment": settings,
                                 "demo_key": demo_key}, indent=2))

@@ -5,6 +5,7 @@ import pytest
 from gateway.errors import NotFound
 from gateway.routing import channels
 from gateway.routing.channels import Catalog, ChannelsConfigError
+from gateway.upstreams.errors import UpstreamError
 
 DOC = {
     "channels": [
@@ -36,14 +37,12 @@ def test_priority_first_then_weighted_random_inside_a_priority():
     assert mapped == {"main": "upstream-small", "spare": "m-small"}
 
 
-def test_a_failed_channel_sits_out_but_is_still_tried_last():
+def test_a_cooling_channel_is_skipped_while_another_serves_the_model():
     catalog = Catalog.from_document(DOC)
-    main = next(c for c in catalog.channels if c.name == "main")
-    channels.report_failure(main)
-    order = [c.name for c in catalog.candidates("m-small", ["chat", "messages"])]
-    assert order[-1] == "main" and order[:2] == ["spare", "fallback"]
-    channels.report_success(main)
-    assert "main" in [c.name for c in catalog.candidates("m-small", ["chat"])[:2]]
+    for _ in range(3):
+        channels.report_failure(catalog.named("main"), UpstreamError(500, "down"))
+    assert [c.name for c in catalog.candidates("m-small", ["chat", "messages"])] == ["spare", "fallback"]
+    assert [c.name for c in catalog.candidates("m-large", ["chat"])] == ["main"]  # nothing else serves it
 
 
 def test_an_unserved_model_is_not_found_by_name():

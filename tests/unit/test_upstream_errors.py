@@ -13,14 +13,6 @@ class Channel:
         self.name = name
 
 
-@pytest.fixture(autouse=True)
-def _no_health_bookkeeping(monkeypatch):
-    from gateway.upstreams import verdict
-
-    monkeypatch.setattr(verdict, "report_failure", lambda channel: None)
-    monkeypatch.setattr(verdict, "report_success", lambda channel: None)
-
-
 @pytest.mark.parametrize("status,retryable", [(400, False), (401, False), (404, False), (408, True), (409, True),
                                               (413, False), (422, False), (429, True), (500, True), (504, True)])
 def test_one_rule_says_which_statuses_another_channel_may_retry(status, retryable):

@@ -14,7 +14,6 @@ class _Channel:
 @pytest.mark.parametrize("failure, kind, status", [
     (UpstreamError(400, "bad prompt"), InvalidRequest, 400),
     (UpstreamError(404, "no such model"), NotFound, 404),
-    (UpstreamError(401, "bad key"), UpstreamFailed, 502),
     # a task submit that was sent but never answered may exist upstream: a timeout, not a retry
     (UpstreamError(504, "upstream timed out", retryable=False), UpstreamTimeout, 504),
     (UpstreamError(502, "accepted without an id", retryable=False), UpstreamFailed, 502),
@@ -32,6 +31,17 @@ def test_a_final_upstream_answer_becomes_the_gateway_error_of_its_kind(failure, 
 def test_a_channel_account_problem_is_never_told_as_the_clients_key():
     error = relayed_error(UpstreamError(403, "forbidden"))
     assert "not a problem with your key" in error.message
+
+
+@pytest.mark.parametrize("status", [401, 402, 403, 407])
+def test_refused_upstream_credentials_fail_over_and_are_told_as_the_gateways_problem(status):
+    # Given the upstream refusing the channel's own key
+    failures: list = []
+    # When it is recorded, the walk goes on to the next channel (nothing was done upstream)
+    record_failure(_Channel(), UpstreamError(status, "invalid api key"), failures)
+    # Then, once every channel refused, the client hears a 502 that is not about its own key
+    error = exhausted_error(failures)
+    assert isinstance(error, UpstreamFailed) and error.status == 502 and "not a problem with your key" in error.message
 
 
 def test_retryable_task_submit_failures_are_collected_then_summed_up():

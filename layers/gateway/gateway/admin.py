@@ -12,6 +12,10 @@
         [--key <key id> | --model <model>] [--by model]
     python -m gateway.admin logs --user 2 [--key <key id>] [--since 2h] [--until ...] [--model m] [--type 5]
         [--limit 50] [--cursor c]
+    python -m gateway.admin channels                           (each channel's health: state, cooldown end,
+                                                               failures, last error, last probe)
+    python -m gateway.admin channel-disable <name>             (never picked, never lifted by a probe)
+    python -m gateway.admin channel-enable <name>              (healthy at once: disable and cooldown lifted)
 
 The accounts table is `ACCOUNTS_TABLE` (the stack output `AccountsTableName` when deployed).
 Every command prints one JSON object. A key and an access token are printed once, when made.
@@ -294,8 +298,41 @@ def usage_by_model(args: argparse.Namespace, accounts: AccountsRepository) -> di
         for (day, model), row in sorted(rows.items())]}
 
 
+def list_channels(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    """Every channel of the channels document with its health, then any health item of a channel
+    the document no longer names. Read from the store itself, never a cache."""
+    from gateway.routing.channels import get_catalog
+    from gateway.routing.health import ChannelHealth, book
+
+    catalog = get_catalog()
+    known = {h.name: h for h in book().store.all()}
+    rows = [{"name": c.name, "protocol": c.protocol, "models": sorted(c.models), "priority": c.priority,
+             "weight": c.weight, **(known.get(c.name) or ChannelHealth(c.name)).view()} for c in catalog.channels]
+    rows += [{"name": name, "configured": False, **known[name].view()}
+             for name in sorted(known) if catalog.named(name) is None]
+    return {"now": datetime.now(UTC).isoformat(timespec="seconds"), "channels": rows}
+
+
+def _channel_command(args: argparse.Namespace, enable: bool) -> dict[str, Any]:
+    from gateway.routing.channels import get_catalog
+    from gateway.routing.health import book
+
+    if get_catalog().named(args.name) is None and args.name not in {h.name for h in book().store.all()}:
+        raise ValueError(f"no channel named {args.name!r} in the channels document")
+    return {"name": args.name, **book().command(args.name, enable=enable).view()}
+
+
+def enable_channel(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    return _channel_command(args, enable=True)
+
+
+def disable_channel(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    return _channel_command(args, enable=False)
+
+
 OPERATOR_COMMANDS = {"list-users": list_users, "disable-user": disable_user, "enable-user": enable_user,
-                     "delete-key": delete_key}
+                     "delete-key": delete_key, "channels": list_channels, "channel-enable": enable_channel,
+                     "channel-disable": disable_channel}
 
 
 def _add_operator_commands(commands: Any) -> None:
@@ -306,6 +343,12 @@ def _add_operator_commands(commands: Any) -> None:
     p.add_argument("--user", type=int, required=True)
     p = commands.add_parser("delete-key", help="delete a key for good (its ledger entries stay)")
     p.add_argument("key_id")
+    commands.add_parser("channels", help="each channel's health: state, cooldown end, failures, last error, "
+                                          "last probe")
+    p = commands.add_parser("channel-disable", help="take a channel out until channel-enable (no probe lifts it)")
+    p.add_argument("name")
+    p = commands.add_parser("channel-enable", help="bring a channel back at once (lifts a disable or a cooldown)")
+    p.add_argument("name")
 
 
 # ---- which DynamoDB: the running local gateway, or a deployed stack ------------------------
@@ -408,7 +451,10 @@ def _stack_tables(stack: str) -> dict[str, str]:
     missing = [name for name in STACK_OUTPUTS if name not in outputs]
     if missing:
         raise TargetError(f"--stack {stack}: the stack has no output {', '.join(missing)}")
-    return {variable: outputs[name] for name, variable in STACK_OUTPUTS.items()}
+    parameters = {p["ParameterKey"]: p.get("ParameterValue") for p in stacks[0].get("Parameters", [])}
+    channels = {"GATEWAY_CHANNELS_PARAMETER": parameters["ChannelsParameterName"]} \
+        if parameters.get("ChannelsParameterName") else {}  # where `channels` reads the channels document
+    return {**{variable: outputs[name] for name, variable in STACK_OUTPUTS.items()}, **channels}
 
 
 if __name__ == "__main__":

@@ -16,9 +16,12 @@ start one (`begin`).
 | `UnitsBilled` | Count | a settlement (`billing`), in quota units |
 | `UpstreamLatency` | Milliseconds | an upstream's answer (non-streamed) or its response headers (streamed) |
 | `TimeToFirstByte` | Milliseconds | from the request to the first byte of its answer (text function) |
+| `ChannelState` | None | a channel's health (dimension `channel` only): 0 healthy, 1 cooling, 2 disabled |
 
-Metrics of one request or invocation are buffered and written (`flush`) when it ends: after each
-Lambda invocation, and after each request of the text app (which serves several at a time).
+`ChannelState` is written on each change of a channel's state and, for every channel, on each
+run of the sweeper (`routing/health.py`). Metrics of one request or invocation are buffered and
+written (`flush`) when it ends: after each Lambda invocation, and after each request of the text
+app (which serves several at a time).
 """
 
 from __future__ import annotations
@@ -105,6 +108,11 @@ def units_billed(units: int, *, route: str | None = None, model: str | None = No
 
 def upstream_latency(seconds: float) -> None:
     _context().add(_dimensions(None, None), "UpstreamLatency", "Milliseconds", round(seconds * 1000, 3))
+
+
+def channel_state(channel: str, value: int) -> None:
+    """One point of a channel's health gauge (0 healthy, 1 cooling, 2 disabled)."""
+    _context().add({"channel": channel}, "ChannelState", "None", value)
 
 
 def first_byte() -> None:

@@ -44,6 +44,13 @@ class Settings:
     task_poll_max_seconds: float = 60.0
     task_sweep_grace_seconds: float = 120.0
     task_max_age_seconds: float = 7200.0
+    # Channel health (`routing/health.py`): this many failures within the window cool a channel
+    # down for the cooldown (doubled by each failed probe, capped); instances cache the state.
+    channel_failures: int = 3
+    channel_failure_window_seconds: float = 60.0
+    channel_cooldown_seconds: float = 30.0
+    channel_cooldown_max_seconds: float = 600.0
+    channel_health_cache_seconds: float = 5.0
 
 
 # Setting -> environment variable.
@@ -62,6 +69,11 @@ ENVIRONMENT = {
     "task_poll_seconds": "GATEWAY_TASK_POLL_SECONDS", "task_poll_max_seconds": "GATEWAY_TASK_POLL_MAX_SECONDS",
     "task_sweep_grace_seconds": "GATEWAY_TASK_SWEEP_GRACE_SECONDS",
     "task_max_age_seconds": "GATEWAY_TASK_MAX_AGE_SECONDS",
+    "channel_failures": "GATEWAY_CHANNEL_FAILURES",
+    "channel_failure_window_seconds": "GATEWAY_CHANNEL_FAILURE_WINDOW_SECONDS",
+    "channel_cooldown_seconds": "GATEWAY_CHANNEL_COOLDOWN_SECONDS",
+    "channel_cooldown_max_seconds": "GATEWAY_CHANNEL_COOLDOWN_MAX_SECONDS",
+    "channel_health_cache_seconds": "GATEWAY_CHANNEL_HEALTH_CACHE_SECONDS",
 }
 
 

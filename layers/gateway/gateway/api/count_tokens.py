@@ -23,11 +23,11 @@ from gateway.api.text import TEXT_PROTOCOLS, BufferedAnswer, Inbound, TextCall, 
 from gateway.formats import CONTENT, MESSAGES, convert_request
 from gateway.formats.usage import Usage
 from gateway.observability import logger
-from gateway.routing.channels import Channel, get_catalog, report_success
+from gateway.routing.channels import Channel, get_catalog
 from gateway.upstreams.base import Timeouts, UpstreamError
 from gateway.upstreams.content import ContentClient
 from gateway.upstreams.messages import MessagesClient
-from gateway.upstreams.verdict import exhausted_error, record_failure
+from gateway.upstreams.verdict import first_success_async
 
 ROUTE = "/v1/messages/count_tokens"
 SOURCE_HEADER = "x-gateway-token-count"
@@ -73,16 +73,10 @@ async def count_tokens(inbound: Inbound, *, http: httpx.AsyncClient | None = Non
                        timeouts: Timeouts | None = None) -> CountAnswer:
     call, channels, price, reservation = await anyio.to_thread.run_sync(_prepare, inbound)
     try:
-        failures: list[UpstreamError] = []
-        for channel in channels:
-            try:
-                tokens, source = await _count(call, channel, http or http_client(), timeouts)
-            except UpstreamError as exc:
-                record_failure(channel, exc, failures)
-                continue
-            report_success(channel)
-            return CountAnswer(tokens, source, call=call, price=price, reservation=reservation, channel=channel)
-        raise exhausted_error(failures)
+        (tokens, source), channel = await first_success_async(
+            channels, lambda channel: _count(call, channel, http or http_client(), timeouts),
+            offload=anyio.to_thread.run_sync)
+        return CountAnswer(tokens, source, call=call, price=price, reservation=reservation, channel=channel)
     except BaseException as exc:
         reason = getattr(exc, "message", type(exc).__name__)[:200]
         with anyio.CancelScope(shield=True):

@@ -49,18 +49,14 @@ from gateway.routing.channels import Channel, get_catalog
 from gateway.routing.outbound import client as http_client
 from gateway.sse import encode
 from gateway.tokens import estimate_value_tokens
-from gateway.upstreams.base import EventStream, Timeouts, UpstreamClient, UpstreamError
-from gateway.upstreams.chat import ChatClient
-from gateway.upstreams.content import ContentClient
-from gateway.upstreams.messages import MessagesClient
+from gateway.upstreams.base import EventStream, Timeouts, UpstreamError
+from gateway.upstreams.clients import TEXT_CLIENTS as _CLIENTS
 from gateway.upstreams.verdict import first_success_async
 
 # The output a request may generate when it sets no limit of its own, for the reservation only:
 # the settlement is always the real usage.
 DEFAULT_OUTPUT_TOKENS = 4096
 TEXT_PROTOCOLS = ("chat", "messages", "content")
-_CLIENTS: dict[str, type[UpstreamClient]] = {"chat": ChatClient, "messages": MessagesClient,
-                                             "content": ContentClient}
 # The channel protocol that speaks each client dialect natively (tried first at equal priority).
 _NATIVE = {CHAT: "chat", RESPONSES: "chat", MESSAGES: "messages", CONTENT: "content"}
 _USAGE_READERS = {CHAT: usage_from_chat, RESPONSES: usage_from_responses, MESSAGES: usage_from_messages,
@@ -375,7 +371,7 @@ async def _first_answer(prepared: _Prepared, http: httpx.AsyncClient, timeouts: 
         client = _CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)
         return _attempt(prepared, channel, client)
 
-    answer, _ = await first_success_async(prepared.channels, attempt)
+    answer, _ = await first_success_async(prepared.channels, attempt, offload=anyio.to_thread.run_sync)
     return answer
 
 

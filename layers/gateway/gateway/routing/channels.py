@@ -5,9 +5,9 @@ or from the SSM parameter `GATEWAY_CHANNELS_PARAMETER` / the secret `GATEWAY_CHA
 deployed. With none of them and `GATEWAY_SIMULATOR_URL` set (the local runner), every model
 routes to the built-in simulator of each protocol. A channel may list `"*"` to serve any model.
 
-Selection: the highest priority first; inside one priority a weighted random order, the
-protocol the client speaks first; a channel that just failed with a retryable error sits out
-for a short while unless nothing else is left.
+Selection: the healthy channels only (`routing/health.py`), the highest priority first; inside
+one priority a weighted random order, the protocol the client speaks first. When none is healthy,
+the cooling channel whose cooldown ends soonest; a channel an operator disabled, never.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from gateway.errors import NotFound, shown
+from gateway.errors import NotFound, Unavailable, shown
 from gateway.prices import Price, PriceTable
+from gateway.routing import health
 from gateway.settings import get_settings
 
 PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
@@ -32,7 +33,6 @@ ANY_MODEL = "*"
 #: The key of each built-in simulator channel, where its protocol needs a shape of its own.
 SIMULATOR_KEYS = {"alpha": "simulator|simulator-secret-of-at-least-32-bytes"}
 _REMOTE_TTL = 60.0  # seconds a document read from SSM or Secrets Manager is reused
-_SIT_OUT = 30.0  # seconds a failing channel is passed over
 
 
 @dataclass(frozen=True)
@@ -196,9 +196,18 @@ class Catalog:
         if not serving:
             raise NotFound(f"model '{shown(model)}' is not served by any channel", param="model",
                            code="model_not_found")
-        healthy = [c for c in serving if _health.ok(c.name)]
-        resting = [c for c in serving if c not in healthy]
-        return _order(healthy, prefer) + _order(resting, prefer)
+        known = health.book().snapshot()
+        states = {c.name: known.get(c.name) or health.ChannelHealth(c.name) for c in serving}
+        healthy = [c for c in serving if states[c.name].state == health.HEALTHY]
+        if healthy:
+            return _order(healthy, prefer)
+        cooling = [c for c in serving if states[c.name].state == health.COOLING]
+        if cooling:  # nothing else left: the one back soonest, rather than failing unasked
+            return [min(cooling, key=lambda c: states[c.name].cooling_until)]
+        raise Unavailable(f"every channel serving model '{shown(model)}' is disabled by the operator")
+
+    def named(self, name: str) -> Channel | None:
+        return next((c for c in self.channels if c.name == name), None)
 
     def serving(self, model: str, protocols: Iterable[str], prefer: str | None = None) -> tuple[Price, list[Channel]]:
         """The price and the channels to try for one billed request: a model no channel serves is a
@@ -232,37 +241,14 @@ def _order(channels: list[Channel], prefer: str | None) -> list[Channel]:
     return ordered
 
 
-class _Health:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._resting_until: dict[str, float] = {}
-
-    def ok(self, name: str) -> bool:
-        return self._resting_until.get(name, 0.0) <= time.monotonic()
-
-    def failed(self, name: str) -> None:
-        with self._lock:
-            self._resting_until[name] = time.monotonic() + _SIT_OUT
-
-    def succeeded(self, name: str) -> None:
-        with self._lock:
-            self._resting_until.pop(name, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._resting_until.clear()
-
-
-_health = _Health()
-
-
-def report_failure(channel: Channel) -> None:
-    """A connection error, timeout, 429 or 5xx: pass this channel over for a while."""
-    _health.failed(channel.name)
+def report_failure(channel: Channel, exc: object) -> None:
+    """A failed attempt that counts against `channel` (a retryable error, a timeout, refused credentials)."""
+    health.book().failed(channel.name, health.Failure.of(exc))
 
 
 def report_success(channel: Channel) -> None:
-    _health.succeeded(channel.name)
+    """A served request: brings back a channel that was cooling (writes nothing otherwise)."""
+    health.book().succeeded(channel.name)
 
 
 def _parse_text(text: str, source: str) -> dict[str, Any]:
@@ -342,8 +328,9 @@ def check_at_start() -> None:
 
 
 def reset_catalog() -> None:
-    """Forget the catalog and channel health (tests, and the local runner after a change)."""
+    """Forget the catalog and what this instance knows of channel health (tests, and the local
+    runner after a change)."""
     global _cached
     with _lock:
         _cached = None
-    _health.clear()
+    health.reset()

@@ -10,6 +10,7 @@
 | ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (gsi1 `KEYLOG#<key id>`, gsi2 `USER#<id>#MODEL#<m>`) |
 | a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (`units`, `requests`, `key:<id>:…`, `model:<name>:…`) |
 | user id counter | `COUNTER` | `USER` |
+| channel health | `CHANNEL_HEALTH` | `<channel name>` (`routing/health.py`) |
 
 Secrets (keys, access tokens) are stored only as SHA-256 hashes.
 """

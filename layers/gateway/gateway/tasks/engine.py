@@ -32,7 +32,9 @@ from gateway.admission import billing
 from gateway.auth import Principal
 from gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable
 from gateway.observability import logger
-from gateway.routing.channels import Channel, get_catalog
+from gateway.routing import health
+from gateway.routing.channels import Channel, get_catalog, report_failure, report_success
+from gateway.routing.health import ACCOUNT_STATUSES
 from gateway.routing.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.store.tasks import Task, TasksRepository, open_shard
@@ -41,7 +43,7 @@ from gateway.tasks.adapter import TERMINAL, TaskSnapshot
 from gateway.tasks.callbacks import UnsafeCallback, check_url
 from gateway.tasks.families import family_of
 from gateway.upstreams.errors import UpstreamError
-from gateway.upstreams.verdict import first_success
+from gateway.upstreams.verdict import counts_against_channel, first_success
 
 SUBMITTED = "submitted"
 # What one poll may take: the upstream call's timeouts (`adapter.UPSTREAM_TIMEOUT`) and a few AWS calls.
@@ -179,14 +181,18 @@ def _close_refused(claimed: Task, reason: str) -> None:
 
 
 def _pinned(channels: list[Channel], new: NewTask) -> list[Channel]:
-    """The channels a task may go to: only its pinned one, when it has one."""
+    """The channels a task may go to: only its pinned one, when it has one (cooling or not: the
+    task this one acts on lives nowhere else; disabled by the operator, not at all)."""
     if new.channel is None:
         return channels
-    pinned = [channel for channel in channels if channel.name == new.channel]
-    if not pinned:
+    pinned = get_catalog().named(new.channel)
+    if pinned is None or not pinned.serves(new.model) or pinned.protocol not in family_of(new.family).protocols:
         raise Unavailable(f"channel {new.channel!r}, where the task this one acts on lives, does not serve "
                           f"{new.model!r} any more", code="channel_unavailable")
-    return pinned
+    if health.book().of(pinned.name).state == health.DISABLED:
+        raise Unavailable(f"channel {new.channel!r}, where the task this one acts on lives, is disabled by the "
+                          "operator", code="channel_unavailable")
+    return [pinned]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,10 +271,12 @@ def _poll_group(group: list[Task], *, now: float | None) -> dict[str, str | Base
         snapshots = [exc] * len(group)
     except Exception as exc:
         return {task.task_id: exc for task in group}
+    _note_health(group[0].channel, snapshots)
     for task, snapshot in zip(group, snapshots, strict=True):
         try:
             if isinstance(snapshot, UpstreamError):
-                if snapshot.retryable:
+                # Refused credentials say nothing about the task: it waits for the channel's key to be fixed.
+                if snapshot.retryable or snapshot.status in ACCOUNT_STATUSES:
                     logger.warning("upstream poll failed; retrying later",
                                    extra={"task_id": task.task_id, "error": snapshot.message})
                     outcomes[task.task_id] = _reschedule(task, now=now)
@@ -281,10 +289,22 @@ def _poll_group(group: list[Task], *, now: float | None) -> dict[str, str | Base
     return outcomes
 
 
+def _note_health(name: str, snapshots: Sequence[TaskSnapshot | UpstreamError]) -> None:
+    """One poll of a channel, for its health: its first failure that counts against it, or a success."""
+    channel = get_catalog().named(name)
+    if channel is None:
+        return
+    failure = next((s for s in snapshots if isinstance(s, UpstreamError) and counts_against_channel(s)), None)
+    if failure is not None:
+        report_failure(channel, failure)
+    elif any(not isinstance(s, UpstreamError) for s in snapshots):
+        report_success(channel)
+
+
 def channel_named(name: str) -> Channel:
-    for channel in get_catalog().channels:
-        if channel.name == name:
-            return channel
+    channel = get_catalog().named(name)
+    if channel is not None:
+        return channel
     # Removed from the document while the task ran: retried, then failed by the sweeper's age limit.
     raise UpstreamError(503, f"channel {name!r} is no longer configured", retryable=True)
 

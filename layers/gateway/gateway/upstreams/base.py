@@ -54,6 +54,8 @@ class UpstreamClient:
 
     protocol: ClassVar[str] = ""
     stream_params: ClassVar[dict[str, str]] = {}
+    #: The cheapest call the protocol allows (a model list): the health probe (`routing/probes.py`).
+    probe_path: ClassVar[str] = "/v1/models"
 
     def __init__(self, base_url: str, api_key: str, client: httpx.AsyncClient, timeouts: Timeouts | None = None):
         self.base_url = base_url.rstrip("/")
@@ -92,6 +94,10 @@ class UpstreamClient:
                                 pool=self.timeouts.connect)
         return self._client.build_request(method, self.url(path), json=payload, headers=headers,
                                           params=self.stream_params if stream else None, timeout=timeout)
+
+    async def probe(self) -> None:
+        """The health probe: the model list, read and thrown away (never billed to anyone)."""
+        await self.call(self.probe_path, method="GET")
 
     async def call(self, path: str, payload: dict[str, Any] | None = None, *, method: str = "POST") -> dict[str, Any]:
         """A non-streamed exchange: the decoded JSON answer, or an `UpstreamError`."""

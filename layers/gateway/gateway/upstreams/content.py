@@ -18,6 +18,7 @@ def model_path(model: str, action: str) -> str:
 class ContentClient(UpstreamClient):
     protocol = "content"
     stream_params = {"alt": "sse"}
+    probe_path = "/v1beta/models"
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self._api_key}

@@ -3,11 +3,14 @@
 Works on the `UpstreamError` (`upstreams/errors.py`) that every client and task adapter raises:
 it carries `status`, `message`, `retryable`, `retry_after` and `timed_out`. `first_success` (and
 `first_success_async`) is the one failover walk over a request's channels that text, images and
-task submits share.
+task submits share. Every failed attempt goes through `record_failure`, which tells the channel's
+health (`routing/health.py`) what counts against it: a retryable failure, a timeout, refused
+credentials.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -23,12 +26,11 @@ from gateway.errors import (
 )
 from gateway.observability import logger
 from gateway.routing.channels import report_failure, report_success
+from gateway.routing.health import ACCOUNT_STATUSES, book
 from gateway.upstreams.errors import UpstreamError
 
 T = TypeVar("T")
-
-# What an upstream says about the channel's own account, not about the client's request.
-CHANNEL_ACCOUNT_STATUSES = (401, 402, 403, 407)
+_ACCOUNT_NOTE = "the upstream refused the gateway's own credentials; this is not a problem with your key"
 
 
 def relayed_error(exc: Any) -> GatewayError:
@@ -45,10 +47,9 @@ def _relayed_kind(exc: Any) -> GatewayError:
         return UpstreamTimeout(exc.message)
     if status is None or status < 400:  # cut off mid-request, or an answer of the wrong shape
         return UpstreamFailed(exc.message)
-    if status in CHANNEL_ACCOUNT_STATUSES:
+    if status in ACCOUNT_STATUSES:
         # Relaying a 401 would tell the client its own key is wrong.
-        return UpstreamFailed(f"{exc.message} (the upstream refused the gateway's own credentials; "
-                              "this is not a problem with your key)")
+        return UpstreamFailed(f"{exc.message} ({_ACCOUNT_NOTE})")
     if status == 404:
         return NotFound(exc.message, code="upstream_not_found")
     if status == 413:
@@ -58,12 +59,20 @@ def _relayed_kind(exc: Any) -> GatewayError:
     return InvalidRequest(exc.message, status=status, code="upstream_rejected")
 
 
+def counts_against_channel(exc: Any) -> bool:
+    """Whether a failure says something about the channel (not about the client's request): one
+    worth retrying elsewhere, a timeout, or the upstream refusing the channel's own credentials."""
+    return bool(exc.retryable or exc.timed_out or exc.status in ACCOUNT_STATUSES)
+
+
 def record_failure(channel: Any, exc: Any, failures: list[Any]) -> None:
-    """One failed attempt on `channel`: a verdict on the request is raised at once; a failure
-    worth retrying sets the channel aside for a while and joins `failures`."""
-    if not exc.retryable:
+    """One failed attempt on `channel`: what counts against the channel goes to its health; a
+    failure another channel may do better (retryable, or refused credentials: nothing was done)
+    joins `failures` and the walk moves on; any other is the verdict on the request, raised."""
+    if counts_against_channel(exc):
+        report_failure(channel, exc)
+    if not (exc.retryable or exc.status in ACCOUNT_STATUSES):
         raise relayed_error(exc) from None
-    report_failure(channel)
     logger.warning("upstream attempt failed", extra={"channel": channel.name, "status": exc.status,
                                                      "error": exc.message})
     failures.append(exc)
@@ -80,14 +89,23 @@ def exhausted_error(failures: Sequence[Any], no_attempt: str = "no upstream coul
         return RateLimited(f"the upstreams are rate limited: {summary}", headers=headers)
     if failures[-1].timed_out:
         return UpstreamTimeout(summary)
+    if all(f.status in ACCOUNT_STATUSES for f in failures):
+        return UpstreamFailed(f"{summary} ({_ACCOUNT_NOTE})")
     return UpstreamFailed(summary)
+
+
+async def _inline(call: Callable[[], None]) -> None:
+    call()
 
 
 async def first_success_async(channels: Sequence[Any], attempt: Callable[[Any], Awaitable[T]], *,
                               can_try: Callable[[], bool] = lambda: True,
-                              no_attempt: str = "no upstream could be tried") -> tuple[T, Any]:
+                              no_attempt: str = "no upstream could be tried",
+                              offload: Callable[[Callable[[], None]], Awaitable[None]] = _inline) -> tuple[T, Any]:
     """Tries `attempt(channel)` on each channel in order until one answers; that answer and its
-    channel. A failure worth retrying moves on (while `can_try()`); any other is the verdict."""
+    channel. A failure worth retrying moves on (while `can_try()`); any other is the verdict.
+    `offload` runs the health bookkeeping that may write to the store (an event loop passes
+    `anyio.to_thread.run_sync`, so a write never blocks it); a success on a healthy channel has none."""
     failures: list[UpstreamError] = []
     for channel in channels:
         if not can_try():
@@ -95,9 +113,10 @@ async def first_success_async(channels: Sequence[Any], attempt: Callable[[Any], 
         try:
             answer = await attempt(channel)
         except UpstreamError as exc:
-            record_failure(channel, exc, failures)
+            await offload(functools.partial(record_failure, channel, exc, failures))
             continue
-        report_success(channel)
+        if book().needs_success_write(channel.name):
+            await offload(functools.partial(report_success, channel))
         return answer, channel
     raise exhausted_error(failures, no_attempt)
 
