@@ -3,7 +3,7 @@
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway.http import authenticate, create_app, json_response, public_base_url
+from gateway.http import authenticate, create_app, json_response, public_base_url, submitted
 from gateway.multipart import event_body
 from gateway.observability import logger
 from gateway.tasks import engine
@@ -16,8 +16,12 @@ app = create_app()
 @app.post("/beta/v1/beta-2-pro")
 def submit():
     principal = authenticate(app)
-    new = FAMILY.create_task(parse_json(event_body(app.current_event.raw_event)), public_base_url(app))
-    return json_response(FAMILY.submit_answer(engine.submit(principal, new)))
+
+    def answer():
+        new = FAMILY.create_task(parse_json(event_body(app.current_event.raw_event)), public_base_url(app))
+        return FAMILY.submit_answer(engine.submit(principal, new))
+
+    return submitted(app, principal, answer)
 
 
 @app.get("/beta/v1/get_result/<task_id>")

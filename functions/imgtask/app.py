@@ -3,7 +3,7 @@
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway.http import authenticate, create_app, json_response, public_base_url
+from gateway.http import authenticate, create_app, json_response, public_base_url, submitted
 from gateway.multipart import event_body
 from gateway.observability import logger
 from gateway.tasks.families.imgtask import operations
@@ -18,13 +18,14 @@ def _body():
 @app.post("/imgtask/submit/<kind>")
 def submit(kind: str):
     principal = authenticate(app)
-    return json_response(operations.submit(principal, kind, _body(), public_base_url(app)))
+    return submitted(app, principal, lambda: operations.submit(principal, kind, _body(), public_base_url(app)))
 
 
 @app.post("/imgtask/insight-face/swap")
 def swap_face():
     principal = authenticate(app)
-    return json_response(operations.submit(principal, operations.SWAP, _body(), public_base_url(app)))
+    return submitted(app, principal,
+                     lambda: operations.submit(principal, operations.SWAP, _body(), public_base_url(app)))
 
 
 @app.post("/imgtask/task/list-by-condition")

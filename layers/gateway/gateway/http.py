@@ -9,7 +9,7 @@ answer names API Gateway's request id in `x-request-id` (the id images are bille
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -83,6 +83,36 @@ def create_app() -> APIGatewayRestResolver:
             "internal error; quote the request id when reporting it"))
 
     return app
+
+
+def submitted(app: APIGatewayRestResolver, principal: auth.Principal, answer: Callable[[], Any],
+              status: int = 200) -> Response:
+    """A submit route's JSON answer, made once per `Idempotency-Key` and body (admission/idempotency):
+    a retry within 24 h gets the first answer (`Idempotent-Replayed: true`) and is billed once."""
+    from gateway.admission import idempotency
+
+    event = app.current_event
+    key = idempotency.key_from(event.headers)
+    text = (event.decoded_body if event.is_base64_encoded else event.body) or ""
+    body = text.encode() if isinstance(text, str) else text
+    boundary = _multipart_boundary(event.headers)
+    if boundary:  # a client's retry draws a new boundary: the parts are what must match
+        body = body.replace(boundary.encode(), b"")
+
+    def run() -> tuple[int, Any]:
+        made = answer()
+        return status, json.loads(made.model_dump_json(exclude_none=True)) if hasattr(made, "model_dump_json") \
+            else made
+
+    code, payload, replayed = idempotency.run_once(principal, f"{event.http_method} {event.resource}", key, body, run)
+    return json_response(payload, code, {"Idempotent-Replayed": "true"} if replayed else None)
+
+
+def _multipart_boundary(headers: Mapping[str, Any] | None) -> str:
+    for name, value in (headers or {}).items():
+        if name.lower() == "content-type" and "boundary=" in str(value):
+            return str(value).split("boundary=", 1)[1].split(";", 1)[0].strip().strip('"')
+    return ""
 
 
 def authenticate(app: APIGatewayRestResolver) -> auth.Principal:

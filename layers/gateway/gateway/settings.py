@@ -44,6 +44,9 @@ class Settings:
     task_poll_max_seconds: float = 60.0
     task_sweep_grace_seconds: float = 120.0
     task_max_age_seconds: float = 7200.0
+    # A streamed answer whose upstream is silent this long gets a `: keep-alive` comment (idle
+    # connections are cut by proxies and clients; a reasoning model may think for minutes).
+    stream_keepalive_seconds: float = 10.0
 
 
 # Setting -> environment variable.
@@ -62,6 +65,7 @@ ENVIRONMENT = {
     "task_poll_seconds": "GATEWAY_TASK_POLL_SECONDS", "task_poll_max_seconds": "GATEWAY_TASK_POLL_MAX_SECONDS",
     "task_sweep_grace_seconds": "GATEWAY_TASK_SWEEP_GRACE_SECONDS",
     "task_max_age_seconds": "GATEWAY_TASK_MAX_AGE_SECONDS",
+    "stream_keepalive_seconds": "GATEWAY_STREAM_KEEPALIVE_SECONDS",
 }
 
 

@@ -37,7 +37,7 @@ from gateway.routing.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.store.tasks import Task, TasksRepository, open_shard
 from gateway.tasks import queue
-from gateway.tasks.adapter import TERMINAL, TaskSnapshot
+from gateway.tasks.adapter import TERMINAL, UPSTREAM_TIMEOUT, TaskSnapshot
 from gateway.tasks.callbacks import UnsafeCallback, check_url
 from gateway.tasks.families import family_of
 from gateway.upstreams.errors import UpstreamError
@@ -71,6 +71,12 @@ class NewTask:
     channel: str | None = None
 
 
+#: A submit's upstream walk ends within this many seconds of its start (API Gateway's limit is 29 s,
+#: init and the store writes need the rest); one attempt takes at most its connect and read timeouts.
+SUBMIT_BUDGET_SECONDS = 22.0
+SUBMIT_ATTEMPT_SECONDS = UPSTREAM_TIMEOUT.connect + UPSTREAM_TIMEOUT.read  # type: ignore[operator]
+
+
 def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) -> Task:
     """Reserve, submit upstream, store, enqueue the first poll; the stored task.
 
@@ -97,9 +103,15 @@ def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) ->
     except BaseException:
         _unclaim(claimed, parked)
         raise
+    # API Gateway answers 504 at 29 s while the function goes on (and bills): a channel is tried
+    # only while a whole attempt (connect + read timeout) still ends inside the submit's budget.
+    deadline = time.monotonic() + SUBMIT_BUDGET_SECONDS
     try:
-        accepted, channel = first_success(channels, lambda channel: family.submit_upstream(
-            sync_client, channel, channel.upstream_model(new.model), new))
+        accepted, channel = first_success(
+            channels, lambda channel: family.submit_upstream(sync_client, channel, channel.upstream_model(new.model),
+                                                             new),
+            can_try=lambda: deadline - time.monotonic() >= SUBMIT_ATTEMPT_SECONDS,
+            no_attempt="no time was left to reach another upstream within the 29 s limit")
         now = time.time()
         fields: dict[str, Any] = dict(
             channel=channel.name, upstream_task_id=accepted.upstream_task_id, poll_url=accepted.poll_url,
