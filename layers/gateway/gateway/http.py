@@ -59,7 +59,11 @@ class _Resolver(APIGatewayRestResolver):
 
 
 def create_app() -> APIGatewayRestResolver:
-    app = _Resolver()
+    from gateway.settings import get_settings
+
+    base_path = get_settings().base_path.rstrip("/")
+    # Behind a custom domain's base path mapping the event's path starts with it (e.g. /ai/v1/...).
+    app = _Resolver(strip_prefixes=[base_path] if base_path else None)
 
     @app.exception_handler(GatewayError)
     def _gateway_error(error: GatewayError) -> Response:

@@ -47,6 +47,8 @@ class Settings:
     # A streamed answer whose upstream is silent this long gets a `: keep-alive` comment (idle
     # connections are cut by proxies and clients; a reasoning model may think for minutes).
     stream_keepalive_seconds: float = 10.0
+    # A custom domain's base path mapping (e.g. /ai): stripped before a buffered function routes.
+    base_path: str = ""
 
 
 # Setting -> environment variable.
@@ -65,7 +67,7 @@ ENVIRONMENT = {
     "task_poll_seconds": "GATEWAY_TASK_POLL_SECONDS", "task_poll_max_seconds": "GATEWAY_TASK_POLL_MAX_SECONDS",
     "task_sweep_grace_seconds": "GATEWAY_TASK_SWEEP_GRACE_SECONDS",
     "task_max_age_seconds": "GATEWAY_TASK_MAX_AGE_SECONDS",
-    "stream_keepalive_seconds": "GATEWAY_STREAM_KEEPALIVE_SECONDS",
+    "stream_keepalive_seconds": "GATEWAY_STREAM_KEEPALIVE_SECONDS", "base_path": "GATEWAY_BASE_PATH",
 }
 
 

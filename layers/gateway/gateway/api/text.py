@@ -40,7 +40,7 @@ from typing import Any
 import anyio
 import httpx
 
-from gateway import auth
+from gateway import auth, observability
 from gateway.admission import billing
 from gateway.errors import InvalidRequest
 from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter, convert_request, convert_response
@@ -352,6 +352,7 @@ def _prepare(operation: str, dialect: str, inbound: Inbound) -> _Prepared:
     call = parse_call(operation, dialect, inbound)
     principal.require_model(call.model)
     price, channels = get_catalog().serving(call.model, call.protocols, prefer=_NATIVE[call.dialect])
+    observability.set_model(call.model)  # a metric dimension only once the catalog knows the model
     hold = token_cost(price, input_tokens=call.input_tokens, output_tokens=call.worst_output_tokens)
     reservation = billing.reserve_request(principal, hold, model=call.model, route=call.route,
                                           request_id=inbound.request_id)

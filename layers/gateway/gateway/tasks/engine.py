@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway import observability
 from gateway.admission import billing
 from gateway.auth import Principal
 from gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable
@@ -93,6 +94,7 @@ def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) ->
             raise InvalidRequest(f"{new.callback_field}: {exc}", param=new.callback_field) from None
     principal.require_model(new.model)
     price, channels = get_catalog().serving(new.model, family.protocols)
+    observability.set_model(new.model)  # a metric dimension only once the catalog knows the model
     channels = _pinned(channels, new)
     claimed = _claim(parked) if parked is not None else None
     task_id = claimed.task_id if claimed is not None else family.new_task_id()
@@ -361,7 +363,9 @@ def finish(task: Task, *, now: float | None = None) -> None:
         outcome = billing.REFUNDED
     if task.callback_url:
         queue.send_callback(task.task_id)
-    tasks().update(task, {"billing": outcome, "closed_at": int(now)}, remove=("open_shard",))
+    # Kept for its owner's queries for a while, then deleted by DynamoDB's TTL.
+    tasks().update(task, {"billing": outcome, "closed_at": int(now),
+                          "expires_ttl": int(now) + billing.CLOSED_KEPT_SECONDS}, remove=("open_shard",))
     logger.info("task finished", extra={"task_id": task.task_id, "status": task.status, "billing": outcome})
 
 
