@@ -3,12 +3,15 @@
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 
+from gateway import signing_keys
 from gateway.http import authenticate, create_app, json_response, public_base_url, submitted
 from gateway.multipart import event_body
 from gateway.observability import logger
 from gateway.tasks import engine
 from gateway.tasks.families.beta import FAMILY
 from gateway.validation import parse_json
+
+signing_keys.load_at_start(signing_keys.RESULT_LINK)  # an unreadable secret fails the cold start
 
 app = create_app()
 

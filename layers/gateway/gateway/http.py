@@ -94,11 +94,11 @@ def submitted(app: APIGatewayRestResolver, principal: auth.Principal, answer: Ca
     """A submit route's JSON answer, made once per `Idempotency-Key` and body (admission/idempotency):
     a retry within 24 h gets the first answer (`Idempotent-Replayed: true`) and is billed once."""
     from gateway.admission import idempotency
+    from gateway.multipart import event_body
 
     event = app.current_event
     key = idempotency.key_from(event.headers)
-    text = (event.decoded_body if event.is_base64_encoded else event.body) or ""
-    body = text.encode() if isinstance(text, str) else text
+    body = event_body(event.raw_event) if key is not None else b""  # bytes: a form's files need not be UTF-8
     boundary = _multipart_boundary(event.headers)
     if boundary:  # a client's retry draws a new boundary: the parts are what must match
         body = body.replace(boundary.encode(), b"")

@@ -35,6 +35,9 @@ class Settings:
     # Secret for signing callback payloads (HMAC-SHA256).
     callback_signing_secret: str = ""
     result_link_secret: str = ""  # signs the links to results the gateway serves (`tasks/links`)
+    # Deployed: the Secrets Manager secrets holding those two (`signing_keys`), read at cold start.
+    callback_secret_id: str = ""
+    result_link_secret_id: str = ""
     # Callbacks to private, loopback and link-local addresses: only for tests and the local runner.
     callback_allow_private: bool = False
     callback_retry_seconds: float = 10.0  # first retry delay of a failed callback; doubles each time
@@ -62,6 +65,7 @@ ENVIRONMENT = {
     "key_cache_seconds": "GATEWAY_KEY_CACHE_SECONDS", "ledger_retention_days": "GATEWAY_LEDGER_RETENTION_DAYS",
     "callback_signing_secret": "GATEWAY_CALLBACK_SECRET",
     "result_link_secret": "GATEWAY_RESULT_LINK_SECRET",
+    "callback_secret_id": "GATEWAY_CALLBACK_SECRET_ID", "result_link_secret_id": "GATEWAY_RESULT_LINK_SECRET_ID",
     "callback_allow_private": "GATEWAY_CALLBACK_ALLOW_PRIVATE",
     "callback_retry_seconds": "GATEWAY_CALLBACK_RETRY_SECONDS",
     "task_poll_seconds": "GATEWAY_TASK_POLL_SECONDS", "task_poll_max_seconds": "GATEWAY_TASK_POLL_MAX_SECONDS",

@@ -24,12 +24,16 @@ from typing import Any
 
 from gateway.auth import Principal
 from gateway.errors import Conflict, GatewayError, InvalidRequest, shown
+from gateway.observability import logger
 from gateway.settings import get_settings
 from gateway.store.aws import client
 
 HEADER = "idempotency-key"
 WINDOW_SECONDS = 24 * 3600
 MAX_KEY_LENGTH = 255
+#: An answer larger than this is not kept (a DynamoDB item holds 400 KB): an image answer with
+#: base64 images. Its key still guards against a second charge: a retry is a 409 saying so.
+MAX_KEPT_BYTES = 350_000
 # A first run that never recorded its answer (its function was killed) frees its key after this.
 _PENDING_SECONDS = 900
 
@@ -94,12 +98,19 @@ def run_once(principal: Principal, route: str, key: str | None, body: str | byte
         # Unknown whether it was charged: the key stays claimed until it is stale, so a retry
         # answers 409 instead of possibly paying twice.
         raise
-    dynamodb.update_item(
-        TableName=table, Key=item_key,
-        UpdateExpression="SET #state = :done, answer_status = :status, answer = :answer",
-        ExpressionAttributeNames={"#state": "state"},
-        ExpressionAttributeValues={":done": {"S": "done"}, ":status": {"N": str(status)},
-                                   ":answer": {"S": json.dumps(answer, separators=(",", ":"))}})
+    recorded = json.dumps(answer, separators=(",", ":"))
+    kept = len(recorded.encode()) <= MAX_KEPT_BYTES
+    try:
+        dynamodb.update_item(
+            TableName=table, Key=item_key,
+            UpdateExpression="SET #state = :done, answer_status = :status, answer = :answer",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={":done": {"S": "done"}, ":status": {"N": str(status)},
+                                       ":answer": {"S": recorded if kept else ""}})
+    except Exception:
+        # The request was served and billed: the client gets its answer; a retry then finds the
+        # key pending (409) until it is stale, never a second charge.
+        logger.exception("idempotency record not completed", extra={"route": route})
     return status, answer, False
 
 
@@ -111,4 +122,8 @@ def _recorded(dynamodb: Any, table: str, item_key: dict[str, Any], body_hash: st
     if item.get("state", {}).get("S") != "done":
         raise Conflict("a request with this Idempotency-Key is still being processed; retry later",
                        param="Idempotency-Key", code="idempotency_key_in_progress", headers={"Retry-After": "1"})
+    if not item.get("answer", {}).get("S"):
+        raise Conflict("a request with this Idempotency-Key was already served and billed; its answer was too "
+                       f"large to keep (over {MAX_KEPT_BYTES} bytes), so it cannot be sent again",
+                       param="Idempotency-Key", code="idempotency_answer_not_kept")
     return int(item["answer_status"]["N"]), json.loads(item["answer"]["S"])
