@@ -102,12 +102,28 @@ def granted() -> dict[str, list[list[str]]]:
         if resource["Type"] != "AWS::Lambda::Function":
             continue
         role = resources[resource["Properties"]["Role"]["Fn::GetAtt"][0]]
+        documents = [policy["PolicyDocument"] for policy in role["Properties"].get("Policies", [])]
+        # The template's own managed policies (ChannelSourcesPolicy), not AWS's.
+        documents += [resources[arn["Ref"]]["Properties"]["PolicyDocument"]
+                      for arn in role["Properties"].get("ManagedPolicyArns", [])
+                      if isinstance(arn, dict) and "Ref" in arn]
         statements = out.setdefault(_folder_of(name), [])
-        for policy in role["Properties"].get("Policies", []):
-            for statement in policy["PolicyDocument"]["Statement"]:
+        for document in documents:
+            for statement in _branches(document["Statement"]):
                 if statement.get("Effect") == "Allow":
                     listed = statement["Action"]
                     statements.append([listed] if isinstance(listed, str) else list(listed))
+    return out
+
+
+def _branches(statements: list[Any]) -> list[dict[str, Any]]:
+    """The statements, a conditional one (Fn::If) by each branch that is a statement."""
+    out = []
+    for statement in statements:
+        if "Fn::If" in statement:
+            out += [s for s in statement["Fn::If"][1:] if isinstance(s, dict) and "Effect" in s]
+        else:
+            out.append(statement)
     return out
 
 

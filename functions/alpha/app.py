@@ -6,7 +6,10 @@ from aws_lambda_powertools.logging import correlation_paths
 from gateway.http import authenticate, create_app, json_response, request_id, submitted
 from gateway.multipart import event_body
 from gateway.observability import logger
+from gateway.routing.channels import check_at_start
 from gateway.tasks.families.alpha import api
+
+check_at_start()  # an unreadable or bad channels document fails the cold start, naming the cause
 
 app = create_app()
 

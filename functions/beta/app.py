@@ -7,9 +7,12 @@ from gateway import signing_keys
 from gateway.http import authenticate, create_app, json_response, public_base_url, submitted
 from gateway.multipart import event_body
 from gateway.observability import logger
+from gateway.routing.channels import check_at_start
 from gateway.tasks import engine
 from gateway.tasks.families.beta import FAMILY
 from gateway.validation import parse_json
+
+check_at_start()  # an unreadable or bad channels document fails the cold start, naming the cause
 
 signing_keys.load_at_start(signing_keys.RESULT_LINK)  # an unreadable secret fails the cold start
 

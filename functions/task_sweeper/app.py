@@ -3,7 +3,10 @@ reservations left open by a request that can no longer be running."""
 
 from gateway import observability
 from gateway.admission import billing
+from gateway.routing.channels import check_at_start
 from gateway.tasks import engine
+
+check_at_start()  # an unreadable or bad channels document fails the cold start, naming the cause
 
 
 @observability.lambda_handler()

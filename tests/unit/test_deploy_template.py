@@ -84,9 +84,27 @@ def test_queue_visibility_is_six_times_its_consumer_timeout(resources):
 def test_the_web_acl_is_optional_with_a_rate_based_rule(resources):
     acl = resources["WebAcl"]
     assert acl["Condition"] == "HasWebAcl" and resources["WebAclAssociation"]["Condition"] == "HasWebAcl"
-    (rule,) = acl["Properties"]["Rules"]
-    assert rule["Statement"]["RateBasedStatement"]["Limit"] == {"Ref": "WafRateLimit"}
-    assert rule["Action"] == {"Block": {}}
+    rate, bad_inputs = acl["Properties"]["Rules"]
+    assert rate["Statement"]["RateBasedStatement"]["Limit"] == {"Ref": "WafRateLimit"}
+    assert rate["Statement"]["RateBasedStatement"]["AggregateKeyType"] == "IP"
+    assert rate["Action"] == {"Block": {}}
+    assert bad_inputs["Statement"]["ManagedRuleGroupStatement"]["Name"] == "AWSManagedRulesKnownBadInputsRuleSet"
+
+
+def test_every_routing_function_may_read_the_channel_sources_and_nothing_puts_a_key_in_the_template(resources):
+    source = resources["ChannelSourcesPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert source[0]["Action"] == "ssm:GetParameter"
+    assert [s["Fn::If"][0] for s in source[1:]] == ["HasChannelsSecret", "HasChannelKeysSecret", "HasChannelsKmsKey"]
+    for name in ("TextFunction", "ImagesFunction", "VideoFunction", "AlphaFunction", "BetaFunction",
+                 "GammaFunction", "ImgtaskFunction", "TaskPollerFunction", "TaskSweeperFunction"):
+        role = resources[resources[name]["Properties"]["Role"]["Fn::GetAtt"][0]]
+        assert {"Ref": "ChannelSourcesPolicy"} in role["Properties"]["ManagedPolicyArns"], name
+    # No secret is resolved into a function's environment (GetFunctionConfiguration would show it)
+    assert "resolve:secretsmanager" not in str(translated())
+    for function in of_type(resources, "AWS::Lambda::Function").values():
+        names = set(function["Properties"]["Environment"]["Variables"])
+        assert not {n for n in names if n.endswith(("_KEY", "_SECRET")) and n != "GATEWAY_CHANNELS_SECRET"
+                    and n != "GATEWAY_CHANNEL_KEYS_SECRET"}
 
 
 def test_the_adapter_layer_follows_region_and_architecture(resources):
