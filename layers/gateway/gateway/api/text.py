@@ -13,7 +13,8 @@ One request, in order:
    its first upstream event has arrived, or once an upstream that accepted it has been silent
    for the keep-alive interval (`GATEWAY_STREAM_KEEPALIVE_SECONDS`);
 5. the answer is relayed (each stream event as soon as it is complete, and a `: keep-alive`
-   comment whenever the upstream is silent for the keep-alive interval); the reservation is
+   comment, a bare newline for a content-generation client, whenever the upstream is silent for
+   the keep-alive interval); the reservation is
    settled to the upstream's usage, or, for a stream cut short by the upstream or the client,
    to what was relayed, BEFORE the end of the answer goes out (a buffered body, a stream's
    closing events), so a client that has its whole answer can read its bill. A failure before
@@ -293,10 +294,11 @@ class StreamedAnswer(Answer):
 
         try:
             failure, event, interval = None, self.first, get_settings().stream_keepalive_seconds
+            keep_alive = CONTENT_KEEP_ALIVE if self.call.dialect == CONTENT else KEEP_ALIVE
             try:
                 while event is not _END:
                     if event is _SILENT:
-                        await send(KEEP_ALIVE)
+                        await send(keep_alive)
                     else:
                         await relay(event)
                     event = await self.upcoming.next(interval)
@@ -427,7 +429,11 @@ async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer
 
 
 _END, _SILENT = object(), object()  # `_Upcoming.next`: the stream ended; nothing came in time
-KEEP_ALIVE = b": keep-alive\n\n"  # an SSE comment: every client ignores it
+KEEP_ALIVE = b": keep-alive\n\n"  # an SSE comment: the openai and anthropic SDKs skip it
+# The google-genai SDK reads any line that is not `data:` as JSON (an SSE comment breaks it), so a
+# content-generation client gets a bare newline: an empty SSE line dispatches nothing, and between
+# the elements of a JSON-array stream it is whitespace.
+CONTENT_KEEP_ALIVE = b"\n"
 
 
 class _Upcoming:
