@@ -7,6 +7,7 @@ PYTHON ?= $(shell for p in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.1
 VENV := .venv
 BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
+CHECKOV_VENV := .venv-checkov
 PEERS_VENV := .venv-peers
 # The peer of `make bench-peers`, pinned (never 1.107.0, a compromised release).
 LITELLM_VERSION := 1.102.4
@@ -14,7 +15,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e bench bench-peers validate build deploy admin invoke clean openapi lint typecheck
+.PHONY: run test unit integration e2e bench bench-peers validate checkov build deploy admin invoke clean openapi lint typecheck
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +35,10 @@ $(PEERS_VENV)/bin/litellm:
 $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install $(PIP_QUIET) aws-sam-cli
+
+$(CHECKOV_VENV)/bin/checkov:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install $(PIP_QUIET) checkov
 
 venv: $(BIN)/.installed
 
@@ -84,6 +89,10 @@ bench-peers: $(BIN)/.bench-installed $(PEERS_VENV)/bin/litellm
 validate: $(SAM_VENV)/bin/sam
 	$(SAM) validate --lint
 
+## checkov over template.yaml, in its own virtual environment; skipped checks and their reasons: .checkov.yaml.
+checkov: $(CHECKOV_VENV)/bin/checkov
+	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml
+
 build: $(SAM_VENV)/bin/sam
 	PATH="$(dir $(PYTHON)):$$PATH" $(SAM) build
 
@@ -102,4 +111,4 @@ invoke: $(BIN)/.installed
 	$(BIN)/python -m gateway_local.invoke "$(FUNCTION)" "$(EVENT)"
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(PEERS_VENV) .aws-sam .pytest_cache bench/.work
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) $(PEERS_VENV) .aws-sam .pytest_cache bench/.work

@@ -22,6 +22,23 @@ os.environ.update({
 })
 os.environ.pop("AWS_PROFILE", None)
 
+from tests import iam_support  # noqa: E402 - after the environment above
+
+iam_support.install()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The IAM check (tests/iam_support.py): fails the session naming each function and action."""
+    integration = {p.name for p in (ROOT / "tests" / "integration").glob("test_*.py")}
+    ran = {Path(str(item.fspath)).name for item in session.items
+           if "integration" in Path(str(item.fspath)).parts}
+    option = session.config.option
+    whole = integration <= ran and not option.keyword and not option.markexpr and exitstatus == 0
+    found = iam_support.problems(whole)
+    if found:
+        print("\nIAM check failed:\n  " + "\n  ".join(found))
+        session.exitstatus = 1
+
 
 @pytest.fixture(scope="session")
 def aws():

@@ -3,10 +3,13 @@ the upstream's envelope `{code, message, request_id, data}` (errors: gateway.err
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway.http import authenticate, create_app, json_response, request_id
+from gateway.http import authenticate, create_app, json_response, request_id, submitted
 from gateway.multipart import event_body
 from gateway.observability import logger
+from gateway.routing.channels import check_at_start
 from gateway.tasks.families.alpha import api
+
+check_at_start()  # an unreadable or bad channels document fails the cold start, naming the cause
 
 app = create_app()
 
@@ -17,7 +20,9 @@ def _answer(data):
 
 def _submit(operation: str):
     principal = authenticate(app)
-    return _answer(api.submit(principal, operation, event_body(app.current_event.raw_event)))
+    return submitted(app, principal, lambda: api.envelope(api.submit(principal, operation,
+                                                                     event_body(app.current_event.raw_event)),
+                                                          request_id(app)))
 
 
 @app.post("/alpha/v1/videos/text2video")

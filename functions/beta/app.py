@@ -3,12 +3,18 @@
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway.http import authenticate, create_app, json_response, public_base_url
+from gateway import signing_keys
+from gateway.http import authenticate, create_app, json_response, public_base_url, submitted
 from gateway.multipart import event_body
 from gateway.observability import logger
+from gateway.routing.channels import check_at_start
 from gateway.tasks import engine
 from gateway.tasks.families.beta import FAMILY
 from gateway.validation import parse_json
+
+check_at_start()  # an unreadable or bad channels document fails the cold start, naming the cause
+
+signing_keys.load_at_start(signing_keys.RESULT_LINK)  # an unreadable secret fails the cold start
 
 app = create_app()
 
@@ -16,8 +22,12 @@ app = create_app()
 @app.post("/beta/v1/beta-2-pro")
 def submit():
     principal = authenticate(app)
-    new = FAMILY.create_task(parse_json(event_body(app.current_event.raw_event)), public_base_url(app))
-    return json_response(FAMILY.submit_answer(engine.submit(principal, new)))
+
+    def answer():
+        new = FAMILY.create_task(parse_json(event_body(app.current_event.raw_event)), public_base_url(app))
+        return FAMILY.submit_answer(engine.submit(principal, new))
+
+    return submitted(app, principal, answer)
 
 
 @app.get("/beta/v1/get_result/<task_id>")

@@ -10,12 +10,15 @@ import json
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from gateway import observability
+from gateway import observability, signing_keys
 from gateway.observability import logger
 from gateway.routing.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.tasks import callbacks, engine, queue
 from gateway.tasks.families import family_of
+
+# An unreadable signing secret fails the cold start, naming it (signing_keys).
+signing_keys.load_at_start(signing_keys.CALLBACK, signing_keys.RESULT_LINK)
 
 processor = BatchProcessor(event_type=EventType.SQS)
 

@@ -2,12 +2,15 @@
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway.http import authenticate, create_app, json_response, request_id
+from gateway.http import authenticate, create_app, json_response, request_id, submitted
 from gateway.multipart import event_body
 from gateway.observability import logger
+from gateway.routing.channels import check_at_start
 from gateway.tasks import engine
 from gateway.tasks.families.gamma import FAMILY
 from gateway.validation import parse_json
+
+check_at_start()  # an unreadable or bad channels document fails the cold start, naming the cause
 
 app = create_app()
 
@@ -15,8 +18,12 @@ app = create_app()
 @app.post("/gamma/api/v1/services/aigc/video-generation/video-synthesis")
 def video_synthesis():
     principal = authenticate(app)
-    task = engine.submit(principal, FAMILY.create_task(parse_json(event_body(app.current_event.raw_event))))
-    return json_response({"request_id": request_id(app), **FAMILY.submit_answer(task)})
+
+    def answer():
+        task = engine.submit(principal, FAMILY.create_task(parse_json(event_body(app.current_event.raw_event))))
+        return {"request_id": request_id(app), **FAMILY.submit_answer(task)}
+
+    return submitted(app, principal, answer)
 
 
 @app.get("/gamma/api/v1/tasks/<task_id>")

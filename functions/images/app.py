@@ -4,7 +4,7 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import observability
 from gateway.api import images
-from gateway.http import authenticate, create_app, json_response, request_id
+from gateway.http import authenticate, create_app, request_id, submitted
 from gateway.multipart import event_body, form_from_event
 from gateway.routing.channels import check_at_start
 from gateway.schemas.images import parse_edit_form, parse_generation_body
@@ -24,7 +24,8 @@ def generations():
     principal = authenticate(app)
     # As bytes: a body API Gateway base64-encoded need not be UTF-8, and JSON parsing says so.
     request = parse_generation_body(event_body(app.current_event.raw_event))
-    return json_response(images.generate(principal, request, request_id(app), time_left=_time_left()))
+    return submitted(app, principal,
+                     lambda: images.generate(principal, request, request_id(app), time_left=_time_left()))
 
 
 @app.post("/v1/images/edits")
@@ -33,7 +34,8 @@ def edits():
     # API Gateway hands multipart over base64-encoded (a binary media type); this decodes it,
     # answers 413 past the Lambda event limit and 400 for a malformed form.
     request = parse_edit_form(form_from_event(app.current_event.raw_event))
-    return json_response(images.edit(principal, request, request_id(app), time_left=_time_left()))
+    return submitted(app, principal,
+                     lambda: images.edit(principal, request, request_id(app), time_left=_time_left()))
 
 
 @observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -3,10 +3,16 @@
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway.http import authenticate, create_app, json_response, public_base_url
+from gateway import signing_keys
+from gateway.http import authenticate, create_app, json_response, public_base_url, submitted
 from gateway.multipart import event_body
 from gateway.observability import logger
+from gateway.routing.channels import check_at_start
 from gateway.tasks.families.imgtask import operations
+
+check_at_start()  # an unreadable or bad channels document fails the cold start, naming the cause
+
+signing_keys.load_at_start(signing_keys.RESULT_LINK)  # an unreadable secret fails the cold start
 
 app = create_app()
 
@@ -18,13 +24,14 @@ def _body():
 @app.post("/imgtask/submit/<kind>")
 def submit(kind: str):
     principal = authenticate(app)
-    return json_response(operations.submit(principal, kind, _body(), public_base_url(app)))
+    return submitted(app, principal, lambda: operations.submit(principal, kind, _body(), public_base_url(app)))
 
 
 @app.post("/imgtask/insight-face/swap")
 def swap_face():
     principal = authenticate(app)
-    return json_response(operations.submit(principal, operations.SWAP, _body(), public_base_url(app)))
+    return submitted(app, principal,
+                     lambda: operations.submit(principal, operations.SWAP, _body(), public_base_url(app)))
 
 
 @app.post("/imgtask/task/list-by-condition")

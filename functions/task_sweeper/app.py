@@ -5,7 +5,10 @@ whose cooldown has ended (`routing/probes.py`)."""
 from gateway import observability
 from gateway.admission import billing
 from gateway.routing import probes
+from gateway.routing.channels import check_at_start
 from gateway.tasks import engine
+
+check_at_start()  # an unreadable or bad channels document fails the cold start, naming the cause
 
 
 @observability.lambda_handler()

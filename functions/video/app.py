@@ -5,7 +5,7 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import observability
 from gateway.api import video
-from gateway.http import authenticate, create_app, json_response
+from gateway.http import authenticate, create_app, json_response, submitted
 from gateway.multipart import event_body
 from gateway.routing.channels import check_at_start
 
@@ -17,7 +17,8 @@ app = create_app()
 @app.post("/v1/video/generations")
 def generations():
     principal = authenticate(app)
-    return json_response(video.submit_generation(principal, event_body(app.current_event.raw_event)))
+    return submitted(app, principal,
+                     lambda: video.submit_generation(principal, event_body(app.current_event.raw_event)))
 
 
 @app.get("/v1/video/generations/result")
@@ -29,7 +30,8 @@ def generation_result():
 @app.post("/v1/videos")
 def create_video():
     principal = authenticate(app)
-    return json_response(video.create_video(principal, video.video_request_data(app.current_event.raw_event)))
+    return submitted(app, principal,
+                     lambda: video.create_video(principal, video.video_request_data(app.current_event.raw_event)))
 
 
 @app.get("/v1/videos")

@@ -83,12 +83,32 @@ def clock(monkeypatch) -> Clock:
 @pytest.fixture
 def tasks_env(simulators_url, store, clock) -> Iterator[str]:
     """Every model routed to the simulators; polls due at once; callbacks to 127.0.0.1 allowed."""
+    from gateway import signing_keys
+
+    # The signing secrets as deployed: in Secrets Manager, read by the functions that sign.
+    secret_ids = {name: _secret(name, value) for name, value in
+                  (("gateway-callback", "test-secret"), ("gateway-result-link", "test-link-secret"))}
     saved = use_environment(GATEWAY_SIMULATOR_URL=simulators_url, GATEWAY_CHANNELS_FILE=None,
                             GATEWAY_CHANNELS_PARAMETER=None, GATEWAY_TASK_POLL_SECONDS="0",
                             GATEWAY_CALLBACK_ALLOW_PRIVATE="1", GATEWAY_CALLBACK_RETRY_SECONDS="0",
-                            GATEWAY_CALLBACK_SECRET="test-secret", GATEWAY_RESULT_LINK_SECRET="test-link-secret")
+                            GATEWAY_CALLBACK_SECRET=None, GATEWAY_RESULT_LINK_SECRET=None,
+                            GATEWAY_CALLBACK_SECRET_ID=secret_ids["gateway-callback"],
+                            GATEWAY_RESULT_LINK_SECRET_ID=secret_ids["gateway-result-link"])
+    signing_keys.forget()
     yield simulators_url
     use_environment(**saved)
+    signing_keys.forget()
+
+
+def _secret(name: str, value: str) -> str:
+    """The ARN of a Secrets Manager secret holding `value` (made once per emulator state)."""
+    from gateway.store.aws import client
+
+    secretsmanager = client("secretsmanager")
+    try:
+        return secretsmanager.create_secret(Name=name, SecretString=value)["ARN"]
+    except secretsmanager.exceptions.ResourceExistsException:
+        return secretsmanager.describe_secret(SecretId=name)["ARN"]
 
 
 @pytest.fixture(scope="module")

@@ -32,10 +32,11 @@ def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def call(fn, ctx, method: str, path: str, key: str, *, body=None, query=None, resource=None, path_parameters=None):
+def call(fn, ctx, method: str, path: str, key: str, *, body=None, query=None, resource=None, path_parameters=None,
+         headers=None):
     payload = body if body is None or isinstance(body, str) else json.dumps(body)
-    answer = fn.lambda_handler(api_event(method, path, body=payload, headers=auth(key), query=query,
-                                         resource=resource, path_parameters=path_parameters), ctx)
+    answer = fn.lambda_handler(api_event(method, path, body=payload, headers={**auth(key), **(headers or {})},
+                                         query=query, resource=resource, path_parameters=path_parameters), ctx)
     return answer
 
 

@@ -297,3 +297,31 @@ def test_a_family_that_polls_in_batches_asks_its_upstream_once_per_channel_for_a
     assert len(calls) == 1 and set(calls[0]) == task_ids
     for task_id in task_ids:
         assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", ZETA_UNITS)]
+
+
+def test_the_sweeper_function_re_enqueues_an_overdue_poll_and_times_out_a_stuck_task_through_its_queues(
+        tasks_env, functions, queues, demo, lambda_context):
+    from tests.conftest import EVENTS, use_environment
+
+    event = json.loads((EVENTS / "task_sweeper.json").read_text())
+    sweeper = functions["task_sweeper"]
+    saved = use_environment(GATEWAY_TASK_SWEEP_GRACE_SECONDS="0", GATEWAY_TASK_MAX_AGE_SECONDS=None)
+    try:
+        # Given a task whose poll message was lost, when the scheduled sweeper runs, it is re-enqueued
+        _submit(functions, lambda_context, demo["key"])
+        queues.purge("TaskPollQueue")
+        assert sweeper.lambda_handler(event, lambda_context)["requeued"] == 1
+        queues.purge("TaskPollQueue")
+        # Given a task with a callback that never finishes, past its (shortened) maximum age
+        use_environment(GATEWAY_TASK_MAX_AGE_SECONDS="1")
+        _submit(functions, lambda_context, demo["key"], body={**ZETA, "callback_url": "http://127.0.0.1:9/hook"})
+        queues.purge("TaskPollQueue")
+        time.sleep(2.5)
+        # When the sweeper runs, it fails it and queues its callback
+        assert sweeper.lambda_handler(event, lambda_context)["timed_out"] >= 1
+        sqs = client("sqs")
+        messages = sqs.receive_message(QueueUrl=queues.url("CallbackQueue"), MaxNumberOfMessages=10,
+                                       WaitTimeSeconds=1).get("Messages", [])
+        assert messages
+    finally:
+        use_environment(**saved)

@@ -291,7 +291,7 @@ def test_a_client_that_goes_away_stops_the_relay_and_is_billed_once_for_what_it_
             return answer
 
     answer = anyio.run(scenario)
-    assert answer.events._closed  # the upstream read stopped
+    assert answer.upcoming.events._closed  # the upstream read stopped
     entry = ledger(request.request_id)
     assert entry["detail"]["outcome"] == "client_gone"
     assert int(entry["detail"]["output_tokens"]) < 10
@@ -407,3 +407,29 @@ def test_content_embeddings_are_billed_on_the_input_estimate_and_counting_is_fre
                          proxy="m-small:countTokens")
     status, _, data = run("content", count)
     assert json.loads(data)["totalTokens"] > 0 and int(ledger(count.request_id)["units"]) == 0
+
+
+@pytest.mark.parametrize("dialect", ["chat", "messages", "responses", "content"])
+def test_a_silent_upstream_stream_is_kept_alive_with_sse_comments_then_completes(demo, catalog, monkeypatch, dialect):
+    # Given an upstream that accepts the stream at once, then thinks before its first event
+    # (longer than the keep-alive interval, which a test shortens from its default)
+    monkeypatch.setenv("GATEWAY_SIM_SLOW_SECONDS", "1.5")
+    monkeypatch.setenv("GATEWAY_STREAM_KEEPALIVE_SECONDS", "0.2")
+    from gateway.settings import reload_settings
+    reload_settings()
+    catalog([channel({"responses": "chat"}.get(dialect, dialect))])
+    try:
+        # When a client streams through it
+        request = inbound(dialect, demo["key"], "one two three #fault=think", stream=True)
+        status, _, data = run(dialect, request)
+    finally:
+        monkeypatch.delenv("GATEWAY_STREAM_KEEPALIVE_SECONDS")
+        reload_settings()
+    # Then the silence was filled with comment lines, before any event, and the stream completed
+    assert status == 200
+    # (a content-generation client gets bare newlines: its SDK reads every other line as JSON)
+    keep_alive = b"\n" if dialect == "content" else b": keep-alive\n\n"
+    assert data.startswith(keep_alive * 2)
+    assert len(events_of(data)) >= 3
+    # and it was billed once, as completed
+    assert ledger(request.request_id)["detail"]["outcome"] == "completed"

@@ -299,3 +299,47 @@ def test_an_epsilon_video_may_be_asked_for_as_the_sdks_multipart_form(tasks_env,
     event = _form_event(demo["key"], {"prompt": "x", "seconds": "5"})
     status, answer = status_and_json(functions["video"].lambda_handler(event, lambda_context))
     assert status == 400 and answer["error"]["message"].startswith("seconds")
+
+
+def test_a_zeta_submit_retried_with_the_same_idempotency_key_is_the_same_task_billed_once(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock):
+    def send(body, key_header, api_key=demo["key"]):
+        return call(functions["video"], lambda_context, "POST", "/v1/video/generations", api_key, body=body,
+                    headers={"Idempotency-Key": key_header})
+
+    # Given a zeta submit with an Idempotency-Key
+    before = quota(accounts)
+    first = send(ZETA, "retry-me-1")
+    # When the client retries it with the same key and body
+    again = send(ZETA, "retry-me-1")
+    # Then it gets the same task, once held
+    first_id, again_id = json.loads(first["body"])["taskId"], json.loads(again["body"])["taskId"]
+    assert first["statusCode"] == again["statusCode"] == 200 and first_id == again_id
+    assert again["multiValueHeaders"]["Idempotent-Replayed"] == ["true"]
+    assert before - quota(accounts) == ZETA_UNITS
+    assert task_count() == 1
+    # and the same key with another body is a 409 naming the header, charging nothing
+    other = send({**ZETA, "content": [{"type": "text", "text": "another prompt --duration 10"}]}, "retry-me-1")
+    assert other["statusCode"] == 409 and "Idempotency-Key" in other["body"]
+    assert before - quota(accounts) == ZETA_UNITS
+    # and once polled to the end, it is billed once
+    clock.advance()
+    queues.polls(lambda_context)
+    assert [e["units"] for e in ledger_of(accounts, first_id)] == [ZETA_UNITS]
+    # an over-long key is a 400 naming the header
+    bad = send(ZETA, "x" * 300)
+    assert bad["statusCode"] == 400 and "Idempotency-Key" in bad["body"]
+
+
+def test_an_idempotency_key_of_one_api_key_never_answers_another(tasks_env, functions, demo, accounts,
+                                                                lambda_context):
+    from gateway.admin import ensure_demo_account
+
+    other_key = "sk-" + "e" * 48
+    ensure_demo_account(user_id=2, key=other_key, quota=500_000_000, access_token="other-token", accounts=accounts)
+    first = call(functions["video"], lambda_context, "POST", "/v1/video/generations", demo["key"], body=ZETA,
+                 headers={"Idempotency-Key": "shared"})
+    second = call(functions["video"], lambda_context, "POST", "/v1/video/generations", other_key, body=ZETA,
+                  headers={"Idempotency-Key": "shared"})
+    assert first["statusCode"] == second["statusCode"] == 200
+    assert json.loads(first["body"])["taskId"] != json.loads(second["body"])["taskId"]

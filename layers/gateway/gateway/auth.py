@@ -39,7 +39,6 @@ class Principal:
 
     def require_model(self, model: str) -> None:
         """A model outside the key's allowlist is answered as if it did not exist."""
-        observability.set_model(model)  # every billed request passes here: its metrics' model
         if not self.may_use(model):
             raise NotFound(f"model '{shown(model)}' does not exist or this key may not use it",
                            param="model", code="model_not_found")

@@ -9,7 +9,7 @@ answer names API Gateway's request id in `x-request-id` (the id images are bille
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -59,7 +59,11 @@ class _Resolver(APIGatewayRestResolver):
 
 
 def create_app() -> APIGatewayRestResolver:
-    app = _Resolver()
+    from gateway.settings import get_settings
+
+    base_path = get_settings().base_path.rstrip("/")
+    # Behind a custom domain's base path mapping the event's path starts with it (e.g. /ai/v1/...).
+    app = _Resolver(strip_prefixes=[base_path] if base_path else None)
 
     @app.exception_handler(GatewayError)
     def _gateway_error(error: GatewayError) -> Response:
@@ -83,6 +87,36 @@ def create_app() -> APIGatewayRestResolver:
             "internal error; quote the request id when reporting it"))
 
     return app
+
+
+def submitted(app: APIGatewayRestResolver, principal: auth.Principal, answer: Callable[[], Any],
+              status: int = 200) -> Response:
+    """A submit route's JSON answer, made once per `Idempotency-Key` and body (admission/idempotency):
+    a retry within 24 h gets the first answer (`Idempotent-Replayed: true`) and is billed once."""
+    from gateway.admission import idempotency
+    from gateway.multipart import event_body
+
+    event = app.current_event
+    key = idempotency.key_from(event.headers)
+    body = event_body(event.raw_event) if key is not None else b""  # bytes: a form's files need not be UTF-8
+    boundary = _multipart_boundary(event.headers)
+    if boundary:  # a client's retry draws a new boundary: the parts are what must match
+        body = body.replace(boundary.encode(), b"")
+
+    def run() -> tuple[int, Any]:
+        made = answer()
+        return status, json.loads(made.model_dump_json(exclude_none=True)) if hasattr(made, "model_dump_json") \
+            else made
+
+    code, payload, replayed = idempotency.run_once(principal, f"{event.http_method} {event.resource}", key, body, run)
+    return json_response(payload, code, {"Idempotent-Replayed": "true"} if replayed else None)
+
+
+def _multipart_boundary(headers: Mapping[str, Any] | None) -> str:
+    for name, value in (headers or {}).items():
+        if name.lower() == "content-type" and "boundary=" in str(value):
+            return str(value).split("boundary=", 1)[1].split(";", 1)[0].strip().strip('"')
+    return ""
 
 
 def authenticate(app: APIGatewayRestResolver) -> auth.Principal:

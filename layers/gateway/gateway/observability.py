@@ -106,6 +106,12 @@ def units_billed(units: int, *, route: str | None = None, model: str | None = No
     _context().add(_dimensions(route, model), "UnitsBilled", "Count", units)
 
 
+def incident(name: str, value: int = 1) -> None:
+    """An operational event the alarms watch (`TransactionConflicts`, `AccountBusy`,
+    `StaleHoldsRefunded`): a metric with no route or model, read across services."""
+    _context().add({}, name, "Count", value)
+
+
 def upstream_latency(seconds: float) -> None:
     _context().add(_dimensions(None, None), "UpstreamLatency", "Milliseconds", round(seconds * 1000, 3))
 

@@ -25,6 +25,8 @@ class Settings:
     channels_file: str = ""
     channels_parameter: str = ""
     channels_secret: str = ""
+    # A secret whose JSON object gives the channels' `api_key_env` names their keys.
+    channel_keys_secret: str = ""
     # Set by the local runner: base URL of the built-in simulated upstreams, used when no
     # channels document is configured.
     simulator_url: str = ""
@@ -35,6 +37,9 @@ class Settings:
     # Secret for signing callback payloads (HMAC-SHA256).
     callback_signing_secret: str = ""
     result_link_secret: str = ""  # signs the links to results the gateway serves (`tasks/links`)
+    # Deployed: the Secrets Manager secrets holding those two (`signing_keys`), read at cold start.
+    callback_secret_id: str = ""
+    result_link_secret_id: str = ""
     # Callbacks to private, loopback and link-local addresses: only for tests and the local runner.
     callback_allow_private: bool = False
     callback_retry_seconds: float = 10.0  # first retry delay of a failed callback; doubles each time
@@ -51,6 +56,11 @@ class Settings:
     channel_cooldown_seconds: float = 30.0
     channel_cooldown_max_seconds: float = 600.0
     channel_health_cache_seconds: float = 5.0
+    # A streamed answer whose upstream is silent this long gets a `: keep-alive` comment (idle
+    # connections are cut by proxies and clients; a reasoning model may think for minutes).
+    stream_keepalive_seconds: float = 10.0
+    # A custom domain's base path mapping (e.g. /ai): stripped before a buffered function routes.
+    base_path: str = ""
 
 
 # Setting -> environment variable.
@@ -60,10 +70,12 @@ ENVIRONMENT = {
     "task_poll_queue_url": "TASK_POLL_QUEUE_URL",
     "callback_queue_url": "CALLBACK_QUEUE_URL", "channels_file": "GATEWAY_CHANNELS_FILE",
     "channels_parameter": "GATEWAY_CHANNELS_PARAMETER", "channels_secret": "GATEWAY_CHANNELS_SECRET",
+    "channel_keys_secret": "GATEWAY_CHANNEL_KEYS_SECRET",
     "simulator_url": "GATEWAY_SIMULATOR_URL", "public_url": "GATEWAY_PUBLIC_URL",
     "key_cache_seconds": "GATEWAY_KEY_CACHE_SECONDS", "ledger_retention_days": "GATEWAY_LEDGER_RETENTION_DAYS",
     "callback_signing_secret": "GATEWAY_CALLBACK_SECRET",
     "result_link_secret": "GATEWAY_RESULT_LINK_SECRET",
+    "callback_secret_id": "GATEWAY_CALLBACK_SECRET_ID", "result_link_secret_id": "GATEWAY_RESULT_LINK_SECRET_ID",
     "callback_allow_private": "GATEWAY_CALLBACK_ALLOW_PRIVATE",
     "callback_retry_seconds": "GATEWAY_CALLBACK_RETRY_SECONDS",
     "task_poll_seconds": "GATEWAY_TASK_POLL_SECONDS", "task_poll_max_seconds": "GATEWAY_TASK_POLL_MAX_SECONDS",
@@ -74,6 +86,7 @@ ENVIRONMENT = {
     "channel_cooldown_seconds": "GATEWAY_CHANNEL_COOLDOWN_SECONDS",
     "channel_cooldown_max_seconds": "GATEWAY_CHANNEL_COOLDOWN_MAX_SECONDS",
     "channel_health_cache_seconds": "GATEWAY_CHANNEL_HEALTH_CACHE_SECONDS",
+    "stream_keepalive_seconds": "GATEWAY_STREAM_KEEPALIVE_SECONDS", "base_path": "GATEWAY_BASE_PATH",
 }
 
 

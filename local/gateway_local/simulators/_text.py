@@ -12,6 +12,8 @@ tool (or say `#tool`), only ever when the conversation ends with a user turn.
 Faults, for tests and demos:
 - a directive in the last user text: `#fault=500` (any 4xx/5xx status), `#fault=429` (with
   `Retry-After: 1`), `#fault=slow` (the answer starts after GATEWAY_SIM_SLOW_SECONDS, default 3),
+  `#fault=think` (a stream's status and headers at once, its first event after
+  GATEWAY_SIM_SLOW_SECONDS: the gateway's keep-alives fill the silence),
   `#fault=cut` (a stream stops half-way without its final event; a plain answer is truncated
   JSON);
 - a path prefix on the mount, so a whole channel fails: base URL `.../chat/fault/500`.
@@ -174,6 +176,8 @@ def paced_stream(events: list[bytes], fault: str | None, media_type: str = "text
 
     async def body():
         delay = token_delay()
+        if fault == "think":  # headers now, then silence: a reasoning model before its first token
+            await asyncio.sleep(slow_seconds())
         for index, event in enumerate(events):
             if index and delay:
                 await asyncio.sleep(delay)

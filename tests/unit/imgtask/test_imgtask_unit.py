@@ -212,7 +212,7 @@ def test_the_template_routes_every_imgtask_operation_to_its_function_with_the_li
                       ("/imgtask/insight-face/swap", "post"), ("/imgtask/task/list-by-condition", "post"),
                       ("/imgtask/task/{id}/fetch", "get"), ("/imgtask/task/{id}/image-seed", "get"),
                       ("/imgtask/image/{id}", "get")}
-    assert "GATEWAY_RESULT_LINK_SECRET" in function["Environment"]["Variables"]
+    assert function["Environment"]["Variables"]["GATEWAY_RESULT_LINK_SECRET_ID"] == {"Ref": "ResultLinkSecret"}
     assert "image~1*" in template["Resources"]["GatewayApi"]["Properties"]["BinaryMediaTypes"]
 
 

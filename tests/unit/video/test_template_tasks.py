@@ -53,9 +53,11 @@ def test_each_task_function_gets_only_the_access_it_uses(template):
     resources = template["Resources"]
     sender = resources["CallbackSenderFunction"]["Properties"]
     assert _policies(resources["CallbackSenderFunction"]) == [
+        ("AWSSecretsManagerGetSecretValuePolicy", {"SecretArn": {"Ref": "CallbackSigningSecret"}}),
+        ("AWSSecretsManagerGetSecretValuePolicy", {"SecretArn": {"Ref": "ResultLinkSecret"}}),
         ("DynamoDBReadPolicy", {"TableName": {"Ref": "TasksTable"}}),
         ("SQSPollerPolicy", {"QueueName": {"Fn::GetAtt": "CallbackQueue.QueueName"}})]
-    assert "CallbackSigningSecret" in sender["Environment"]["Variables"]["GATEWAY_CALLBACK_SECRET"]["Fn::Sub"]
+    assert sender["Environment"]["Variables"]["GATEWAY_CALLBACK_SECRET_ID"] == {"Ref": "CallbackSigningSecret"}
     video = _policies(resources["VideoFunction"])
     assert ("SQSSendMessagePolicy", {"QueueName": {"Fn::GetAtt": "TaskPollQueue.QueueName"}}) in video
     assert not any(kind == "SQSSendMessagePolicy" and "CallbackQueue" in str(value) for kind, value in video)

@@ -49,6 +49,8 @@ from gateway.store.accounts import (
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
 RESERVED, SETTLED, REFUNDED = "reserved", "settled", "refunded"
+#: How long a closed reservation, and a finished task (`tasks.engine.finish`), is kept before TTL deletes it.
+CLOSED_KEPT_SECONDS = 30 * 86400
 # The request log's entry types (`gateway.api.requestlog`): a settled request; a refund because the
 # request failed (the upstream failed or refused it, its function died: a stale hold); any other
 # refund (the client went away first, a task was cancelled).
@@ -189,7 +191,9 @@ def _transact(writes: list[dict[str, Any]]) -> None:
             reasons = _reasons(exc)
             if "TransactionConflict" not in reasons or "ConditionalCheckFailed" in reasons:
                 raise
+            observability.incident("TransactionConflicts")
             if attempt == _CONFLICT_ATTEMPTS - 1:
+                observability.incident("AccountBusy")
                 raise RateLimited("the account is busy with other requests at this moment; retry",
                                   code="account_busy", headers={"Retry-After": "1"}) from None
             time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
@@ -285,10 +289,14 @@ def _closed_reservation(reservation: Reservation, outcome: str, units: int, now:
     return {"Update": {
         "TableName": _table(), "Key": to_item({"pk": reservation_pk(reservation.reservation_id), "sk": "RES"}),
         # Out of the open-reservation index: the sweeper never sees a closed one again.
-        "UpdateExpression": "SET #s = :outcome, closed_units = :used, closed_at = :now REMOVE gsi1pk, gsi1sk",
+        # A closed reservation only guards its id against a replay, which an id of the gateway's
+        # own (a request id, a task id) never meets after days: DynamoDB's TTL deletes it.
+        "UpdateExpression": "SET #s = :outcome, closed_units = :used, closed_at = :now, expires_ttl = :ttl "
+                            "REMOVE gsi1pk, gsi1sk",
         "ConditionExpression": "#s = :reserved", "ExpressionAttributeNames": {"#s": "status"},
         "ExpressionAttributeValues": to_values({":outcome": outcome, ":used": units, ":reserved": RESERVED,
-                                                ":now": int(now.timestamp())})}}
+                                                ":now": int(now.timestamp()),
+                                                ":ttl": int(now.timestamp()) + CLOSED_KEPT_SECONDS})}}
 
 
 def _user_counts(reservation: Reservation, outcome: str, units: int) -> dict[str, Any]:
@@ -383,6 +391,7 @@ def sweep_stale(*, now: float | None = None) -> dict[str, int]:
             continue
         counts["refunded" if refunded else "already_closed"] += 1
         if refunded:
+            observability.incident("StaleHoldsRefunded")
             logger.warning("stale reservation refunded", extra={"reservation_id": reservation.reservation_id,
                                                                 "units": reservation.units})
     return counts

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from gateway import observability
 from gateway.admission import billing
 from gateway.auth import Principal
 from gateway.errors import GatewayError, UpstreamFailed
@@ -100,6 +101,7 @@ def _serve(principal: Principal, model: str, n: int, route: str, request_id: str
            urls_possible: bool, time_left: float | None, input_images: int = 0) -> dict[str, Any]:
     principal.require_model(model)
     price, channels = get_catalog().serving(model, PROTOCOLS, prefer=PROTOCOLS[0])
+    observability.set_model(model)  # a metric dimension only once the catalog knows the model
     budget = TIME_BUDGET_SECONDS if time_left is None else min(TIME_BUDGET_SECONDS,
                                                                time_left - TIME_RESERVE_SECONDS)
     deadline = time.monotonic() + budget

@@ -10,8 +10,11 @@ One request, in order:
 4. the channels are tried in order, converting the request when the channel speaks another
    dialect (`formats`). A connection error, a timeout, a 429 or a 5xx moves on to the next
    channel, but only before anything has been sent to the client: a stream is committed once
-   its first upstream event has arrived;
-5. the answer is relayed (each stream event as soon as it is complete); the reservation is
+   its first upstream event has arrived, or once an upstream that accepted it has been silent
+   for the keep-alive interval (`GATEWAY_STREAM_KEEPALIVE_SECONDS`);
+5. the answer is relayed (each stream event as soon as it is complete, and a `: keep-alive`
+   comment, a bare newline for a content-generation client, whenever the upstream is silent for
+   the keep-alive interval); the reservation is
    settled to the upstream's usage, or, for a stream cut short by the upstream or the client,
    to what was relayed, BEFORE the end of the answer goes out (a buffered body, a stream's
    closing events), so a client that has its whole answer can read its bill. A failure before
@@ -29,7 +32,7 @@ import json
 import time
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -38,7 +41,7 @@ from typing import Any
 import anyio
 import httpx
 
-from gateway import auth
+from gateway import auth, observability
 from gateway.admission import billing
 from gateway.errors import InvalidRequest
 from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter, convert_request, convert_response
@@ -47,6 +50,7 @@ from gateway.observability import logger
 from gateway.prices import Price, token_cost
 from gateway.routing.channels import Channel, get_catalog
 from gateway.routing.outbound import client as http_client
+from gateway.settings import get_settings
 from gateway.sse import encode
 from gateway.tokens import estimate_value_tokens
 from gateway.upstreams.base import EventStream, Timeouts, UpstreamError
@@ -264,10 +268,9 @@ class BufferedAnswer(Answer):
 class StreamedAnswer(Answer):
     headers = SSE_HEADERS
 
-    def __init__(self, events: EventStream, iterator: AsyncGenerator[Any], first: Any, converter: StreamConverter,
-                 **kwargs: Any):
+    def __init__(self, upcoming: _Upcoming, first: Any, converter: StreamConverter, **kwargs: Any):
         super().__init__(**kwargs)
-        self.events, self.iterator, self.first, self.converter = events, iterator, first, converter
+        self.upcoming, self.first, self.converter = upcoming, first, converter
 
     async def send_to(self, send: Send) -> None:
         converter = self.converter
@@ -286,11 +289,15 @@ class StreamedAnswer(Answer):
                 await send(chunk)
 
         try:
-            await relay(self.first)
-            failure = None
+            failure, event, interval = None, self.first, get_settings().stream_keepalive_seconds
+            keep_alive = CONTENT_KEEP_ALIVE if self.call.dialect == CONTENT else KEEP_ALIVE
             try:
-                async for event in self.iterator:
-                    await relay(event)
+                while event is not _END:
+                    if event is _SILENT:
+                        await send(keep_alive)
+                    else:
+                        await relay(event)
+                    event = await self.upcoming.next(interval)
             except UpstreamError as exc:
                 failure = exc.message
                 logger.warning("upstream stream failed", extra={"channel": self.channel.name, "error": exc.message})
@@ -302,9 +309,7 @@ class StreamedAnswer(Answer):
         finally:
             if not self._closed:  # the client left, or the relay was cancelled: bill what it got
                 await self._close(self._usage(), outcome)
-            with anyio.CancelScope(shield=True):
-                await self.iterator.aclose()
-                await self.events.aclose()  # stops reading the upstream at once
+            await self.upcoming.aclose()
 
     def _usage(self) -> Usage:
         """The upstream's usage for a whole stream; for a cut one, what was relayed."""
@@ -345,6 +350,7 @@ def _prepare(operation: str, dialect: str, inbound: Inbound) -> _Prepared:
     call = parse_call(operation, dialect, inbound)
     principal.require_model(call.model)
     price, channels = get_catalog().serving(call.model, call.protocols, prefer=_NATIVE[call.dialect])
+    observability.set_model(call.model)  # a metric dimension only once the catalog knows the model
     hold = token_cost(price, input_tokens=call.input_tokens, output_tokens=call.worst_output_tokens)
     reservation = billing.reserve_request(principal, hold, model=call.model, route=call.route,
                                           request_id=inbound.request_id)
@@ -401,19 +407,63 @@ async def _attempt(prepared: _Prepared, channel: Channel, client: Any) -> Answer
                                 stop=call.stop_sequences)
         return BufferedAnswer(body, usage, **common)
     events = _open(client, upstream, target_model, payload)
+    upcoming = _Upcoming(events)
     try:
-        iterator = events.__aiter__()
-        # The first event decides: until it has come, another channel may still be tried.
-        first = await anext(iterator)
-    except StopAsyncIteration:
-        await events.aclose()
-        raise UpstreamError(None, "upstream stream ended without any event", retryable=True) from None
+        # The first event decides: until it has come, another channel may still be tried. An
+        # upstream that accepted the request and stays silent (a model thinking) past the
+        # keep-alive interval is committed to instead, so the client hears `: keep-alive` meanwhile.
+        first = await upcoming.next(get_settings().stream_keepalive_seconds)
     except BaseException:
-        await events.aclose()
+        await upcoming.aclose()
         raise
+    if first is _END:
+        await upcoming.aclose()
+        raise UpstreamError(None, "upstream stream ended without any event", retryable=True)
     converter = StreamConverter(upstream, call.dialect, model=call.model, include_usage=call.include_usage,
                                 now=int(time.time()), stop=call.stop_sequences)
-    return StreamedAnswer(events, iterator, first, converter, **common)
+    return StreamedAnswer(upcoming, first, converter, **common)
+
+
+_END, _SILENT = object(), object()  # `_Upcoming.next`: the stream ended; nothing came in time
+KEEP_ALIVE = b": keep-alive\n\n"  # an SSE comment: the openai and anthropic SDKs skip it
+# The google-genai SDK reads any line that is not `data:` as JSON (an SSE comment breaks it), so a
+# content-generation client gets a bare newline: an empty SSE line dispatches nothing, and between
+# the elements of a JSON-array stream it is whitespace.
+CONTENT_KEEP_ALIVE = b"\n"
+
+
+class _Upcoming:
+    """An upstream's events, each awaited in a task of its own, so that a wait may give up after
+    a while (to send a keep-alive) without losing the event that is on its way."""
+
+    def __init__(self, events: EventStream):
+        self.events = events
+        self._iterator = events.__aiter__()
+        self._pending: asyncio.Future[Any] | None = None
+
+    async def _next(self) -> Any:
+        try:
+            return await anext(self._iterator)
+        except StopAsyncIteration:
+            return _END
+
+    async def next(self, timeout: float) -> Any:
+        """The next event, `_END`, or `_SILENT` when none came within `timeout` seconds."""
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self._next())
+        done, _ = await asyncio.wait({self._pending}, timeout=timeout)
+        if not done:
+            return _SILENT
+        pending, self._pending = self._pending, None
+        return pending.result()
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            if self._pending is not None:
+                self._pending.cancel()
+                await asyncio.wait({self._pending})
+                self._pending = None
+            await self.events.aclose()  # stops reading the upstream at once
 
 
 async def _call(client: Any, dialect: str, model: str, payload: dict[str, Any]) -> Any:

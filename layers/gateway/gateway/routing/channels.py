@@ -2,8 +2,13 @@
 
 The document (architecture.md, "Operator contracts") comes from `GATEWAY_CHANNELS_FILE` locally,
 or from the SSM parameter `GATEWAY_CHANNELS_PARAMETER` / the secret `GATEWAY_CHANNELS_SECRET`
-deployed. With none of them and `GATEWAY_SIMULATOR_URL` set (the local runner), every model
-routes to the built-in simulator of each protocol. A channel may list `"*"` to serve any model.
+deployed. A channel's `api_key_env: NAME` is read from the environment, else from the JSON object
+of the secret `GATEWAY_CHANNEL_KEYS_SECRET` (deployed, nothing sets a function's environment to a
+key), so the document itself need hold no key. A configured source that cannot be read (missing,
+access denied, a KMS key the function may not use) is a `ChannelsConfigError` naming it and the
+cause, at cold start: never a silent empty catalog. With none of them and `GATEWAY_SIMULATOR_URL`
+set (the local runner), every model routes to the built-in simulator of each protocol. A channel
+may list `"*"` to serve any model.
 
 Selection: the healthy channels only (`routing/health.py`), the highest priority first; inside
 one priority a weighted random order, the protocol the client speaks first. When none is healthy,
@@ -163,9 +168,12 @@ class Catalog:
         for spec in parsed.channels:
             api_key = spec.api_key or ""
             if spec.api_key_env:
-                api_key = os.environ.get(spec.api_key_env, "")
+                api_key = os.environ.get(spec.api_key_env, "") or _channel_keys().get(spec.api_key_env, "")
                 if not api_key:
-                    raise ChannelsConfigError(f"{source}: channel {spec.name}: {spec.api_key_env} is not set")
+                    where = f" nor in secret {get_settings().channel_keys_secret}" \
+                        if get_settings().channel_keys_secret else ""
+                    raise ChannelsConfigError(f"{source}: channel {spec.name}: {spec.api_key_env} is not set "
+                                              f"in the environment{where}")
             channels.append(Channel(name=spec.name, protocol=spec.protocol, base_url=spec.base_url, api_key=api_key,
                                     models=frozenset(spec.models), model_map=dict(spec.model_map),
                                     priority=spec.priority, weight=spec.weight,
@@ -263,6 +271,40 @@ def _parse_text(text: str, source: str) -> dict[str, Any]:
     return document or {}
 
 
+def _unreadable(source: str, exc: Exception) -> ChannelsConfigError:
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
+    hint = {"ParameterNotFound": " (create it: docs/deploying.md)",
+            "ResourceNotFoundException": " (create it: docs/deploying.md)",
+            "AccessDeniedException": " (the function's role may not read it, or not use its KMS key: "
+                                     "the template's ChannelsKmsKeyArn)",
+            "AccessDenied": " (the function's role may not read it)"}.get(code, "")
+    return ChannelsConfigError(f"{source} cannot be read: {code}{hint}: {exc}")
+
+
+def _secret_text(secret_id: str) -> str:
+    from gateway.store.aws import client
+
+    try:
+        return client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"]
+    except Exception as exc:
+        raise _unreadable(f"secret {secret_id}", exc) from None
+
+
+def _channel_keys() -> dict[str, str]:
+    """The `api_key_env` names of the channel keys secret (a JSON object of strings), or none."""
+    secret_id = get_settings().channel_keys_secret
+    if not secret_id:
+        return {}
+    try:
+        keys = json.loads(_secret_text(secret_id))
+    except ValueError:
+        keys = None
+    if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
+        raise ChannelsConfigError(f"secret {secret_id}: must be a JSON object of names to keys, "
+                                  '{"MAIN_CHAT_KEY": "sk-..."}')
+    return keys
+
+
 def _read_document() -> tuple[dict[str, Any], str, bool] | None:
     """(document, where it came from, whether it may change while we run), or None."""
     settings = get_settings()
@@ -273,9 +315,7 @@ def _read_document() -> tuple[dict[str, Any], str, bool] | None:
         except OSError as exc:
             raise ChannelsConfigError(f"GATEWAY_CHANNELS_FILE: cannot read {path}: {exc}") from None
     if settings.channels_secret:
-        from gateway.store.aws import client
-
-        text = client("secretsmanager").get_secret_value(SecretId=settings.channels_secret)["SecretString"]
+        text = _secret_text(settings.channels_secret)
         return _parse_text(text, f"secret {settings.channels_secret}"), "secret", True
     if settings.channels_parameter:
         from gateway.store.aws import client
@@ -284,9 +324,7 @@ def _read_document() -> tuple[dict[str, Any], str, bool] | None:
             text = client("ssm").get_parameter(Name=settings.channels_parameter,
                                                WithDecryption=True)["Parameter"]["Value"]
         except Exception as exc:
-            if getattr(exc, "response", {}).get("Error", {}).get("Code") == "ParameterNotFound":
-                return None
-            raise
+            raise _unreadable(f"parameter {settings.channels_parameter}", exc) from None
         return _parse_text(text, f"parameter {settings.channels_parameter}"), "parameter", True
     return None
 
@@ -314,17 +352,10 @@ def get_catalog() -> Catalog:
 
 
 def check_at_start() -> None:
-    """Reads the channels document when a function starts, so a bad one fails the cold start (and
-    the local runner) at once, naming the file, the field and the rule, instead of every request
-    answering 500. A store that cannot be reached right now is left for the first request."""
-    try:
-        get_catalog()
-    except ChannelsConfigError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - only a bad document is fatal here
-        from gateway.observability import logger
-
-        logger.warning("channels document not read at start", extra={"error": repr(exc)})
+    """Reads the channels document when a function starts, so a bad or unreadable one fails the
+    cold start (and the local runner) at once, naming the source and the field and rule or the
+    cause, instead of every request answering 500 or an empty catalog answering 404."""
+    get_catalog()
 
 
 def reset_catalog() -> None:

@@ -72,6 +72,7 @@ class Task:
     completed_at: int | None = None
     billing: str | None = None  # settled or refunded, once finished
     closed_at: int | None = None
+    expires_ttl: int | None = None  # set once finished: DynamoDB's TTL deletes the task then
     version: int = 0  # bumped by every write; each write is conditioned on it
 
     @classmethod

@@ -22,6 +22,7 @@ from urllib.parse import SplitResult, urlsplit
 
 import httpx
 
+from gateway import signing_keys
 from gateway.settings import get_settings
 from gateway.tasks.adapter import Sender
 
@@ -150,7 +151,7 @@ def deliver(client: Sender, url: str, body: bytes, *, task_id: str) -> int:
     carries the URL's own Host header and, for https, its name as TLS server name (SNI), so the
     certificate is verified against the name.
     """
-    secret = get_settings().callback_signing_secret
+    secret = signing_keys.current(signing_keys.CALLBACK)
     if not secret:
         raise CallbackFailed("GATEWAY_CALLBACK_SECRET is not set: callbacks are never sent unsigned")
     addresses = checked_addresses(url)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway import observability
 from gateway.admission import billing
 from gateway.auth import Principal
 from gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable
@@ -39,7 +40,7 @@ from gateway.routing.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.store.tasks import Task, TasksRepository, open_shard
 from gateway.tasks import queue
-from gateway.tasks.adapter import TERMINAL, TaskSnapshot
+from gateway.tasks.adapter import TERMINAL, UPSTREAM_TIMEOUT, TaskSnapshot
 from gateway.tasks.callbacks import UnsafeCallback, check_url
 from gateway.tasks.families import family_of
 from gateway.upstreams.errors import UpstreamError
@@ -73,6 +74,12 @@ class NewTask:
     channel: str | None = None
 
 
+#: A submit's upstream walk ends within this many seconds of its start (API Gateway's limit is 29 s,
+#: init and the store writes need the rest); one attempt takes at most its connect and read timeouts.
+SUBMIT_BUDGET_SECONDS = 22.0
+SUBMIT_ATTEMPT_SECONDS = UPSTREAM_TIMEOUT.connect + UPSTREAM_TIMEOUT.read  # type: ignore[operator]
+
+
 def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) -> Task:
     """Reserve, submit upstream, store, enqueue the first poll; the stored task.
 
@@ -89,6 +96,7 @@ def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) ->
             raise InvalidRequest(f"{new.callback_field}: {exc}", param=new.callback_field) from None
     principal.require_model(new.model)
     price, channels = get_catalog().serving(new.model, family.protocols)
+    observability.set_model(new.model)  # a metric dimension only once the catalog knows the model
     channels = _pinned(channels, new)
     claimed = _claim(parked) if parked is not None else None
     task_id = claimed.task_id if claimed is not None else family.new_task_id()
@@ -99,9 +107,15 @@ def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) ->
     except BaseException:
         _unclaim(claimed, parked)
         raise
+    # API Gateway answers 504 at 29 s while the function goes on (and bills): a channel is tried
+    # only while a whole attempt (connect + read timeout) still ends inside the submit's budget.
+    deadline = time.monotonic() + SUBMIT_BUDGET_SECONDS
     try:
-        accepted, channel = first_success(channels, lambda channel: family.submit_upstream(
-            sync_client, channel, channel.upstream_model(new.model), new))
+        accepted, channel = first_success(
+            channels, lambda channel: family.submit_upstream(sync_client, channel, channel.upstream_model(new.model),
+                                                             new),
+            can_try=lambda: deadline - time.monotonic() >= SUBMIT_ATTEMPT_SECONDS,
+            no_attempt="no time was left to reach another upstream within the 29 s limit")
         now = time.time()
         fields: dict[str, Any] = dict(
             channel=channel.name, upstream_task_id=accepted.upstream_task_id, poll_url=accepted.poll_url,
@@ -369,7 +383,9 @@ def finish(task: Task, *, now: float | None = None) -> None:
         outcome = billing.REFUNDED
     if task.callback_url:
         queue.send_callback(task.task_id)
-    tasks().update(task, {"billing": outcome, "closed_at": int(now)}, remove=("open_shard",))
+    # Kept for its owner's queries for a while, then deleted by DynamoDB's TTL.
+    tasks().update(task, {"billing": outcome, "closed_at": int(now),
+                          "expires_ttl": int(now) + billing.CLOSED_KEPT_SECONDS}, remove=("open_shard",))
     logger.info("task finished", extra={"task_id": task.task_id, "status": task.status, "billing": outcome})
 
 
