@@ -37,7 +37,9 @@ def aws():
 def store(aws):
     """A clean emulator state for one test."""
     from gateway import auth
+    from gateway.admission import leases
 
+    leases.reset_pool(fold_first=False)  # a fresh instance: the leases of the last test's data are gone
     aws.reset()
     auth.clear_cache()
     yield aws

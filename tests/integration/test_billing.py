@@ -152,8 +152,10 @@ def test_a_settlement_within_the_hold_records_no_shortfall(limited, accounts):
 
 
 def test_the_sweeper_refunds_a_reservation_past_its_hold_exactly_once_saying_why(limited, accounts):
-    # Given one request whose hold ran out (it crashed) and one still within its time
-    stale = billing.reserve_request(limited, 200, model="m-small", route="test", request_id="crashed")
+    # Given one request whose hold ran out (it crashed) and one still within its time (durable
+    # reservations: a crashed request's lease is swept in tests/integration/test_money_model.py)
+    stale = billing.reserve(limited, 200, model="m-small", route="test", reservation_id="crashed",
+                            hold_seconds=billing.REQUEST_HOLD_SECONDS)
     billing.reserve(limited, 100, model="m-small", route="test", reservation_id="running", hold_seconds=10_000)
     closed = billing.reserve_request(limited, 50, model="m-small", route="test", request_id="closed")
     billing.settle(closed, 50)

@@ -174,7 +174,8 @@ def test_another_users_request_with_the_id_of_an_in_flight_request_is_not_billed
 
     catalog([channel("chat")])
     a = authenticate({"authorization": f"Bearer {demo['key']}"})
-    billing.reserve_request(a, 100, model="m-small", route="test", request_id="a-request")
+    billing.reserve(a, 100, model="m-small", route="test", reservation_id="a-request",
+                    hold_seconds=billing.REQUEST_HOLD_SECONDS)
     key_b = _user_with(accounts, 1_000_000, user_id=21)
     before_a = int(accounts.get_user(1, consistent=True)["quota"])
     # When user B's request to the text function carries that id in a forged request context

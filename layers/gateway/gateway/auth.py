@@ -112,7 +112,7 @@ def _load_key(key_hash: str) -> dict[str, Any] | None:
         hit, record = _cache.get(key_hash, ttl)
         if hit:
             return record
-    record = AccountsRepository().get_key(key_hash)
+    record = AccountsRepository().get_key(key_hash, balances=False)
     if ttl > 0:
         _cache.put(key_hash, record)
     return record

@@ -1,6 +1,13 @@
-"""Metering: reserve the worst case before a request, then settle to the real price or refund.
+"""Metering: hold the worst case before a request, then settle to the real price or refund.
 
-Each step is one DynamoDB transaction over the accounts table:
+The admission path's front door. A synchronous request (`reserve_request`) is held on a quota
+lease of the serving instance (`gateway.admission.leases`: no DynamoDB call before the upstream
+call while the instance has a lease with the units free; closing it writes the lease and the
+ledger entry, never the account's own items). A task (`reserve`: held for up to its maximum age,
+closed by another invocation) keeps a durable reservation record. `settle` and `refund` close
+either kind; `sweep_stale` returns what a dead holder left, of either kind, exactly once.
+
+A durable reservation's steps are each one DynamoDB transaction over the accounts table:
 
 - `reserve` creates the reservation record and takes the units from the user's quota and, for a
   limited key, the key's quota, each conditioned on enough being left: concurrent requests can
@@ -25,11 +32,22 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from gateway import observability
+from gateway.admission import leases
+from gateway.admission.ledger import (
+    LOG_CONSUME,
+    LOG_ERROR,
+    LOG_REFUND,
+    REFUNDED,
+    REQUEST_HOLD_SECONDS,
+    RESERVED,
+    SETTLED,
+    Reservation,
+    entry,
+)
 from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota, RateLimited
 from gateway.observability import logger
@@ -41,50 +59,17 @@ from gateway.store.accounts import (
     hold_index_keys,
     hold_shard,
     key_pk,
-    ledger_index,
     reservation_pk,
-    usage_sk,
     user_pk,
 )
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
-RESERVED, SETTLED, REFUNDED = "reserved", "settled", "refunded"
-# The request log's entry types (`gateway.api.requestlog`): a settled request; a refund because the
-# request failed (the upstream failed or refused it, its function died: a stale hold); any other
-# refund (the client went away first, a task was cancelled).
-LOG_CONSUME, LOG_ERROR, LOG_REFUND = 2, 5, 6
-# How long after it was reserved a request's hold may still be in use: the longest request
-# function's timeout (the text function's 900 s) plus a margin for the settlement itself.
-REQUEST_HOLD_SECONDS = 900 + 120
 # A task's reservation is closed by the task engine, which fails a task past its maximum age;
 # the sweeper steps in only well after that (a task record that was never written).
 TASK_HOLD_MARGIN_SECONDS = 3600
 # A settlement above the hold retries with what is left this many times before it charges the
 # hold alone (concurrent requests of the same account may keep taking what is left).
 _SETTLE_ATTEMPTS = 4
-
-
-@dataclass(frozen=True)
-class Reservation:
-    reservation_id: str
-    user_id: int
-    key_hash: str
-    key_id: str
-    limited_key: bool
-    units: int
-    model: str
-    route: str
-    status: str = RESERVED
-    created_at: int = 0
-    hold_until: int = 0  # 0: reserved before holds had a deadline (never swept)
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Reservation:
-        return cls(reservation_id=record["reservation_id"], user_id=int(record["user_id"]),
-                   key_hash=record["key_hash"], key_id=record["key_id"], limited_key=bool(record["limited_key"]),
-                   units=int(record["units"]), model=record["model"], route=record["route"],
-                   status=record["status"], created_at=int(record.get("created_at") or 0),
-                   hold_until=int(record.get("hold_until") or 0))
 
 
 def _table() -> str:
@@ -129,7 +114,7 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
                           ExpressionAttributeValues=to_values(
                               {":now": now, ":active": "active", ":u": units, ":neg": -units}))
     try:
-        _transact([
+        transact([
             {"Put": {"TableName": table, "Item": to_item(record),
                      "ConditionExpression": "attribute_not_exists(pk)"}},
             {"Update": {"TableName": table, "Key": to_item({"pk": user_pk(principal.user_id), "sk": PROFILE}),
@@ -160,11 +145,13 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
     return Reservation.from_record(record)
 
 
-def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str) -> Reservation:
-    """`reserve` for a synchronous request, keyed by the gateway's request id and held no longer
-    than a request can run."""
-    return reserve(principal, units, model=model, route=route, reservation_id=request_id,
-                   hold_seconds=REQUEST_HOLD_SECONDS)
+def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str,
+                    pool: leases.LeasePool | None = None) -> Reservation:
+    """Holds a synchronous request's worst case on a quota lease of this instance (`pool`, by
+    default the process's), keyed by the gateway's request id, after the admission steps
+    (`gateway.admission.steps`) let it in. Raises `InsufficientQuota`, `AuthenticationFailed`,
+    `Conflict` for an id this instance holds already, or a step's refusal."""
+    return (pool or leases.pool()).hold(principal, units, model=model, route=route, request_id=request_id)
 
 
 # DynamoDB cancels a transaction that meets another one on the same item (a user's profile and
@@ -172,7 +159,7 @@ def reserve_request(principal: Principal, units: int, *, model: str, route: str,
 _CONFLICT_ATTEMPTS = 6
 
 
-def _transact(writes: list[dict[str, Any]]) -> None:
+def transact(writes: list[dict[str, Any]]) -> None:
     """One transaction, asked again (with a short random pause) while it is cancelled only for a
     conflict with another transaction; a failed condition or anything else is raised at once, so a
     conflict is never read as "already closed" or "quota too low"."""
@@ -201,14 +188,18 @@ def get_reservation(reservation_id: str) -> Reservation | None:
     return Reservation.from_record(from_item(found)) if found else None
 
 
-def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | None = None) -> bool:
+def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | None = None,
+           pool: leases.LeasePool | None = None) -> bool:
     """Charges the real price and returns the rest of the hold. True if this call settled it.
 
-    A price above the hold (the hold was an estimate) takes at most what the quota has left, the
-    user's and, for a limited key, the key's: the quota never goes negative through a request.
-    The ledger entry records the part that could not be charged as its `shortfall`.
+    A price above the hold (the hold was an estimate) takes at most what the quota has left (for a
+    lease hold: what the lease has free), the user's and, for a limited key, the key's: the quota
+    never goes negative through a request. The ledger entry records the part that could not be
+    charged as its `shortfall`.
     """
     wanted = max(int(units), 0)
+    if reservation.lease_id:
+        return (pool or leases.pool()).close(reservation, SETTLED, wanted, detail, wanted=wanted)
     charge = wanted
     for attempt in range(_SETTLE_ATTEMPTS):
         if attempt == _SETTLE_ATTEMPTS - 1:
@@ -221,12 +212,15 @@ def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | Non
 
 
 def refund(reservation: Reservation, *, reason: str = "", error: bool = True,
-           detail: dict[str, Any] | None = None) -> bool:
+           detail: dict[str, Any] | None = None, pool: leases.LeasePool | None = None) -> bool:
     """Gives the whole hold back. True if this call refunded it.
 
     `error` says the request failed (the log's type 5); False is a refund for another cause
     (type 6: the client went away before the answer, a task was cancelled)."""
     detail = {**(detail or {}), **({"reason": reason} if reason else {})}
+    if reservation.lease_id:
+        return (pool or leases.pool()).close(reservation, REFUNDED, 0, detail or None, wanted=0,
+                                             log_type=LOG_ERROR if error else LOG_REFUND)
     return _close(reservation, REFUNDED, 0, detail or None, log_type=LOG_ERROR if error else LOG_REFUND)
 
 
@@ -256,13 +250,14 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
         _closed_reservation(reservation, outcome, units, now),
         _user_counts(reservation, outcome, units),
         _key_counts(reservation, units),
-        _ledger_entry(reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0),
-                      log_type=log_type),
+        {"Put": {"TableName": _table(), "Item": to_item(entry(
+            reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0), log_type=log_type)),
+            "ConditionExpression": "attribute_not_exists(pk)"}},
     ]
     writes += day_total_updates(_table(), user_id=reservation.user_id, key_id=reservation.key_id,
                                 model=reservation.model, units=units, at=now)  # the usage reads' day totals
     try:
-        _transact(writes)
+        transact(writes)
     except Exception as exc:
         if not is_condition_failure(exc):
             raise
@@ -319,30 +314,18 @@ def _key_counts(reservation: Reservation, units: int) -> dict[str, Any]:
     return {"Update": update}
 
 
-def _ledger_entry(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None,
-                  now: datetime, *, shortfall: int, log_type: int) -> dict[str, Any]:
-    entry = {
-        "pk": user_pk(reservation.user_id), "sk": usage_sk(now, reservation.reservation_id),
-        "request_id": reservation.reservation_id, "key_id": reservation.key_id, "model": reservation.model,
-        "route": reservation.route, "units": units, "reserved_units": reservation.units, "outcome": outcome,
-        "at": int(now.timestamp() * 1000), "detail": detail or None,
-        "log_type": log_type, "started_at": reservation.created_at or None,
-    }
-    # The request log reads one key's or one model's entries through these index keys.
-    entry.update(ledger_index(reservation.user_id, reservation.key_id, reservation.model, str(entry["sk"])))
-    if shortfall:
-        entry["shortfall"] = shortfall  # priced but not charged: the quota had no more
-    retention = get_settings().ledger_retention_days
-    if retention:
-        entry["expires_ttl"] = int(now.timestamp()) + retention * 86400
-    return {"Put": {"TableName": _table(), "Item": to_item(entry), "ConditionExpression": "attribute_not_exists(pk)"}}
-
-
 # ---------------------------------------------------------------------------------------------
 # The sweeper's part.
 
 def overdue(now: float, limit: int = 100) -> Iterator[Reservation]:
     """Open reservations whose hold ran out before `now`, earliest first, shard by shard."""
+    for record in _overdue_records(now, limit):
+        if not leases.is_lease(record):
+            yield Reservation.from_record(record)
+
+
+def _overdue_records(now: float, limit: int = 100) -> Iterator[dict[str, Any]]:
+    """Open reservations and open quota leases (both in the hold index) past their `hold_until`."""
     for shard in range(HOLD_SHARDS):
         params: dict[str, Any] = {
             "TableName": _table(), "IndexName": "gsi1", "Limit": limit,
@@ -353,17 +336,19 @@ def overdue(now: float, limit: int = 100) -> Iterator[Reservation]:
         while True:
             answer = _db().query(**params)
             for item in answer.get("Items", []):
-                yield Reservation.from_record(from_item(item))
+                yield from_item(item)
             if "LastEvaluatedKey" not in answer:
                 break
             params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
 
 def sweep_stale(*, now: float | None = None) -> dict[str, int]:
-    """Refunds every reservation still open after its request could still be running; each
-    exactly once (the refund is conditioned on it being open), with the reason in its entry."""
+    """Refunds every reservation still open after its request could still be running, and folds
+    every quota lease still open after its holder could still be using it; each exactly once
+    (conditioned on it being open), with the reason in its entry."""
     now = time.time() if now is None else now
     counts = {"refunded": 0, "already_closed": 0}
+    counts.update(leases.sweep(r for r in _overdue_records(now) if leases.is_lease(r)))
     for reservation in overdue(now):
         if reservation.status != RESERVED:
             counts["already_closed"] += 1  # the index copy was behind
@@ -381,3 +366,8 @@ def sweep_stale(*, now: float | None = None) -> dict[str, int]:
             logger.warning("stale reservation refunded", extra={"reservation_id": reservation.reservation_id,
                                                                 "units": reservation.units})
     return counts
+
+
+__all__ = ["LOG_CONSUME", "LOG_ERROR", "LOG_REFUND", "REFUNDED", "REQUEST_HOLD_SECONDS", "RESERVED", "SETTLED",
+           "Reservation", "get_reservation", "overdue", "refund", "reserve", "reserve_request", "settle", "sweep_stale",
+           "task_hold_seconds", "transact"]
