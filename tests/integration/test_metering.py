@@ -17,6 +17,7 @@ from gateway.prices import SHIPPED, token_cost
 from gateway.store.accounts import AccountsRepository
 from gateway_local.server import simulators_app
 from tests.conftest import load_function
+from tests.integration.money_support import assert_nothing_held
 from tests.integration.test_text import ENTRY, ROUTES, body_for, channel, inbound, run
 
 LARGE = SHIPPED["m-large"]
@@ -40,6 +41,7 @@ def test_n_128_on_a_nearly_empty_account_is_refused_and_the_quota_stays_above_ze
     assert refused.value.status == 403
     assert int(accounts.get_user(20, consistent=True)["quota"]) == 10_000
     assert accounts.ledger(20) == []
+    assert_nothing_held(accounts, 10_000, user_id=20)
 
 
 def test_candidate_count_100_on_a_limited_key_is_refused_and_the_key_keeps_its_quota(store, accounts, catalog):

@@ -17,6 +17,7 @@ from gateway.formats.usage import Usage
 from gateway.prices import SHIPPED
 from gateway.routing.channels import Channel
 from gateway.tokens import estimate_tokens
+from tests.stand_in_support import stand_in
 
 PRINCIPAL = Principal(user_id=1, key_hash="h", key_id="k", key_name="test", unlimited=True, allowed_models=None,
                       expires_at=0)
@@ -33,9 +34,10 @@ class Bill:
 @pytest.fixture
 def bill(monkeypatch) -> Bill:
     record = Bill()
-    monkeypatch.setattr(billing, "settle", lambda reservation, units, detail=None: record.settled.append(
-        (units, detail)) or True)
-    monkeypatch.setattr(billing, "refund", lambda reservation, reason="": record.refunded.append(reason) or True)
+    monkeypatch.setattr(billing, "settle", stand_in(billing.settle, lambda call: record.settled.append(
+        (call["units"], call["detail"])) or True))
+    monkeypatch.setattr(billing, "refund", stand_in(billing.refund, lambda call: record.refunded.append(
+        call["reason"]) or True))
     return record
 
 
@@ -44,9 +46,10 @@ def channels(*names: str) -> list[Channel]:
                     models=frozenset({"*"})) for name in names]
 
 
-def prepared(body: dict[str, Any], chans: list[Channel]) -> text._Prepared:
-    call = text.parse_call(text.GENERATE, "chat", text.Inbound(path="/v1/chat/completions", headers={}, query={},
-                                                               body=json.dumps(body).encode()))
+def prepared(body: dict[str, Any], chans: list[Channel], dialect: str = "chat") -> text._Prepared:
+    path = {"chat": "/v1/chat/completions", "responses": "/v1/responses"}[dialect]
+    call = text.parse_call(text.GENERATE, dialect, text.Inbound(path=path, headers={}, query={},
+                                                                body=json.dumps(body).encode()))
     reservation = billing.Reservation(reservation_id="r1", user_id=1, key_hash="h", key_id="k", limited_key=False,
                                       units=10_000, model="m-small", route="/v1/chat/completions")
     return text._Prepared(call, PRINCIPAL, SHIPPED["m-small"], chans, reservation)
