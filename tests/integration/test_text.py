@@ -101,7 +101,9 @@ def events_of(data: bytes) -> list[tuple[str | None, Any]]:
 def units_of(entry: dict[str, Any]) -> int:
     detail = entry["detail"]
     return token_cost(PRICE, input_tokens=int(detail["input_tokens"]), output_tokens=int(detail["output_tokens"]),
-                      cached_input_tokens=int(detail["cached_input_tokens"]))
+                      cached_input_tokens=int(detail["cached_input_tokens"]),
+                      cache_write_tokens=int(detail.get("cache_write_tokens", 0)),
+                      cache_write_1h_tokens=int(detail.get("cache_write_1h_tokens", 0)))
 
 
 # --- every dialect through every protocol ----------------------------------------------------------
