@@ -23,6 +23,7 @@ from gateway.sse import encode
 from gateway.tokens import estimate_value_tokens
 from gateway.validation import parse_model
 
+from . import rules
 from ._text import (
     Plan,
     before_answer,
@@ -61,8 +62,8 @@ async def _parse(request: Request) -> MessagesRequest | Response:
     body = await json_body(request)
     if not isinstance(body, dict):
         return error(400, "request body must be a JSON object")
-    if request.url.path.endswith("/v1/messages") and "max_tokens" not in body:
-        return error(400, "max_tokens: Field required")  # the gateway must fill in its default
+    if refused := rules.messages.refusal(request.url.path, body):
+        return error(400, refused[0])  # the upstream's own rules (max_tokens required, no unknown field, ...)
     try:
         return parse_model(MessagesRequest, body)
     except InvalidRequest as exc:
