@@ -1,12 +1,14 @@
 """The metering core against the emulator: reserve, settle and refund, under concurrency and retries."""
 
 from concurrent.futures import ThreadPoolExecutor
+from unittest.mock import create_autospec
 
 import pytest
 
 from gateway.admission import billing
 from gateway.auth import authenticate
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
+from tests.integration.money_support import closed_as, open_reservations
 
 
 @pytest.fixture
@@ -181,3 +183,28 @@ def test_a_request_hold_outlasts_the_longest_request_and_a_task_hold_the_task_ma
                            hold_seconds=billing.task_hold_seconds())
     assert request.hold_until - request.created_at > 900  # the text function's timeout
     assert task.hold_until - task.created_at > get_settings().task_max_age_seconds
+
+
+def test_a_settlement_above_the_hold_whose_quota_keeps_shrinking_still_charges_the_hold(accounts, monkeypatch):
+    # Given a request that held 300 of 1000 units and came to 5000, and other requests of the
+    # same user that take a unit each time this settlement reads what is left (contention)
+    accounts.create_user(username="dee", quota=1000, user_id=11)
+    principal = authenticate({"x-api-key": accounts.create_key(11, name="k")[0]})
+    reservation = billing.reserve(principal, 300, model="m-small", route="test", reservation_id="shrinking")
+    real_left = billing._left
+
+    def left_then_spent(reservation):
+        left = real_left(reservation)
+        accounts.add_user_quota(11, -1)  # another request of the user's spends after the read
+        return left
+
+    monkeypatch.setattr(billing, "_left", create_autospec(billing._left, side_effect=left_then_spent))
+    # When it settles
+    assert billing.settle(reservation, 5000) is True
+    # Then every attempt above the hold was refused, and the last one charged the hold itself:
+    # settled (never left open for the sweeper to refund: served free), the quota never below 0
+    closed_as("shrinking", billing.SETTLED, 300)
+    assert open_reservations(11) == []
+    (entry,) = accounts.ledger(11)
+    assert (entry["units"], entry["shortfall"]) == (300, 4700)
+    assert accounts.get_user(11, consistent=True)["quota"] == 1000 - 300 - (billing._SETTLE_ATTEMPTS - 1)

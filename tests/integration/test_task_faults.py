@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from unittest.mock import create_autospec
 
 import pytest
 from starlette.applications import Starlette
@@ -20,6 +21,7 @@ from gateway.store.aws import client
 from gateway.store.tasks import TasksRepository
 from gateway.tasks import callbacks, engine
 from tests.conftest import serve_asgi
+from tests.integration.money_support import assert_nothing_held, closed_as
 from tests.integration.tasks_support import ledger_of, stored
 from tests.integration.test_video import DELTA, DELTA_UNITS, ZETA, ZETA_UNITS, quota, result, submit
 
@@ -90,7 +92,7 @@ def test_a_crash_between_the_terminal_write_and_the_settlement_is_finished_by_th
     def crash(*args, **kwargs):
         raise RuntimeError("the function died before settling")
 
-    monkeypatch.setattr(billing, "settle", crash)
+    monkeypatch.setattr(billing, "settle", create_autospec(billing.settle, side_effect=crash))
     with pytest.raises(RuntimeError):
         engine.poll_once(task_id)
     task = stored(task_id)
@@ -297,3 +299,26 @@ def test_a_family_that_polls_in_batches_asks_its_upstream_once_per_channel_for_a
     assert len(calls) == 1 and set(calls[0]) == task_ids
     for task_id in task_ids:
         assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", ZETA_UNITS)]
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_an_upstream_that_says_succeeded_without_a_video_link_fails_the_task_and_refunds_it(
+        tasks_env, functions, demo, accounts, lambda_context, inline):
+    from gateway.tasks.adapter import InlineResult, TaskSnapshot
+
+    before = quota(accounts)
+    task_id = _submit(functions, lambda_context, demo["key"])
+    # Given an upstream poll that says "succeeded" with no video link (nothing, or the bytes inline)
+    snapshot = TaskSnapshot(status="succeeded", upstream_status="SUCCEEDED", progress=100, result_urls=[],
+                            error=None, duration=None, raw={},
+                            inline_results=[InlineResult("video/mp4", b"....ftyp")] if inline else [])
+    # When the engine records it
+    assert engine.record(TasksRepository().get(task_id), snapshot) == "finished"
+    # Then the task failed saying why, and the whole hold came back: nothing is billed for no video
+    task = stored(task_id)
+    assert task["status"] == "failed"
+    assert task["error"] == ("the upstream returned the video inline; this gateway relays video links only" if inline
+                             else "the upstream finished without a video")
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("refunded", 0)]
+    closed_as(task_id, billing.REFUNDED)
+    assert_nothing_held(accounts, before)

@@ -1,5 +1,7 @@
 """One failure type for every upstream call: its retry rule, its Retry-After, and the one failover walk."""
 
+from unittest.mock import create_autospec
+
 import httpx
 import pytest
 
@@ -17,8 +19,9 @@ class Channel:
 def _no_health_bookkeeping(monkeypatch):
     from gateway.upstreams import verdict
 
-    monkeypatch.setattr(verdict, "report_failure", lambda channel: None)
-    monkeypatch.setattr(verdict, "report_success", lambda channel: None)
+    # These tests' channels are names only; tests/unit/test_channels.py keeps the real bookkeeping.
+    monkeypatch.setattr(verdict, "report_failure", create_autospec(verdict.report_failure, return_value=None))
+    monkeypatch.setattr(verdict, "report_success", create_autospec(verdict.report_success, return_value=None))
 
 
 @pytest.mark.parametrize("status,retryable", [(400, False), (401, False), (404, False), (408, True), (409, True),
