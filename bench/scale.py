@@ -187,7 +187,7 @@ def run_level(emulator, design: Design, offered: float, seconds: float, *, gener
     latencies: list[float] = []
     charged = [0]
     rng = random.Random(seed)
-    counts_before = emulator._app.model.counts.snapshot()
+    counts_before = emulator.model_counts()
     total = int(offered * seconds)
     generation = generation_ms / 1000
 
@@ -233,7 +233,7 @@ def run_level(emulator, design: Design, offered: float, seconds: float, *, gener
     ended = time.monotonic()
     design.finish(pools)
     client("dynamodb").meta.events.unregister("before-call.dynamodb", _count_call)
-    counts = emulator._app.model.counts
+    counts = emulator.model_counts()
     level.conflicts = counts.conflicts - counts_before.conflicts
     level.throttles = counts.throttles - counts_before.throttles
     level.write_units = counts.write_units - counts_before.write_units
@@ -263,11 +263,14 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/results.* alone")
     args = parser.parse_args()
 
-    from gateway_local.dynamo_model import DynamoModel
-    from gateway_local.emulator import start_emulator
+    import tempfile
 
-    emulator = start_emulator(ROOT / "template.yaml")
-    emulator.use_model(DynamoModel())
+    from gateway_local.emulator import start_emulator_process
+
+    # The emulator in a process of its own (as under `make run`), with DynamoDB's limits on.
+    os.environ.update({"GATEWAY_LOCAL_DYNAMODB_MODEL": "1", "GATEWAY_LOCAL_SAVE_SECONDS": "86400"})
+    emulator = start_emulator_process(ROOT / "template.yaml", Path(tempfile.mkdtemp(prefix="bench-scale-")),
+                                      fresh=True)
     designs = {"today": Today(), "leases": Leases()}
     default_rates = {"today": [25, 50, 100, 200], "leases": [250, 500, 1000, 1200]}
     levels: list[Level] = []
@@ -278,6 +281,7 @@ def main() -> None:
                               instances=args.instances)
             levels.append(level)
             print(_row(level), flush=True)
+    emulator.stop()
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (the machine is shared: noisy)")
 
 

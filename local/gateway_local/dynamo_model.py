@@ -118,6 +118,8 @@ class DynamoModel:
             return self._transaction(request, now, apply), self.transaction_latency
         if operation in _SINGLE_WRITES:
             return self._single_write(operation, request, now, apply), self.latency
+        if operation == "BatchWriteItem":
+            return self._batch_write(request, now, apply), self.latency
         if operation in _READS:
             return self._read(operation, request, now, apply), self.latency
         return apply(), self.latency
@@ -156,6 +158,25 @@ class DynamoModel:
         old = self._item(write)
         answer = apply()
         self._charge(write, old, now, transactional=False)
+        return answer
+
+    def _batch_write(self, request: dict[str, Any], now: float, apply: Callable[[], _Answer]) -> _Answer:
+        """Each put or delete is a single write. (DynamoDB hands back the ones it refused as
+        `UnprocessedItems`; the model refuses the whole call, which botocore retries.)"""
+        writes = [_write_of("Put", {"TableName": table, **entry["PutRequest"]}) if "PutRequest" in entry
+                  else _Write(table, entry["DeleteRequest"]["Key"])
+                  for table, entries in request.get("RequestItems", {}).items() for entry in entries]
+        if any(self._busy(w, now) for w in writes):
+            self.counts.conflicts += 1
+            return _error("TransactionConflictException", "Transaction is ongoing for an item")
+        if not all(self._write_bucket(w, now).has_room(now) for w in writes):
+            self.counts.throttles += 1
+            return _error("ProvisionedThroughputExceededException", "The level of configured provisioned "
+                          "throughput for the table was exceeded")
+        before = [self._item(w) for w in writes]
+        answer = apply()
+        for w, old in zip(writes, before, strict=True):
+            self._charge(w, old, now, transactional=False)
         return answer
 
     def _read(self, operation: str, request: dict[str, Any], now: float, apply: Callable[[], _Answer]) -> _Answer:

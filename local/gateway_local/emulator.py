@@ -13,6 +13,7 @@ that real DynamoDB does not have.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import json
@@ -33,7 +34,7 @@ import yaml
 from werkzeug.serving import make_server
 
 from gateway_local import moto_fixes
-from gateway_local.dynamo_model import DynamoModel
+from gateway_local.dynamo_model import DynamoModel, ModelCounts
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -459,6 +460,12 @@ class EmulatorProcess:
     def environment(self) -> dict[str, str]:
         return _environment_of(self.template, {**self.buckets, **self.queues, **self.tables})
 
+    def model_counts(self) -> ModelCounts | None:
+        """What the emulator's DynamoDB model has counted so far (None when it is off)."""
+        self._control.send("model-counts")
+        counted = self._control.recv()
+        return ModelCounts(**counted) if counted is not None else None
+
     def stop(self) -> None:
         """Saves the state and ends the process (waiting for its last save). Once is enough."""
         if not self._process.is_alive() and not os.path.exists(self._socket_dir):
@@ -535,7 +542,10 @@ def _emulator_main(control: Any, runners_end: Any, template_path: str, state_dir
     control.send({"endpoint_url": emulator.endpoint_url, "tables": emulator.tables, "queues": emulator.queues,
                   "buckets": emulator.buckets, "loaded": loaded, "state_path": str(state.path)})
     try:
-        control.recv()  # "stop"
+        while (said := control.recv()) != "stop":
+            if said == "model-counts":  # what the DynamoDB model counted (None: the model is off)
+                model = emulator._app.model
+                control.send(dataclasses.asdict(model.counts) if model else None)
     except EOFError:
         pass  # the runner is gone without a word: save all the same
     finally:

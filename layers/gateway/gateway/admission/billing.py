@@ -159,11 +159,11 @@ def reserve_request(principal: Principal, units: int, *, model: str, route: str,
 _CONFLICT_ATTEMPTS = 6
 
 
-def transact(writes: list[dict[str, Any]]) -> None:
+def transact(writes: list[dict[str, Any]], *, attempts: int = _CONFLICT_ATTEMPTS) -> None:
     """One transaction, asked again (with a short random pause) while it is cancelled only for a
     conflict with another transaction; a failed condition or anything else is raised at once, so a
     conflict is never read as "already closed" or "quota too low"."""
-    for attempt in range(_CONFLICT_ATTEMPTS):
+    for attempt in range(attempts):
         try:
             _db().transact_write_items(TransactItems=writes)
             return
@@ -171,10 +171,10 @@ def transact(writes: list[dict[str, Any]]) -> None:
             reasons = _reasons(exc)
             if "TransactionConflict" not in reasons or "ConditionalCheckFailed" in reasons:
                 raise
-            if attempt == _CONFLICT_ATTEMPTS - 1:
+            if attempt == attempts - 1:
                 raise RateLimited("the account is busy with other requests at this moment; retry",
                                   code="account_busy", headers={"Retry-After": "1"}) from None
-            time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
+            time.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 

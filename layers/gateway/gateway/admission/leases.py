@@ -71,11 +71,16 @@ from gateway.store.aws import client, from_item, is_condition_failure, to_item, 
 WINDOW_SECONDS = 5.0
 # How long after its window a lease may still have a request running on it.
 DRAIN_SECONDS = REQUEST_HOLD_SECONDS
-# A lease is granted this many times the hold that asked for it (less when the account has less).
+# A lease is granted this many times the hold that asked for it, or as many as this instance held
+# for the account in its last window if that was more (less when the account has less).
 SLICE_HOLDS = 64
-# Holds open on one lease before the pool takes another, so that one lease's closes (written one
-# after another) never queue behind many others.
-MAX_HOLDS_PER_LEASE = 4
+# A fold is not a client's request: it waits out conflicts on the account's items longer.
+_FOLD_ATTEMPTS = 12
+# Closes written in one batch at most (the lease item carries them all until they are written).
+MAX_BATCH = 50
+# A new lease is asked for in the background when the current one is this close to the end of its
+# window or has this share of its units left, so that requests find one in hand.
+RENEW_SECONDS, RENEW_SHARE = 1.0, 0.25
 OPEN, CLOSED = "open", "closed"
 _COUNTER_PREFIX = "c|"  # a lease's day counter: c|<yyyy-mm-dd>|<counter as day_counters names it>
 
@@ -104,11 +109,24 @@ class Lease:
     held: int = 0
     holds: int = 0
     folded: bool = False
-    writing: threading.Lock = field(default_factory=threading.Lock)
+    # Closes waiting to be written, and whether a writer is at it (one batch at a time per lease).
+    queue: list[_Close] = field(default_factory=list)
+    flushing: bool = False
+    turn: threading.Condition = field(default_factory=threading.Condition)
 
     @property
     def free(self) -> int:
         return self.granted - self.spent - self.held
+
+
+@dataclass
+class _Close:
+    reservation: Reservation
+    item: dict[str, Any]
+    outcome: str
+    charge: int
+    done: bool = False
+    error: BaseException | None = None
 
 
 @dataclass
@@ -126,6 +144,9 @@ class LeasePool:
         self._lock = threading.Lock()
         self._leases: dict[tuple[int, str], list[Lease]] = {}
         self._open: dict[str, _Open] = {}  # reservation id -> its hold
+        self._rate: dict[tuple[int, str], tuple[float, int, int]] = {}  # account -> (window start, holds, last)
+        self._grants: dict[tuple[int, str], threading.Event] = {}  # account -> its grant in flight
+        self._renewals: list[threading.Thread] = []
 
     # --- hold -----------------------------------------------------------------------------------
 
@@ -137,13 +158,13 @@ class LeasePool:
             raise ValueError("a hold cannot be negative")
         request = steps.AdmissionRequest(principal, units, model, route, request_id)
         entered = steps.enter(request)
+        self._count_hold(principal)
         try:
             lease = self._take(principal, units)
-            if lease is None:
-                granted = self._grant(principal, units)
-                with self._lock:
-                    self._leases.setdefault((principal.user_id, principal.key_hash), []).append(granted)
-                    lease = self._take_on(granted, units)
+            while lease is None:
+                self._grant_once_for(principal, units)
+                lease = self._take(principal, units)
+            self._renew_if_due(principal, lease, units)
         except BaseException:
             steps.leave(request, entered, None)
             raise
@@ -161,15 +182,76 @@ class LeasePool:
             self._open[request_id] = _Open(lease, request, entered)
         return reservation
 
+    def _grant_once_for(self, principal: Principal, units: int) -> None:
+        """A new lease for the account, asked for by one thread at a time (the others wait for it
+        instead of asking too: a grant writes the account's own items)."""
+        account = (principal.user_id, principal.key_hash)
+        with self._lock:
+            flight = self._grants.get(account)
+            mine = flight is None
+            if mine:
+                flight = self._grants[account] = threading.Event()
+        assert flight is not None
+        if not mine:
+            flight.wait(30)
+            return
+        try:
+            granted = self._grant(principal, units)
+            with self._lock:
+                self._leases.setdefault(account, []).append(granted)
+        finally:
+            with self._lock:
+                del self._grants[account]
+            flight.set()
+
+    def _renew_if_due(self, principal: Principal, lease: Lease, units: int) -> None:
+        """Asks for the next lease in the background while this one still serves."""
+        account = (principal.user_id, principal.key_hash)
+        with self._lock:
+            due = (lease.window_until - time.monotonic() < RENEW_SECONDS or lease.free < lease.granted * RENEW_SHARE)
+            newer = any(other.window_until > lease.window_until for other in self._leases.get(account, []))
+            if not due or newer or account in self._grants:
+                return
+
+        def renew() -> None:
+            try:
+                self._grant_once_for(principal, units)
+            except Exception:  # the next request that finds no lease asks for itself
+                logger.warning("renewing a lease failed", exc_info=True)
+
+        renewal = threading.Thread(target=renew, name="lease-renewal", daemon=True)
+        with self._lock:
+            self._renewals = [thread for thread in self._renewals if thread.is_alive()] + [renewal]
+        renewal.start()
+
+    def wait_renewals(self, timeout: float = 30) -> None:
+        """Returns once the leases asked for in the background are granted (or refused)."""
+        with self._lock:
+            renewals = list(self._renewals)
+        for thread in renewals:
+            thread.join(timeout)
+
+    def _count_hold(self, principal: Principal) -> None:
+        account, now = (principal.user_id, principal.key_hash), time.monotonic()
+        with self._lock:
+            started, holds, last = self._rate.get(account, (now, 0, 0))
+            if now - started >= WINDOW_SECONDS:
+                started, holds, last = now, 0, holds if now - started < 2 * WINDOW_SECONDS else 0
+            self._rate[account] = (started, holds + 1, last)
+
+    def _slice_holds(self, principal: Principal) -> int:
+        with self._lock:
+            _, holds, last = self._rate.get((principal.user_id, principal.key_hash), (0.0, 0, 0))
+        return max(SLICE_HOLDS, holds, last)
+
     def _take(self, principal: Principal, units: int) -> Lease | None:
         now = time.monotonic()
         with self._lock:
             usable = [lease for lease in self._leases.get((principal.user_id, principal.key_hash), [])
-                      if not lease.folded and lease.window_until > now and lease.free >= units
-                      and lease.holds < MAX_HOLDS_PER_LEASE]
+                      if not lease.folded and lease.window_until > now and lease.free >= units]
             if not usable:
                 return None
-            return self._take_on(min(usable, key=lambda lease: lease.holds), units)
+            return self._take_on(max(usable, key=lambda lease: lease.window_until), units)
 
     @staticmethod
     def _take_on(lease: Lease, units: int) -> Lease:
@@ -185,7 +267,7 @@ class LeasePool:
     def _grant(self, principal: Principal, units: int) -> Lease:
         """A new lease of about `SLICE_HOLDS` holds like this one, or what the account has left
         if that is less (but at least `units`)."""
-        want = max(units * SLICE_HOLDS, units, 1)
+        want = max(units * self._slice_holds(principal), units, 1)
         for _ in range(3):
             try:
                 return self._grant_once(principal, want)
@@ -212,7 +294,7 @@ class LeasePool:
             **lease_key(principal.user_id, lease_id), "lease_id": lease_id, "user_id": principal.user_id,
             "key_hash": principal.key_hash, "key_id": principal.key_id, "limited_key": not principal.unlimited,
             "granted": units, "spent": 0, "requests": 0, "status": OPEN, "holder": self.holder,
-            "created_at": now, "hold_until": hold_until, "last_request": "-",
+            "created_at": now, "hold_until": hold_until, "last_batch": "-",
             **hold_index_keys(lease_id, hold_until),
         }
         key_update: dict[str, Any] = {
@@ -264,11 +346,10 @@ class LeasePool:
                 charge = reservation.units + min(units - reservation.units, max(lease.free, 0))
             lease.held -= reservation.units
             lease.spent += charge  # no other hold can take it while it is being written
-        now = datetime.now(UTC)
-        item = entry(reservation, outcome, charge, detail, now, shortfall=max(wanted - charge, 0), log_type=log_type)
+        item = entry(reservation, outcome, charge, detail, datetime.now(UTC), shortfall=max(wanted - charge, 0),
+                     log_type=log_type)
         try:
-            with lease.writing:
-                _write_close(lease, reservation, item, outcome, charge, now)
+            _commit(lease, _Close(reservation, item, outcome, charge))
         finally:
             with self._lock:
                 lease.holds -= 1  # only now may the lease be folded
@@ -296,8 +377,7 @@ class LeasePool:
                     del self._leases[account]
         for lease in due:
             try:
-                with lease.writing:
-                    fold(lease.user_id, lease.lease_id, reason="drained")
+                fold(lease.user_id, lease.lease_id, reason="drained")
             except Exception:  # the sweeper folds it after its hold_until
                 logger.exception("folding a lease failed", extra={"lease_id": lease.lease_id})
         return len(due)
@@ -333,13 +413,46 @@ def _counters(reservation: Reservation, units: int, day: date) -> dict[str, int]
             closed_request_counters(key_id=reservation.key_id, model=reservation.model, units=units).items()}
 
 
-def _write_close(lease: Lease, reservation: Reservation, item: dict[str, Any], outcome: str, charge: int,
-                 now: datetime) -> None:
-    """The two writes of a close (see the module's docstring), each safe to repeat."""
-    counters = _counters(reservation, charge, now.date())
+def _commit(lease: Lease, close: _Close) -> None:
+    """Writes a close with whatever other closes of the lease are waiting (a group commit): one
+    thread writes a batch while the next batch gathers. Returns once this close is written."""
+    with lease.turn:
+        lease.queue.append(close)
+        while not close.done:
+            if lease.flushing:
+                lease.turn.wait()
+                continue
+            batch, lease.queue = lease.queue[:MAX_BATCH], lease.queue[MAX_BATCH:]
+            lease.flushing = True
+            lease.turn.release()
+            error: BaseException | None = None
+            try:
+                _write_batch(lease, batch)
+            except BaseException as exc:  # every close of the batch hears it
+                error = exc
+            finally:
+                lease.turn.acquire()
+                for written in batch:
+                    written.done, written.error = True, error
+                lease.flushing = False
+                lease.turn.notify_all()
+    if close.error is not None:
+        raise close.error
+
+
+def _write_batch(lease: Lease, batch: list[_Close]) -> None:
+    """The two writes of a batch of closes (see the module's docstring), each safe to repeat:
+    the lease counts them all and carries their entries, then the entries are written."""
+    counters: dict[str, int] = {}
+    for close in batch:
+        at = datetime.fromtimestamp(int(close.item["at"]) / 1000, UTC)
+        for name, amount in _counters(close.reservation, close.charge, at.date()).items():
+            counters[name] = counters.get(name, 0) + amount
+    charge = sum(close.charge for close in batch)
+    batch_id = batch[0].reservation.reservation_id
     names = {"#s": "status", **{f"#c{n}": name for n, name in enumerate(counters)}}
-    values: dict[str, Any] = {":u": charge, ":r": 1 if outcome == SETTLED else 0, ":open": OPEN,
-                              ":rid": reservation.reservation_id, ":entry": item,
+    values: dict[str, Any] = {":u": charge, ":r": sum(1 for close in batch if close.outcome == SETTLED),
+                              ":open": OPEN, ":batch": batch_id, ":entries": [close.item for close in batch],
                               ":max": lease.granted - charge,
                               **{f":c{n}": amount for n, amount in enumerate(counters.values())}}
     additions = ", ".join(["spent :u", "requests :r", *(f"#c{n} :c{n}" for n in range(len(counters)))])
@@ -347,27 +460,33 @@ def _write_close(lease: Lease, reservation: Reservation, item: dict[str, Any], o
     try:
         _db().update_item(
             TableName=_table(), Key=to_item(pk_sk),
-            UpdateExpression=f"SET last_request = :rid, last_entry = :entry ADD {additions}",
-            ConditionExpression="#s = :open AND last_request <> :rid AND spent <= :max",
+            UpdateExpression=f"SET last_batch = :batch, last_entries = :entries ADD {additions}",
+            ConditionExpression="#s = :open AND last_batch <> :batch AND spent <= :max",
             ExpressionAttributeNames=names, ExpressionAttributeValues=to_values(values))
     except Exception as exc:
         if not is_condition_failure(exc):
             raise
         found = from_item(_db().get_item(TableName=_table(), Key=to_item(pk_sk), ConsistentRead=True).get("Item")) or {}
-        if found.get("last_request") != reservation.reservation_id:
-            raise RuntimeError(f"lease {lease.lease_id} refused the close of {reservation.reservation_id}: "
-                               f"status {found.get('status')}, spent {found.get('spent')} of "
-                               f"{found.get('granted')}") from None
+        if found.get("last_batch") != batch_id:
+            raise RuntimeError(f"lease {lease.lease_id} refused a batch of {len(batch)} closes: status "
+                               f"{found.get('status')}, spent {found.get('spent')} of {found.get('granted')}") from None
         # Counted already: the answer to the first try was lost on the way.
-    _put_entry(item)
+    _put_entries([close.item for close in batch])
 
 
-def _put_entry(item: dict[str, Any]) -> None:
-    try:
-        _db().put_item(TableName=_table(), Item=to_item(item), ConditionExpression="attribute_not_exists(pk)")
-    except Exception as exc:
-        if not is_condition_failure(exc):
-            raise
+def _put_entries(items: list[dict[str, Any]]) -> None:
+    """Writes ledger entries (again, if need be: the same item twice is one entry)."""
+    for start in range(0, len(items), 25):
+        puts = [{"PutRequest": {"Item": to_item(item)}} for item in items[start:start + 25]]
+        requests: dict[str, Any] = {_table(): puts}
+        for attempt in range(10):
+            answer = _db().batch_write_item(RequestItems=requests)
+            requests = answer.get("UnprocessedItems") or {}
+            if not requests:
+                break
+            time.sleep(0.005 * 2 ** attempt)
+        else:
+            raise RuntimeError("DynamoDB left ledger entries unwritten after 10 attempts")
 
 
 def fold(user_id: int, lease_id: str, *, reason: str) -> bool:
@@ -381,14 +500,14 @@ def fold(user_id: int, lease_id: str, *, reason: str) -> bool:
         lease = from_item(_db().get_item(TableName=_table(), Key=to_item(pk_sk), ConsistentRead=True).get("Item"))
         if not lease or lease.get("status") != OPEN:
             return False
-        if lease.get("last_entry"):
-            _put_entry(lease["last_entry"])  # a close whose holder died between its two writes
+        if lease.get("last_entries"):
+            _put_entries(lease["last_entries"])  # closes whose holder died between their two writes
         granted, spent, requests = int(lease["granted"]), int(lease["spent"]), int(lease["requests"])
         back = granted - spent
         writes: list[dict[str, Any]] = [
             {"Update": {"TableName": _table(), "Key": to_item(pk_sk),
                         "UpdateExpression": "SET #s = :closed, closed_at = :now, fold_reason = :why "
-                                            "REMOVE gsi1pk, gsi1sk, last_entry",
+                                            "REMOVE gsi1pk, gsi1sk, last_entries",
                         "ConditionExpression": "#s = :open AND spent = :spent",
                         "ExpressionAttributeNames": {"#s": "status"},
                         "ExpressionAttributeValues": to_values({":closed": CLOSED, ":open": OPEN, ":spent": spent,
@@ -407,14 +526,14 @@ def fold(user_id: int, lease_id: str, *, reason: str) -> bool:
         for day, counters in sorted(day_counters_of(lease).items()):
             writes.append(day_total_additions(_table(), user_id=user_id, day=day, counters=counters))
         try:
-            transact(writes)
+            transact(writes, attempts=_FOLD_ATTEMPTS)
         except Exception as exc:
             if not is_condition_failure(exc):
                 raise
             reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
             if len(reasons) > 2 and reasons[2] == "ConditionalCheckFailed" and reasons[0] != "ConditionalCheckFailed":
                 _drop_key_write(writes)
-                transact(writes)
+                transact(writes, attempts=_FOLD_ATTEMPTS)
                 return True
             continue  # closed meanwhile, or a close landed after the read: read again
         return True
