@@ -146,7 +146,7 @@ def test_the_sweeper_function_answers_a_scheduled_event(tasks_env, functions, la
     event = json.loads((EVENTS / "task_sweeper.json").read_text())
     assert functions["task_sweeper"].lambda_handler(event, lambda_context) == {
         "requeued": 0, "timed_out": 0, "finished": 0, "stale": 0,
-        "reservations": {"refunded": 0, "already_closed": 0}}
+        "reservations": {"refunded": 0, "already_closed": 0, "leases_folded": 0, "leases_already_closed": 0}}
 
 
 def test_a_poll_message_that_is_not_a_task_is_reported_as_a_batch_item_failure(tasks_env, functions, lambda_context):

@@ -146,12 +146,33 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
 
 
 def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str,
-                    pool: leases.LeasePool | None = None) -> Reservation:
+                    pool: leases.LeasePool | None = None, claim_id: bool = False) -> Reservation:
     """Holds a synchronous request's worst case on a quota lease of this instance (`pool`, by
     default the process's), keyed by the gateway's request id, after the admission steps
     (`gateway.admission.steps`) let it in. Raises `InsufficientQuota`, `AuthenticationFailed`,
-    `Conflict` for an id this instance holds already, or a step's refusal."""
+    `Conflict` for an id already used, or a step's refusal.
+
+    `claim_id`: the id is not one this process just made (API Gateway's request id, which a
+    replayed event carries again): it is claimed first, in one conditional write of its own
+    (never on the account's items), so that an id is served once. The text function makes a fresh
+    id per request and claims nothing: no DynamoDB call before its upstream call."""
+    if claim_id:
+        _claim(request_id)
     return (pool or leases.pool()).hold(principal, units, model=model, route=route, request_id=request_id)
+
+
+def _claim(request_id: str) -> None:
+    """Marks a request id used, in the reservations' own namespace (`RES#<id>`): an id that has a
+    reservation or a claim already, whoever's, is a `Conflict`."""
+    try:
+        _db().put_item(TableName=_table(), Item=to_item({
+            "pk": reservation_pk(request_id), "sk": "RES", "reservation_id": request_id, "status": "claimed",
+            "created_at": int(time.time())}), ConditionExpression="attribute_not_exists(pk)")
+    except Exception as exc:
+        if not is_condition_failure(exc):
+            raise
+        raise Conflict(f"request id {request_id} has already been used; a request is billed once under its own id",
+                       code="duplicate_request") from None
 
 
 # DynamoDB cancels a transaction that meets another one on the same item (a user's profile and
@@ -183,9 +204,10 @@ def _reasons(exc: Exception) -> list[str | None]:
 
 
 def get_reservation(reservation_id: str) -> Reservation | None:
-    found = _db().get_item(TableName=_table(), Key=to_item({"pk": reservation_pk(reservation_id), "sk": "RES"}),
-                           ConsistentRead=True).get("Item")
-    return Reservation.from_record(from_item(found)) if found else None
+    """A durable reservation (None for none, and for an id only claimed by a leased request)."""
+    found = from_item(_db().get_item(TableName=_table(), Key=to_item({"pk": reservation_pk(reservation_id),
+                                                                      "sk": "RES"}), ConsistentRead=True).get("Item"))
+    return Reservation.from_record(found) if found and found.get("status") != "claimed" else None
 
 
 def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | None = None,
