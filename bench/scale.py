@@ -38,7 +38,7 @@ os.environ.update({"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local
                    "AWS_REGION": "us-east-1", "POWERTOOLS_LOG_LEVEL": "ERROR", "GATEWAY_KEY_CACHE_SECONDS": "5",
                    "POWERTOOLS_METRICS_NAMESPACE": "bench", "POWERTOOLS_SERVICE_NAME": "bench"})
 
-from load import percentile  # noqa: E402
+from load import percentile, write_section  # noqa: E402
 
 HOLD = 2000  # units held per request (a short chat at its output limit)
 MODEL, ROUTE = "m-small", "/v1/chat/completions"
@@ -274,15 +274,86 @@ def main() -> None:
     designs = {"today": Today(), "leases": Leases()}
     default_rates = {"today": [25, 50, 100, 200], "leases": [250, 500, 1000, 1200]}
     levels: list[Level] = []
-    for name in args.designs.split(","):
-        rates = [float(r) for r in args.rates.split(",")] if args.rates else default_rates[name]
-        for rate in rates:
-            level = run_level(emulator, designs[name], rate, args.seconds, generation_ms=args.generation_ms,
-                              instances=args.instances)
-            levels.append(level)
-            print(_row(level), flush=True)
-    emulator.stop()
-    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (the machine is shared: noisy)")
+    print(HEADER, flush=True)
+    try:
+        for name in args.designs.split(","):
+            rates = [float(r) for r in args.rates.split(",")] if args.rates else default_rates[name]
+            for rate in rates:
+                level = run_level(emulator, designs[name], rate, args.seconds, generation_ms=args.generation_ms,
+                                  instances=args.instances)
+                levels.append(level)
+                print(_row(level), flush=True)
+        # An account whose quota runs out under the load: it must end at 0, never below, nothing lost.
+        exhausted = run_level(emulator, designs["leases"], 500, 2, generation_ms=args.generation_ms,
+                              instances=args.instances, quota=HOLD * 300)
+        exhausted.design = "leases, quota runs out"
+        print(_row(exhausted), flush=True)
+    finally:
+        emulator.stop()
+    load = os.getloadavg()[0]
+    new = [level for level in levels if level.design == "leases"] or levels
+    clean = [level for level in new if not level.refused_429 and not level.failed]
+    summary = (f"bench-scale: account_rps={max((level.served for level in clean), default=0):.0f} "
+               f"overspend_units={sum(level.overspend_units for level in [*new, exhausted])} "
+               f"lost_units={sum(abs(level.lost_units) for level in [*new, exhausted])} "
+               f"wru_per_request={max(level.wru_per_request for level in new):.2f} "
+               f"round_trips_before_upstream={max(level.trips_before for level in new):.3f}")
+    note = (f"load average {load:.1f} on {os.cpu_count()} cores at the end (the machine is shared with other "
+            "sessions: the figures are noisy, and above a few hundred requests a second the limit is the CPU "
+            "of the benchmark and the emulator, not the model)")
+    print(note)
+    if not args.no_write:
+        _write(levels + [exhausted], args, note, summary)
+    print(summary)
+
+
+HEADER = ("| design | offered req/s | served req/s | p99 admission | 429 | conflicts | throttles | failed "
+          "| write units / request | DynamoDB calls before upstream | lost units | overspend units |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def _write(levels: list[Level], args: argparse.Namespace, note: str, summary: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (served, p99) = plt.subplots(1, 2, figsize=(11, 4))
+    for design, style in (("today", "o-"), ("leases", "s-")):
+        mine = [level for level in levels if level.design == design]
+        if not mine:
+            continue
+        served.plot([lv.offered for lv in mine], [lv.served for lv in mine], style, label=design)
+        p99.plot([lv.offered for lv in mine], [lv.p99_ms for lv in mine], style, label=design)
+    served.set(xlabel="offered requests per second (one account)", ylabel="served requests per second")
+    p99.set(xlabel="offered requests per second (one account)", ylabel="p99 admission overhead (ms)", yscale="log")
+    for axes in (served, p99):
+        axes.grid(alpha=0.3)
+        axes.legend()
+    figure.tight_layout()
+    figure.savefig(ROOT / "bench" / "scale.png", dpi=100)
+    from datetime import UTC, datetime
+
+    text = "\n".join([
+        "## `make bench-scale`: one account under DynamoDB's limits",
+        "",
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores. The admission path alone (hold, "
+        f"{args.generation_ms:.0f} ms of simulated generation, settle: some above the hold, some refunds) for one "
+        f"user and one limited key, spread over {args.instances} simulated instances, against the emulator in its "
+        "own process with its model of DynamoDB on (transaction conflicts, 1000 write units a second per "
+        "partition key, 4 ms per call, 12 ms per transaction). `today` is the design before issue 21 (a "
+        "reservation transaction and a settlement transaction on the account's items); `leases` is issue 21's.",
+        "",
+        HEADER,
+        *(_row(level) for level in levels),
+        "",
+        note + ".",
+        "",
+        f"`{summary}`",
+        "",
+        "![served and p99 against offered load](scale.png)",
+    ])
+    write_section("scale", text)
 
 
 def _row(level: Level) -> str:
