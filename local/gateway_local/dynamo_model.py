@@ -133,10 +133,8 @@ class DynamoModel:
             return _error("TransactionCanceledException", "Transaction cancelled, please refer cancellation "
                           "reasons for specific reasons [" + ", ".join(r["Code"] for r in reasons) + "]",
                           CancellationReasons=reasons)
-        if not all(self._write_bucket(w, now).has_room(now) for w in writes):
-            self.counts.throttles += 1
-            return _error("ProvisionedThroughputExceededException", "The level of configured provisioned "
-                          "throughput for the table was exceeded")
+        if (refused := self._over_throughput(writes, now)) is not None:
+            return refused
         before = [self._item(w) for w in writes]
         answer = apply()
         for w, old in zip(writes, before, strict=True):
@@ -147,37 +145,36 @@ class DynamoModel:
 
     def _single_write(self, operation: str, request: dict[str, Any], now: float,
                       apply: Callable[[], _Answer]) -> _Answer:
-        write = _write_of("Put" if operation == "PutItem" else "Update", request)
-        if self._busy(write, now):
-            self.counts.conflicts += 1
-            return _error("TransactionConflictException", "Transaction is ongoing for the item")
-        if not self._write_bucket(write, now).has_room(now):
-            self.counts.throttles += 1
-            return _error("ProvisionedThroughputExceededException", "The level of configured provisioned "
-                          "throughput for the table was exceeded")
-        old = self._item(write)
-        answer = apply()
-        self._charge(write, old, now, transactional=False)
-        return answer
+        return self._plain_writes([_write_of("Put" if operation == "PutItem" else "Update", request)], now, apply)
 
     def _batch_write(self, request: dict[str, Any], now: float, apply: Callable[[], _Answer]) -> _Answer:
         """Each put or delete is a single write. (DynamoDB hands back the ones it refused as
         `UnprocessedItems`; the model refuses the whole call, which botocore retries.)"""
-        writes = [_write_of("Put", {"TableName": table, **entry["PutRequest"]}) if "PutRequest" in entry
-                  else _Write(table, entry["DeleteRequest"]["Key"])
-                  for table, entries in request.get("RequestItems", {}).items() for entry in entries]
+        return self._plain_writes([_write_of("Put", {"TableName": table, **entry["PutRequest"]})
+                                   if "PutRequest" in entry else _Write(table, entry["DeleteRequest"]["Key"])
+                                   for table, entries in request.get("RequestItems", {}).items()
+                                   for entry in entries], now, apply)
+
+    def _plain_writes(self, writes: list[_Write], now: float, apply: Callable[[], _Answer]) -> _Answer:
+        """Writes outside a transaction: refused if an item is in a transaction in flight or its
+        partition is over its throughput, else applied and charged."""
         if any(self._busy(w, now) for w in writes):
             self.counts.conflicts += 1
-            return _error("TransactionConflictException", "Transaction is ongoing for an item")
-        if not all(self._write_bucket(w, now).has_room(now) for w in writes):
-            self.counts.throttles += 1
-            return _error("ProvisionedThroughputExceededException", "The level of configured provisioned "
-                          "throughput for the table was exceeded")
+            return _error("TransactionConflictException", "Transaction is ongoing for the item")
+        if (refused := self._over_throughput(writes, now)) is not None:
+            return refused
         before = [self._item(w) for w in writes]
         answer = apply()
         for w, old in zip(writes, before, strict=True):
             self._charge(w, old, now, transactional=False)
         return answer
+
+    def _over_throughput(self, writes: list[_Write], now: float) -> _Answer | None:
+        if all(self._write_bucket(w, now).has_room(now) for w in writes):
+            return None
+        self.counts.throttles += 1
+        return _error("ProvisionedThroughputExceededException", "The level of configured provisioned "
+                      "throughput for the table was exceeded")
 
     def _read(self, operation: str, request: dict[str, Any], now: float, apply: Callable[[], _Answer]) -> _Answer:
         table = request.get("TableName", "")

@@ -59,6 +59,7 @@ from gateway.store.accounts import (
     hold_index_keys,
     hold_shard,
     key_pk,
+    quota_debit,
     reservation_pk,
     user_pk,
 )
@@ -117,11 +118,7 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
         transact([
             {"Put": {"TableName": table, "Item": to_item(record),
                      "ConditionExpression": "attribute_not_exists(pk)"}},
-            {"Update": {"TableName": table, "Key": to_item({"pk": user_pk(principal.user_id), "sk": PROFILE}),
-                        "UpdateExpression": "ADD quota :neg",
-                        "ConditionExpression": "quota >= :u AND #s = :enabled",
-                        "ExpressionAttributeNames": {"#s": "status"},
-                        "ExpressionAttributeValues": to_values({":u": units, ":neg": -units, ":enabled": 1})}},
+            quota_debit(table, principal.user_id, units),
             {"Update": key_update},
         ])
     except Exception as exc:

@@ -63,6 +63,7 @@ from gateway.store.accounts import (
     key_pk,
     lease_key,
     lease_pks,
+    quota_debit,
     user_pk,
 )
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
@@ -315,12 +316,7 @@ class LeasePool:
             transact([
                 {"Put": {"TableName": _table(), "Item": to_item(record),
                          "ConditionExpression": "attribute_not_exists(pk)"}},
-                {"Update": {"TableName": _table(),
-                            "Key": to_item({"pk": user_pk(principal.user_id), "sk": PROFILE}),
-                            "UpdateExpression": "ADD quota :neg",
-                            "ConditionExpression": "quota >= :u AND #s = :enabled",
-                            "ExpressionAttributeNames": {"#s": "status"},
-                            "ExpressionAttributeValues": to_values({":u": units, ":neg": -units, ":enabled": 1})}},
+                quota_debit(_table(), principal.user_id, units),
                 {"Update": key_update},
             ])
         except Exception as exc:

@@ -134,6 +134,14 @@ def day_total_updates(table: str, *, user_id: int, key_id: str, model: str, unit
                                 counters=closed_request_counters(key_id=key_id, model=model, units=units))]
 
 
+def quota_debit(table: str, user_id: int, units: int) -> dict[str, Any]:
+    """The transaction item that takes `units` from an enabled user's quota, only if it has them."""
+    return {"Update": {"TableName": table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                       "UpdateExpression": "ADD quota :neg", "ConditionExpression": "quota >= :u AND #s = :enabled",
+                       "ExpressionAttributeNames": {"#s": "status"},
+                       "ExpressionAttributeValues": to_values({":u": units, ":neg": -units, ":enabled": 1})}}
+
+
 def closed_request_counters(*, key_id: str, model: str, units: int) -> dict[str, int]:
     """What one closed request adds to its day's counters: units and one request, for the user,
     its key and its model."""
