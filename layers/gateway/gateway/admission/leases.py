@@ -18,16 +18,17 @@ and the same for a limited key (`remain_quota`, its leases, `used_quota`).
 - **Hold** (in memory): a request's worst case comes out of the lease's free units
   (`granted − spent − held`); it never exceeds them, so no request can spend what the lease was
   not granted. No DynamoDB call.
-- **Close** (settle or refund; two single-item writes, in this order, one at a time per lease):
-  1. the lease item: `ADD spent, requests` and the day counters, `SET last_request, last_entry`
-     (the whole ledger entry), conditioned on the lease being open, on `spent` staying within
-     `granted`, and on `last_request` not being this request (a retry after an answer lost on
-     the way is recognised, never counted twice);
-  2. the ledger entry, conditioned on not existing (a retry writes nothing twice).
-  Because one lease's closes are written one after another, at most one ledger entry (its
-  `last_entry`) can be missing when its holder dies between the two writes; whoever folds the
-  lease writes it first. A price above the hold takes at most the lease's free units (the rest is
-  the entry's `shortfall`): the quota never goes negative through a request.
+- **Close** (settle or refund; a group commit per lease, `_commit`): one batch of closes at a
+  time per lease, two writes per batch, in this order:
+  1. the lease item: `ADD spent, requests` and the day counters, `SET last_batch, last_entries`
+     (the batch's ledger entries), conditioned on the lease being open, on `spent` staying within
+     `granted`, and on `last_batch` not being this batch (a retry after an answer lost on the way
+     is recognised, never counted twice);
+  2. the ledger entries (`BatchWriteItem`; writing one again is the same entry).
+  Because one lease's batches are written one after another, only its `last_entries` can be
+  missing when its holder dies between the two writes; whoever folds the lease writes them
+  first. A price above the hold takes at most the lease's free units (the rest is the entry's
+  `shortfall`): the quota never goes negative through a request.
 - **Fold** (`fold`, one transaction, once): the lease closes (conditioned on being open and on
   `spent` being what was read), the profile gets `granted − spent` back into `quota` and `spent`
   into `used_quota` and `request_count`, the key likewise, the day totals get the lease's day
