@@ -1,0 +1,142 @@
+"""`make mutate`: mutation testing of the money and state modules with cosmic-ray.
+
+Each module below is mutated by cosmic-ray's operators (one session per module, in a scratch copy
+of the tree under .mutate/, never the checkout), and each mutant is run against the tests that
+cover that module only (`-x`: the first failure kills it). Where a module has more mutants than
+its share, a seeded random sample of them runs (the rest are marked skipped in the session), so
+the whole run stays within MUTATE_MINUTES on 2 cores. The last line is for scripts:
+
+    mutation: killed=<n> survived=<n> timeout=<n>
+
+A survivor is printed with its diff: kill it with a test, or list it in docs/DEVELOPING.md
+("Mutation testing") with why it is equivalent. Settings (environment): MUTATE_SEED (default 25),
+MUTATE_SAMPLE (mutants per module, default 24; MUTATE_SAMPLE_SLOW, default 20, for the two whose
+tests start the AWS emulator), MUTATE_JOBS (modules run side by side, default 2), MUTATE_MODULES
+(comma-separated names below, to run some only).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / ".mutate"
+LAYER = "layers/gateway/gateway"
+
+# name: (module path, the tests that cover it). Billing is the module the "money at scale"
+# rebuild replaces: the module that replaces it takes its line here.
+MODULES: dict[str, tuple[str, list[str]]] = {
+    "billing": (f"{LAYER}/admission/billing.py",
+                ["tests/integration/test_billing.py", "tests/integration/test_billing_conflicts.py"]),
+    "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/text/test_relay.py"]),
+    "usage": (f"{LAYER}/formats/usage.py", ["tests/unit/formats/test_usage.py", "tests/unit/formats/test_responses.py",
+                                            "tests/unit/formats/test_streams.py"]),
+    "verdict": (f"{LAYER}/upstreams/verdict.py", ["tests/unit/test_verdict.py", "tests/unit/test_upstream_errors.py",
+                                                  "tests/unit/test_channels.py"]),
+    "engine": (f"{LAYER}/tasks/engine.py", ["tests/integration/test_task_faults.py"]),
+}
+
+
+# Mutants per module where it differs from MUTATE_SAMPLE: the modules whose covering tests start
+# the AWS emulator take longer per mutant, so fewer of theirs fit in the time.
+SAMPLES = {"billing": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
+           "engine": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20"))}
+
+
+def _copy_tree(dest: Path) -> None:
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", ".mutate", ".local", ".pytest_cache", "__pycache__", ".work", "node_modules"))
+
+
+def _pytest(tests: list[str]) -> str:
+    return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                     *tests])
+
+
+def _run_module(name: str, path: str, tests: list[str], sample: int, seed: int) -> dict[str, int]:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+
+    tree = WORK / name
+    _copy_tree(tree)
+    command = _pytest(tests)
+    # The baseline: the covering tests pass on the unmutated copy, and how long they take.
+    started = time.monotonic()
+    baseline = subprocess.run(command.split(), cwd=tree, capture_output=True, text=True)
+    took = time.monotonic() - started
+    if baseline.returncode != 0:
+        sys.exit(f"{name}: the covering tests fail without any mutation:\n{baseline.stdout[-3000:]}")
+    timeout = max(30.0, 4 * took)
+    config = tree / "cosmic-ray.toml"
+    config.write_text(
+        "[cosmic-ray]\n"
+        f'module-path = "{path}"\n'
+        f"timeout = {timeout:.0f}\n"
+        "excluded-modules = []\n"
+        f'test-command = "{command}"\n\n'
+        "[cosmic-ray.distributor]\n"
+        'name = "local"\n')
+    session = tree / "session.sqlite"
+    cosmic = str(Path(sys.executable).with_name("cosmic-ray"))
+    subprocess.run([cosmic, "init", str(config), str(session)], cwd=tree, check=True)
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        jobs = sorted(item.job_id for item in db.work_items)
+        chosen = set(random.Random(f"{seed}:{name}").sample(jobs, min(sample, len(jobs))))
+        skipped = [job for job in jobs if job not in chosen]
+        if skipped:
+            db.set_multiple_results(skipped, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                        output="not in this run's sample"))
+    print(f"{name}: {len(chosen)} of {len(jobs)} mutants (seed {seed}), {timeout:.0f} s timeout, "
+          f"baseline {took:.1f} s: {' '.join(tests)}", flush=True)
+    subprocess.run([cosmic, "exec", str(config), str(session)], cwd=tree, check=True)
+    counts = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0}
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item, result in db.completed_work_items:
+            if result.worker_outcome == WorkerOutcome.SKIPPED:
+                continue
+            if result.test_outcome == TestOutcome.KILLED and result.output == "timeout":
+                counts["timeout"] += 1
+            elif result.test_outcome == TestOutcome.SURVIVED:
+                counts["survived"] += 1
+                mutation = item.mutations[0]
+                print(f"SURVIVED {name} {mutation.module_path}:{mutation.start_pos[0]} {mutation.operator_name} "
+                      f"#{mutation.occurrence}\n{result.diff}", flush=True)
+            elif result.test_outcome == TestOutcome.KILLED:
+                counts["killed"] += 1
+            else:  # the mutant could not even be tested (it broke the import): as good as killed
+                counts["incompetent"] += 1
+    print(f"{name}: {counts}", flush=True)
+    return counts
+
+
+def main() -> None:
+    seed = int(os.environ.get("MUTATE_SEED", "25"))
+    sample = int(os.environ.get("MUTATE_SAMPLE", "24"))
+    names = [n.strip() for n in os.environ.get("MUTATE_MODULES", ",".join(MODULES)).split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        sys.exit(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
+    started = time.monotonic()
+    totals = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0}
+    # Modules side by side, one per core: each session mutates its own copy of the tree.
+    with ThreadPoolExecutor(max_workers=int(os.environ.get("MUTATE_JOBS", "2"))) as pool:
+        runs = [pool.submit(_run_module, name, *MODULES[name], SAMPLES.get(name, sample), seed) for name in names]
+        for run in runs:
+            for key, value in run.result().items():
+                totals[key] += value
+    print(f"mutation run: {time.monotonic() - started:.0f} s; {totals['incompetent']} incompetent mutants "
+          "(they broke the import) counted as killed")
+    print(f"mutation: killed={totals['killed'] + totals['incompetent']} survived={totals['survived']} "
+          f"timeout={totals['timeout']}")
+
+
+if __name__ == "__main__":
+    main()
