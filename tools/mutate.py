@@ -17,6 +17,7 @@ tests start the AWS emulator), MUTATE_JOBS (modules run side by side, default 2)
 
 from __future__ import annotations
 
+import ast
 import os
 import random
 import shutil
@@ -56,6 +57,43 @@ def _copy_tree(dest: Path) -> None:
         ".git", ".venv*", ".mutate", ".local", ".pytest_cache", "__pycache__", ".work", "node_modules"))
 
 
+Span = tuple[tuple[int, int], tuple[int, int]]
+
+
+def _never_run(module: Path) -> list[Span]:
+    """The source spans Python never evaluates in a module that postpones its annotations: every
+    annotation, and each function's bare `*` (cosmic-ray reads it as a multiplication)."""
+    tree = ast.parse(module.read_text())
+    if not any(isinstance(node, ast.ImportFrom) and node.module == "__future__"
+               and any(alias.name == "annotations" for alias in node.names) for node in tree.body):
+        return []
+    spans: list[Span] = []
+
+    def add(node: ast.AST | None) -> None:
+        if node is not None:
+            spans.append(((node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0)))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign):
+            add(node.annotation)
+        elif isinstance(node, ast.arg):
+            add(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            add(node.returns)
+            if node.args.kwonlyargs and node.args.vararg is None:  # the bare `*` before keyword-only ones
+                first = node.args.kwonlyargs[0]
+                # after the last positional parameter, its default included
+                before: ast.AST | None = (node.args.defaults or node.args.args or [None])[-1]
+                start = (before.end_lineno or 0, before.end_col_offset or 0) if before is not None \
+                    else (node.lineno, node.col_offset)
+                spans.append((start, (first.lineno, first.col_offset)))
+    return spans
+
+
+def _inside(position: tuple[int, int], spans: list[Span]) -> bool:
+    return any(start <= tuple(position) < end for start, end in spans)
+
+
 def _pytest(tests: list[str]) -> str:
     return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                      *tests])
@@ -87,15 +125,23 @@ def _run_module(name: str, path: str, tests: list[str], sample: int, seed: int) 
     session = tree / "session.sqlite"
     cosmic = str(Path(sys.executable).with_name("cosmic-ray"))
     subprocess.run([cosmic, "init", str(config), str(session)], cwd=tree, check=True)
+    inert = _never_run(tree / path)
     with use_db(str(session), WorkDB.Mode.open) as db:
-        jobs = sorted(item.job_id for item in db.work_items)
-        chosen = set(random.Random(f"{seed}:{name}").sample(jobs, min(sample, len(jobs))))
-        skipped = [job for job in jobs if job not in chosen]
+        items = sorted(db.work_items, key=lambda item: item.job_id)
+        # Equivalent by construction: a mutation inside a type annotation (never evaluated: the
+        # layer's modules use `from __future__ import annotations`) or of a signature's bare `*`.
+        equivalent = [i.job_id for i in items if any(_inside(m.start_pos, inert) for m in i.mutations)]
+        live = [i.job_id for i in items if i.job_id not in set(equivalent)]
+        chosen = set(random.Random(f"{seed}:{name}").sample(live, min(sample, len(live))))
+        if equivalent:
+            db.set_multiple_results(equivalent, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                           output="equivalent: a type annotation"))
+        skipped = [job for job in live if job not in chosen]
         if skipped:
             db.set_multiple_results(skipped, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
                                                         output="not in this run's sample"))
-    print(f"{name}: {len(chosen)} of {len(jobs)} mutants (seed {seed}), {timeout:.0f} s timeout, "
-          f"baseline {took:.1f} s: {' '.join(tests)}", flush=True)
+    print(f"{name}: {len(chosen)} of {len(live)} mutants (seed {seed}; {len(equivalent)} more in annotations "
+          f"left out), {timeout:.0f} s timeout, baseline {took:.1f} s: {' '.join(tests)}", flush=True)
     subprocess.run([cosmic, "exec", str(config), str(session)], cwd=tree, check=True)
     counts = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0}
     with use_db(str(session), WorkDB.Mode.open) as db:

@@ -1,5 +1,6 @@
 """The metering core against the emulator: reserve, settle and refund, under concurrency and retries."""
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from unittest.mock import create_autospec
 
@@ -206,3 +207,25 @@ def test_a_settlement_above_the_hold_whose_quota_keeps_shrinking_still_charges_t
     (entry,) = accounts.ledger(11)
     assert (entry["units"], entry["shortfall"]) == (300, 4700)
     assert accounts.get_user(11, consistent=True)["quota"] == 1000 - 300 - (billing._SETTLE_ATTEMPTS - 1)
+
+
+def test_a_ledger_entry_and_a_reservation_carry_their_times(limited, accounts, monkeypatch):
+    # Given entries kept for 30 days
+    monkeypatch.setenv("GATEWAY_LEDGER_RETENTION_DAYS", "30")
+    from gateway.settings import reload_settings
+
+    reload_settings()
+    try:
+        before = time.time()
+        reservation = billing.reserve(limited, 100, model="m-small", route="test", reservation_id="timed")
+        billing.settle(reservation, 60)
+        after = time.time()
+    finally:
+        monkeypatch.delenv("GATEWAY_LEDGER_RETENTION_DAYS")
+        reload_settings()
+    # Then the reservation knows when it was made, the entry when it was written (in ms), and
+    # the entry expires exactly 30 days after it was written
+    assert int(before) <= billing.get_reservation("timed").created_at <= after
+    (entry,) = accounts.ledger(7)
+    assert before * 1000 - 1000 <= entry["at"] <= after * 1000
+    assert entry["expires_ttl"] == entry["at"] // 1000 + 30 * 86400

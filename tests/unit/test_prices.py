@@ -60,6 +60,16 @@ def test_the_channels_document_prices_cache_writes_too():
         PriceTable({"m-y": {"input_per_million": 1, "cache_write_per_million": -1}})
 
 
+def test_unit_cost_multiplies_each_count_and_adds_an_edits_input_image_tokens():
+    price = PriceTable({"p": {"per_call": "0.2", "per_image": "0.04", "image_input_per_million": 10,
+                              "per_second": "0.1"}}).get("p")
+    assert unit_cost(price, calls=3) == usd_to_units(Decimal("0.6"))
+    assert unit_cost(price, images=2, image_input_tokens=1000) == usd_to_units(Decimal("0.08") + Decimal("0.01"))
+    assert unit_cost(price, seconds=Decimal("2.5")) == usd_to_units(Decimal("0.25"))
+    # input image tokens of a model that does not price them are free
+    assert unit_cost(PriceTable().get("theta-3"), images=1, image_input_tokens=1000) == usd_to_units(Decimal("0.04"))
+
+
 def test_overrides_replace_and_extend_the_shipped_table():
     table = PriceTable({"m-small": {"input_per_million": 1, "output_per_million": 2},
                         "new-video": {"per_second": "0.2"}})

@@ -72,6 +72,11 @@ def test_failover_with_every_channel_failed_or_no_time_left_answers_once():
     with pytest.raises(RateLimited) as caught:
         first_success([Channel("a"), Channel("b")], limited)
     assert caught.value.headers == {"Retry-After": "3"}
+    # A wait under a second is told as one second, never zero nor rounded up further
+    with pytest.raises(RateLimited) as caught:
+        first_success([Channel("a")], lambda channel: (_ for _ in ()).throw(
+            UpstreamError(429, "slow down", retry_after=0.2)))
+    assert caught.value.headers == {"Retry-After": "1"}
     with pytest.raises(UpstreamFailed, match="2 upstream attempts failed"):
         first_success([Channel("a"), Channel("b")], lambda channel: (_ for _ in ()).throw(UpstreamError(500, "x")))
     with pytest.raises(Exception, match="no time left"):
