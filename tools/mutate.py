@@ -127,7 +127,9 @@ def _run_module(name: str, path: str, tests: list[str], sample: int, seed: int) 
     subprocess.run([cosmic, "init", str(config), str(session)], cwd=tree, check=True)
     inert = _never_run(tree / path)
     with use_db(str(session), WorkDB.Mode.open) as db:
-        items = sorted(db.work_items, key=lambda item: item.job_id)
+        # In source order (job ids are random): the same seed samples the same mutants every run.
+        items = sorted(db.work_items, key=lambda item: [(m.start_pos, m.operator_name, m.occurrence)
+                                                        for m in item.mutations])
         # Equivalent by construction: a mutation inside a type annotation (never evaluated: the
         # layer's modules use `from __future__ import annotations`) or of a signature's bare `*`.
         equivalent = [i.job_id for i in items if any(_inside(m.start_pos, inert) for m in i.mutations)]

@@ -33,6 +33,12 @@ def test_token_cost_prices_cache_writes_at_the_5_minute_and_1_hour_write_rates()
                       output_tokens=0) == usd_to_units(Decimal(10) / 1_000_000)
 
 
+def test_a_prompt_without_cache_counts_is_priced_at_the_input_rate_alone():
+    price = PriceTable({"p": {"input_per_million": 1_000_000, "output_per_million": 0, "cache_write_per_million":
+                              2_000_000, "cache_write_1h_per_million": 4_000_000}}).get("p")
+    assert token_cost(price, input_tokens=1, output_tokens=0) == usd_to_units(Decimal(1))
+
+
 def test_the_shipped_text_prices_carry_the_upstreams_cache_ratios():
     for model in ("m-small", "m-large"):
         price = PriceTable().get(model)
