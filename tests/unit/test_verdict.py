@@ -2,7 +2,7 @@
 
 import pytest
 
-from gateway.errors import InvalidRequest, NotFound, RateLimited, UpstreamFailed, UpstreamTimeout
+from gateway.errors import InvalidRequest, NotFound, PayloadTooLarge, RateLimited, UpstreamFailed, UpstreamTimeout
 from gateway.upstreams.errors import UpstreamError
 from gateway.upstreams.verdict import exhausted_error, record_failure, relayed_error
 
@@ -25,6 +25,12 @@ class _Channel:
     (UpstreamError(500, "broke", retryable=False), UpstreamFailed, 502),
     (UpstreamError(399, "odd", retryable=False), UpstreamFailed, 502),
     (UpstreamError(400, "bad", retryable=False), InvalidRequest, 400),
+    # every status about the channel's own account is the gateway's problem, never the client's key
+    (UpstreamError(402, "pay up"), UpstreamFailed, 502),
+    (UpstreamError(403, "forbidden"), UpstreamFailed, 502),
+    (UpstreamError(407, "proxy auth"), UpstreamFailed, 502),
+    (UpstreamError(413, "too large"), PayloadTooLarge, 413),
+    (UpstreamError(414, "uri too long"), InvalidRequest, 414),
 ])
 def test_a_final_upstream_answer_becomes_the_gateway_error_of_its_kind(failure, kind, status):
     # Given a failure that asking again would not cure
