@@ -14,7 +14,8 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e bench bench-peers bench-scale validate build deploy admin clean openapi lint typecheck
+.PHONY: run test unit integration e2e mutate bench bench-peers bench-scale validate build deploy admin clean openapi \
+	lint typecheck
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +26,11 @@ $(BIN)/.installed: pyproject.toml
 # The benchmarks' own dependencies (matplotlib for the plot): never in the Lambda layer.
 $(BIN)/.bench-installed: $(BIN)/.installed
 	$(BIN)/pip install $(PIP_QUIET) -e '.[dev,bench]'
+	touch $@
+
+# The mutation tool of `make mutate` (cosmic-ray, pinned in the `mutate` extra): never in CI.
+$(BIN)/.mutate-installed: $(BIN)/.installed
+	$(BIN)/pip install $(PIP_QUIET) -e '.[dev,mutate]'
 	touch $@
 
 $(PEERS_VENV)/bin/litellm:
@@ -54,6 +60,12 @@ integration: $(BIN)/.installed
 
 e2e: $(BIN)/.installed
 	$(BIN)/python -m pytest tests/e2e
+
+## Mutation testing of the money and state modules (tools/mutate.py): a seeded sample of each
+## module's mutants against the tests that cover it; ends with `mutation: killed=<n> survived=<n>
+## timeout=<n>`. Not in CI (too slow): run it before a change to those modules lands.
+mutate: $(BIN)/.mutate-installed
+	$(BIN)/python tools/mutate.py
 
 ## ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade, complexity); settings in pyproject.toml.
 lint: $(BIN)/.installed

@@ -322,3 +322,40 @@ def test_an_upstream_that_says_succeeded_without_a_video_link_fails_the_task_and
     assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("refunded", 0)]
     closed_as(task_id, billing.REFUNDED)
     assert_nothing_held(accounts, before)
+
+
+def test_each_poll_of_a_running_task_is_counted_so_the_next_one_waits_longer(
+        tasks_env, functions, demo, lambda_context):
+    # (the tests' environment polls at once: poll_delay's growth is tests/unit/video's to check)
+    task_id = _submit(functions, lambda_context, demo["key"])
+    polls = []
+    for _ in range(2):  # the upstream is still working (the simulators' clock has not moved)
+        assert engine.poll_once(task_id) == "running"
+        polls.append(int(stored(task_id)["polls"]))
+    assert polls == [1, 2]
+
+
+def test_the_sweeper_finishes_a_task_left_terminal_but_unsettled_and_counts_it_once(
+        tasks_env, functions, demo, accounts, lambda_context, clock, monkeypatch):
+    task_id = _submit(functions, lambda_context, demo["key"])
+    clock.advance()
+    # Given a poller that died after writing "succeeded", before settling
+    monkeypatch.setattr(billing, "settle", create_autospec(billing.settle, side_effect=RuntimeError("died")))
+    with pytest.raises(RuntimeError):
+        engine.poll_once(task_id)
+    monkeypatch.undo()
+    # When the sweeper comes by once its grace has passed, it finishes it (and says so, once)
+    later = time.time() + get_settings().task_sweep_grace_seconds + 5
+    assert engine.sweep(now=later) == {"requeued": 0, "timed_out": 0, "finished": 1, "stale": 0}
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", DELTA_UNITS)]
+
+
+def test_a_sweep_that_finds_the_task_moved_meanwhile_counts_it_stale_and_enqueues_nothing(
+        tasks_env, functions, queues, demo, lambda_context, monkeypatch):
+    task_id = _submit(functions, lambda_context, demo["key"])
+    queues.purge("TaskPollQueue")
+    # Given the sweeper's copy of an overdue task is behind: its conditional update finds it moved
+    monkeypatch.setattr(TasksRepository, "update", create_autospec(TasksRepository.update, return_value=None))
+    overdue = time.time() + get_settings().task_sweep_grace_seconds + 5
+    assert engine.sweep(now=overdue) == {"requeued": 0, "timed_out": 0, "finished": 0, "stale": 1}
+    assert queues.depth("TaskPollQueue") == 0 and stored(task_id)["status"] == "submitted"

@@ -33,6 +33,12 @@ def test_token_cost_prices_cache_writes_at_the_5_minute_and_1_hour_write_rates()
                       output_tokens=0) == usd_to_units(Decimal(10) / 1_000_000)
 
 
+def test_a_prompt_without_cache_counts_is_priced_at_the_input_rate_alone():
+    price = PriceTable({"p": {"input_per_million": 1_000_000, "output_per_million": 0, "cache_write_per_million":
+                              2_000_000, "cache_write_1h_per_million": 4_000_000}}).get("p")
+    assert token_cost(price, input_tokens=1, output_tokens=0) == usd_to_units(Decimal(1))
+
+
 def test_the_shipped_text_prices_carry_the_upstreams_cache_ratios():
     for model in ("m-small", "m-large"):
         price = PriceTable().get(model)
@@ -58,6 +64,16 @@ def test_the_channels_document_prices_cache_writes_too():
         (Decimal("1.25"), Decimal(2))
     with pytest.raises(ValueError, match="prices.m-y: cache_write_per_million must not be negative"):
         PriceTable({"m-y": {"input_per_million": 1, "cache_write_per_million": -1}})
+
+
+def test_unit_cost_multiplies_each_count_and_adds_an_edits_input_image_tokens():
+    price = PriceTable({"p": {"per_call": "0.2", "per_image": "0.04", "image_input_per_million": 10,
+                              "per_second": "0.1"}}).get("p")
+    assert unit_cost(price, calls=3) == usd_to_units(Decimal("0.6"))
+    assert unit_cost(price, images=2, image_input_tokens=1000) == usd_to_units(Decimal("0.08") + Decimal("0.01"))
+    assert unit_cost(price, seconds=Decimal("2.5")) == usd_to_units(Decimal("0.25"))
+    # input image tokens of a model that does not price them are free
+    assert unit_cost(PriceTable().get("theta-3"), images=1, image_input_tokens=1000) == usd_to_units(Decimal("0.04"))
 
 
 def test_overrides_replace_and_extend_the_shipped_table():

@@ -55,6 +55,10 @@ def test_messages_cache_writes_kept_for_an_hour_are_read_apart_and_written_back(
     assert usage_from_messages({**usage, "cache_creation": "bogus"}).cache_creation_1h_input_tokens == 0
 
 
+def test_messages_input_tokens_never_go_below_zero_when_the_cache_counts_exceed_the_prompt():
+    assert usage_to_messages(Usage(10, 1, cached_input_tokens=8, cache_creation_input_tokens=5))["input_tokens"] == 0
+
+
 def test_content_thoughts_count_as_output_because_they_are_billed_as_output():
     # Given content usage metadata with cached prompt tokens and thoughts
     metadata = {"promptTokenCount": 1000, "cachedContentTokenCount": 200, "candidatesTokenCount": 50,

@@ -5,9 +5,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 Rule = Callable[[Any], str | None]
+UNKNOWN, MISSING = "is not a field of this request", "is required"
+
+
+@dataclass(frozen=True)
+class Words:
+    """How one upstream words a refusal: of a field it does not know, a missing one, a bad value.
+    Each template may use {name} (the field's path), {short} (its last part), {at} (" at '<parent>'"
+    for a nested field) and {what} (what is wrong with the value)."""
+
+    unknown: str
+    missing: str
+    invalid: str
+
+    def say(self, wrong: tuple[str, str] | None) -> tuple[str, str] | None:
+        """(message, param) of the refusal of `first_wrong`'s answer, or None."""
+        if wrong is None:
+            return None
+        name, what = wrong
+        parent, _, short = name.rpartition(".")
+        template = self.unknown if what == UNKNOWN else self.missing if what == MISSING else self.invalid
+        return template.format(name=name, short=short, at=f" at '{parent}'" if parent else "", what=what), name
 
 
 def anything(value: Any) -> str | None:
@@ -79,12 +101,12 @@ def first_wrong(body: Any, fields: Mapping[str, Rule], required: tuple[str, ...]
         return "", "the body must be a JSON object"
     for name in required:
         if name not in body:
-            return name, "is required"
+            return name, MISSING
     for name, value in body.items():
         rule = fields.get(name)
         if rule is None:
             if closed:
-                return name, "is not a field of this request"
+                return name, UNKNOWN
             continue
         if value is None:
             continue  # null reads as unset in each of these APIs

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._shape import array, boolean, either, first_wrong, integer, number, obj, one_of, string
+from ._shape import Words, array, boolean, either, first_wrong, integer, number, obj, one_of, string
 
 _EFFORT = one_of("none", "minimal", "low", "medium", "high", "xhigh")
 _MESSAGE_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -58,19 +58,14 @@ _BY_PATH = {"/v1/chat/completions": (CHAT_FIELDS, ("messages", "model")),
             "/v1/embeddings": (EMBEDDINGS_FIELDS, ("input", "model"))}
 
 
+WORDS = Words(unknown="Unrecognized request argument supplied: {name}", missing="Missing required parameter: '{name}'.",
+              invalid="Invalid value for '{name}': {what}.")
+
+
 def refusal(path: str, body: Any) -> tuple[str, str] | None:
     """(message, param) of the upstream's 400 for a body sent to `path` (its endpoint by the
     path's end), or None."""
     endpoint = next((suffix for suffix in _BY_PATH if path.endswith(suffix)), None)
     if endpoint is None:
         return None
-    fields, required = _BY_PATH[endpoint]
-    wrong = first_wrong(body, fields, required)
-    if wrong is None:
-        return None
-    name, what = wrong
-    if what == "is not a field of this request":
-        return f"Unrecognized request argument supplied: {name}", name
-    if what == "is required":
-        return f"Missing required parameter: '{name}'.", name
-    return f"Invalid value for '{name}': {what}.", name
+    return WORDS.say(first_wrong(body, *_BY_PATH[endpoint]))

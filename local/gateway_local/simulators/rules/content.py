@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._shape import array, boolean, either, first_wrong, integer, number, obj, string
+from ._shape import Words, array, boolean, either, first_wrong, integer, number, obj, string
 
 GENERATION_CONFIG_FIELDS = {
     "stopSequences": array(5, each=string), "responseMimeType": string, "responseSchema": obj,
@@ -36,6 +36,11 @@ _BY_ACTION = {"generateContent": (GENERATE_FIELDS, ("contents",)),
               "countTokens": (COUNT_FIELDS, ())}
 
 
+WORDS = Words(unknown='Invalid JSON payload received. Unknown name "{short}"{at}: Cannot find field.',
+              missing="* GenerateContentRequest.{name}: {name} is not specified",
+              invalid="* GenerateContentRequest.{name}: {what}")
+
+
 def refusal(action: str, body: Any) -> tuple[str, str] | None:
     """(message, param) of the upstream's 400 for this body, or None."""
     fields, required = _BY_ACTION.get(action, ({}, ()))
@@ -45,13 +50,4 @@ def refusal(action: str, body: Any) -> tuple[str, str] | None:
     if wrong is None and isinstance(body.get("generationConfig"), dict):
         inner = first_wrong(body["generationConfig"], GENERATION_CONFIG_FIELDS)
         wrong = (f"generationConfig.{inner[0]}", inner[1]) if inner else None
-    if wrong is None:
-        return None
-    name, what = wrong
-    if what == "is not a field of this request":
-        short = name.rpartition(".")[2]
-        where = f' at \'{name.rpartition(".")[0]}\'' if "." in name else ""
-        return f'Invalid JSON payload received. Unknown name "{short}"{where}: Cannot find field.', name
-    if what == "is required":
-        return f"* GenerateContentRequest.{name}: {name} is not specified", name
-    return f"* GenerateContentRequest.{name}: {what}", name
+    return WORDS.say(wrong)

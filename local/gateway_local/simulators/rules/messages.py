@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._shape import array, boolean, either, first_wrong, integer, number, obj, one_of, string
+from ._shape import Words, array, boolean, either, first_wrong, integer, number, obj, one_of, string
 
 
 def _message(value: Any) -> str | None:
@@ -45,17 +45,13 @@ def _thinking_budget(body: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+WORDS = Words(unknown="{name}: Extra inputs are not permitted", missing="{name}: Field required",
+              invalid="{name}: {what}")
+
+
 def refusal(path: str, body: Any) -> tuple[str, str] | None:
     """(message, param) of the upstream's 400 for this body, or None."""
     counting = path.endswith("/count_tokens")
     fields, required = (COUNT_FIELDS, ("messages", "model")) if counting else \
         (MESSAGES_FIELDS, ("max_tokens", "messages", "model"))
-    wrong = first_wrong(body, fields, required)
-    if wrong is not None:
-        name, what = wrong
-        if what == "is not a field of this request":
-            return f"{name}: Extra inputs are not permitted", name
-        if what == "is required":
-            return f"{name}: Field required", name
-        return f"{name}: {what}", name
-    return _thinking_budget(body)
+    return WORDS.say(first_wrong(body, fields, required)) or _thinking_budget(body)
