@@ -15,7 +15,8 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e bench bench-peers validate checkov build deploy admin invoke clean openapi lint typecheck
+.PHONY: run test unit integration e2e mutate bench bench-peers bench-scale validate checkov build deploy admin invoke \
+	clean openapi lint typecheck
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +27,11 @@ $(BIN)/.installed: pyproject.toml
 # The benchmarks' own dependencies (matplotlib for the plot): never in the Lambda layer.
 $(BIN)/.bench-installed: $(BIN)/.installed
 	$(BIN)/pip install $(PIP_QUIET) -e '.[dev,bench]'
+	touch $@
+
+# The mutation tool of `make mutate` (cosmic-ray, pinned in the `mutate` extra): never in CI.
+$(BIN)/.mutate-installed: $(BIN)/.installed
+	$(BIN)/pip install $(PIP_QUIET) -e '.[dev,mutate]'
 	touch $@
 
 $(PEERS_VENV)/bin/litellm:
@@ -60,6 +66,12 @@ integration: $(BIN)/.installed
 e2e: $(BIN)/.installed
 	$(BIN)/python -m pytest tests/e2e
 
+## Mutation testing of the money and state modules (tools/mutate.py): a seeded sample of each
+## module's mutants against the tests that cover it; ends with `mutation: killed=<n> survived=<n>
+## timeout=<n>`. Not in CI (too slow): run it before a change to those modules lands.
+mutate: $(BIN)/.mutate-installed
+	$(BIN)/python tools/mutate.py
+
 ## ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade, complexity); settings in pyproject.toml.
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
@@ -80,6 +92,11 @@ bench: $(BIN)/.bench-installed
 	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/relay.py
 	$(BIN)/python bench/tasks.py
+
+## One account past 1000 requests a second: the admission path (today's and the leases) against the
+## emulator with its model of DynamoDB's limits on; writes its section of bench/results.md.
+bench-scale: $(BIN)/.bench-installed
+	$(BIN)/python bench/scale.py
 
 ## The same load through `make run` and through LiteLLM's proxy (in .venv-peers), side by side.
 bench-peers: $(BIN)/.bench-installed $(PEERS_VENV)/bin/litellm

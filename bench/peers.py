@@ -26,6 +26,10 @@ from load import KEY, WORK, fake_upstream, free_port, gateway, interleaved, load
 MASTER_KEY = "sk-bench-litellm-master"
 
 
+# LiteLLM gets as many workers as `make run` has cores to use (the fair comparison, issue 21).
+WORKERS = os.cpu_count() or 1
+
+
 def litellm(executable: str, upstream_url: str):
     WORK.mkdir(parents=True, exist_ok=True)
     config = WORK / "litellm.yaml"
@@ -35,7 +39,7 @@ def litellm(executable: str, upstream_url: str):
     port = free_port()
     # The model cost map shipped in the package, not fetched: nothing here reaches the internet.
     return start("litellm", [executable, "--config", str(config), "--port", str(port), "--host", "127.0.0.1",
-                             "--num_workers", "1"], port,
+                             "--num_workers", str(WORKERS)], port,
                  env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}, probe="/health/liveliness")
 
 
@@ -91,20 +95,29 @@ def main() -> None:
               "requests per second at c=8 at or above LiteLLM's": eight["gateway"].rps >= eight["litellm"].rps}
     rows += ["", "Goals (issue 11):", ""]
     rows += [f"- {goal}: {'met' if met else '**not met**'}" for goal, met in ratios.items()]
+    summary = (f"bench-peers: workers={WORKERS} cpu_ratio={cpu['gateway'] / cpu['litellm']:.2f} "
+               f"added_p50_ratio={added('gateway', .5) / added('litellm', .5):.2f} "
+               f"rps_c1_ratio={one['gateway'].rps / one['litellm'].rps:.2f} "
+               f"rps_c8_ratio={eight['gateway'].rps / eight['litellm'].rps:.2f}")
+    rows += ["", f"Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared machine: "
+             "noisy). Goals (issue 21): CPU per request at most 0.5x LiteLLM's, added p50 at c=1 at most 0.5x, "
+             "requests per second at c=8 at least 1.5x.", "", f"`{summary}`"]
     print("\n".join(rows))
     if args.no_write:
+        print(summary)
         return
     write_section("peers", "\n".join([
         "## `make bench-peers`: beside LiteLLM's proxy",
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. The same non-streamed chat completions, in one run, "
         "straight to the fake upstream, through `make run` (API key auth, reserve and settle on the embedded store) "
-        "and through LiteLLM's proxy (`litellm --num_workers 1`, a master key, no database) in front of the same "
-        f"upstream. Concurrency 1: {args.sample} requests per target, taking turns; concurrency 8: "
+        f"and through LiteLLM's proxy (`litellm --num_workers {WORKERS}`, a master key, no database) in front of "
+        f"the same upstream. Concurrency 1: {args.sample} requests per target, taking turns; concurrency 8: "
         f"{args.sample * 4} per target. Added p50: lower is better; requests per second: higher is better. "
         "CPU per request: the CPU "
         "time the whole process tree (gateway: make run with its emulator) spent per request at concurrency 8.",
         "", *rows]))
+    print(summary)
 
 
 if __name__ == "__main__":

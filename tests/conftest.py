@@ -54,8 +54,10 @@ def aws():
 def store(aws):
     """A clean emulator state for one test."""
     from gateway import auth
+    from gateway.admission import leases
     from gateway.routing import health
 
+    leases.reset_pool(fold_first=False)  # a fresh instance: the leases of the last test's data are gone
     aws.reset()
     auth.clear_cache()
     health.reset()  # what this process knew of channel health was in the tables just emptied

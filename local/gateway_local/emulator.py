@@ -13,6 +13,7 @@ that real DynamoDB does not have.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import json
@@ -33,6 +34,7 @@ import yaml
 from werkzeug.serving import make_server
 
 from gateway_local import moto_fixes
+from gateway_local.dynamo_model import DynamoModel, ModelCounts
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -69,6 +71,7 @@ class _Serialized:
     def __init__(self, app: Any):
         self._app, self.lock = app, threading.Lock()
         self.changes = 0
+        self.model: DynamoModel | None = DynamoModel.from_environment()  # DynamoDB's limits, when asked for
 
     def _count(self, target: str) -> None:
         """Called with the lock held: one more call that may have changed data (by its `X-Amz-Target`)."""
@@ -80,13 +83,13 @@ class _Serialized:
             self._count(environ.get("HTTP_X_AMZ_TARGET", ""))
             return list(self._app(environ, start_response))
 
-    def dispatch(self, target: str, handler: Any, request: Any) -> tuple[int, Any, Any]:
-        """One call handed straight to moto's handler of its service (see `answer`)."""
+    def dispatch(self, target: str, handler: Any, request: Any, body: bytes = b"") -> tuple[int, Any, Any]:
+        """One call handed straight to moto's handler of its service (see `answer`); with the
+        DynamoDB model on, a DynamoDB call may be refused, and answers after its service time."""
         from moto.core.exceptions import HTTPException
         from werkzeug.exceptions import InternalServerError
 
-        with self.lock:
-            self._count(target)
+        def apply() -> tuple[int, Any, Any]:
             try:
                 return handler(request, request.raw_url, request.headers)
             except HTTPException as error:
@@ -94,6 +97,22 @@ class _Serialized:
             except Exception:  # a fault of moto's own: answered as its web server answers it
                 failure = InternalServerError()
                 return 500, failure.get_headers(), failure.get_body()
+
+        model, wait = self.model, 0.0
+        with self.lock:
+            self._count(target)
+            service, _, operation = target.partition(".")
+            if model is None or service != "DynamoDB_20120810":
+                return apply()
+            answered, wait = model.call(operation, body, lambda: _as_bytes(apply()))
+        model.sleep(wait)  # outside the lock: concurrent callers wait side by side
+        return answered
+
+
+def _as_bytes(answered: tuple[int, Any, Any]) -> tuple[int, dict[str, str], bytes]:
+    status, headers, data = answered
+    return int(status), {str(k): str(v) for k, v in dict(headers).items()}, (
+        data.encode() if isinstance(data, str) else data)
 
 
 class _Body(io.BytesIO):
@@ -133,10 +152,8 @@ def answer(app: _Serialized, method: str, url: str, headers: list[tuple[str, str
     operation = _target_of(headers)
     handler = _json_handlers().get(operation.partition(".")[0])
     if handler is not None:
-        status, found, data = app.dispatch(operation, handler, Request.from_primitives(method, url, dict(headers),
-                                                                                       body))
-        return int(status), {str(k): str(v) for k, v in dict(found).items()}, (
-            data.encode() if isinstance(data, str) else data)
+        return _as_bytes(app.dispatch(operation, handler, Request.from_primitives(method, url, dict(headers), body),
+                                      body))
     environ = EnvironBuilder(url, method=method, headers=headers, data=body).get_environ()
     started: list[Any] = []
     data = b"".join(app(environ, lambda status, found, exc_info=None: started.extend((status, found))))
@@ -286,6 +303,11 @@ class Emulator:
     def lock(self) -> threading.Lock:
         """Held, no AWS call is served: the emulator's data stands still."""
         return self._app.lock
+
+    def use_model(self, model: DynamoModel | None) -> None:
+        """DynamoDB's limits on (a `DynamoModel`) or off (None) from the next call on."""
+        with self._app.lock:
+            self._app.model = model
 
     @property
     def changes(self) -> int:
@@ -456,6 +478,12 @@ class EmulatorProcess:
     def environment(self) -> dict[str, str]:
         return _environment_of(self.template, {**self.buckets, **self.queues, **self.tables})
 
+    def model_counts(self) -> ModelCounts | None:
+        """What the emulator's DynamoDB model has counted so far (None when it is off)."""
+        self._control.send("model-counts")
+        counted = self._control.recv()
+        return ModelCounts(**counted) if counted is not None else None
+
     def stop(self) -> None:
         """Saves the state and ends the process (waiting for its last save). Once is enough."""
         if not self._process.is_alive() and not os.path.exists(self._socket_dir):
@@ -532,7 +560,10 @@ def _emulator_main(control: Any, runners_end: Any, template_path: str, state_dir
     control.send({"endpoint_url": emulator.endpoint_url, "tables": emulator.tables, "queues": emulator.queues,
                   "buckets": emulator.buckets, "loaded": loaded, "state_path": str(state.path)})
     try:
-        control.recv()  # "stop"
+        while (said := control.recv()) != "stop":
+            if said == "model-counts":  # what the DynamoDB model counted (None: the model is off)
+                model = emulator._app.model
+                control.send(dataclasses.asdict(model.counts) if model else None)
     except EOFError:
         pass  # the runner is gone without a word: save all the same
     finally:

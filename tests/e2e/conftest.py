@@ -145,3 +145,32 @@ def account(http: httpx.Client) -> dict:
     answer = http.get("/api/user/self", headers={"Authorization": DEMO_ACCESS_TOKEN, "X-Api-User": "1"})
     answer.raise_for_status()
     return answer.json()["data"]
+
+
+# ---- the money, read where the gateway keeps it (its emulator's accounts table) ----------------
+
+def _accounts_table(gateway: LocalGateway):
+    import boto3
+
+    return boto3.resource("dynamodb", endpoint_url=gateway.emulator_url, region_name="us-east-1",
+                          aws_access_key_id="local", aws_secret_access_key="local").Table("AccountsTable")
+
+
+def reservation(gateway: LocalGateway, reservation_id: str) -> dict | None:
+    """The reservation record of a request or task (a task's id is its reservation's), or None."""
+    from gateway.store.accounts import reservation_pk
+
+    return _accounts_table(gateway).get_item(Key={"pk": reservation_pk(reservation_id), "sk": "RES"},
+                                             ConsistentRead=True).get("Item")
+
+
+def closed_reservation(gateway: LocalGateway, reservation_id: str, seconds: float = 60) -> dict:
+    """The reservation once it has left `reserved` (a task's terminal status is written just before
+    it is settled or refunded); fails if it is still open after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        record = reservation(gateway, reservation_id)
+        if record is not None and record["status"] != "reserved":
+            return record
+        assert time.monotonic() < deadline, f"reservation {reservation_id} still open: {record}"
+        time.sleep(0.3)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.e2e.conftest import account
+from tests.e2e.conftest import account, closed_reservation
 from tests.e2e.test_video_tasks import auth, wait_for
 
 pytestmark = [pytest.mark.e2e]
 
 
-def test_a_text2video_task_is_submitted_finished_and_settled_through_the_spec_paths(http, demo_key):
+def test_a_text2video_task_is_submitted_finished_and_settled_through_the_spec_paths(gateway, http, demo_key):
     quota_before = account(http)["quota"]
     submitted = http.post("/alpha/v1/videos/text2video", headers=auth(demo_key), json={
         "model": "alpha-v1-6", "prompt": "a lighthouse at night", "mode": "pro", "duration": "10",
@@ -32,6 +32,8 @@ def test_a_text2video_task_is_submitted_finished_and_settled_through_the_spec_pa
     assert done["task_status"] == "succeed" and done["task_info"] == {"external_task_id": "e2e-1"}
     assert httpx.get(done["task_result"]["videos"][0]["url"]).content[4:8] == b"ftyp"
     units = 14_000 * 10 * 35 // 10  # 0.028 USD/s x 10 s x 3.5 (pro)
+    settled = closed_reservation(gateway, task_id)
+    assert (settled["status"], settled["closed_units"]) == ("settled", units)
     assert done["final_unit_deduction"] == str(units) and account(http)["quota"] == quota_before - units
     general = http.get(f"/alpha/v1/video/{task_id}", params={"taskid": task_id}, headers=auth(demo_key))
     assert general.status_code == 200 and general.json()["data"] == done

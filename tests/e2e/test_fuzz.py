@@ -88,6 +88,9 @@ def test_fuzzing_every_operation_finds_no_5xx_no_foreign_envelope_and_no_quota_m
     url = fuzz_gateway.url
     problems: list[str] = []
     cases = 0
+    tried: dict[tuple[str, str], int] = {}  # (operation, mode) -> requests made
+    operations: set[str] = set()
+    breakable: set[str] = set()  # operations with something a negative case can break
     started = time.monotonic()
     with httpx.Client(base_url=url, timeout=30) as http:
         quota = account(http)["quota"]
@@ -105,6 +108,11 @@ def test_fuzzing_every_operation_finds_no_5xx_no_foreign_envelope_and_no_quota_m
         for result in schema.get_all_operations():
             operation = result.ok()
             path = operation.path
+            name = f"{operation.method.upper()} {path}"
+            operations.add(name)
+            if any(len(list(part)) for part in (operation.path_parameters, operation.query, operation.headers,
+                                                operation.body)):
+                breakable.add(name)
             auth = ({"Authorization": DEMO_ACCESS_TOKEN, "X-Api-User": "1"} if path == "/api/user/self"
                     else {"Authorization": f"Bearer {DEMO_KEY}"})
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
@@ -116,6 +124,7 @@ def test_fuzzing_every_operation_finds_no_5xx_no_foreign_envelope_and_no_quota_m
                 def exchange(case) -> None:
                     nonlocal quota, cases
                     cases += 1
+                    tried[(name, mode.value)] = tried.get((name, mode.value), 0) + 1  # noqa: B023
                     answer = case.call(base_url=url, headers={**(case.headers or {}), **auth}, timeout=60)  # noqa: B023
                     where = f"{case.method} {answer.request.url} ({mode.value}) -> {answer.status_code}"  # noqa: B023
                     if answer.status_code >= 500:
@@ -137,5 +146,9 @@ def test_fuzzing_every_operation_finds_no_5xx_no_foreign_envelope_and_no_quota_m
                 exchange()
     elapsed = time.monotonic() - started
     print(f"fuzz: {cases} requests in {elapsed:.1f}s")
-    assert cases >= 20 * EXAMPLES
+    # The floor: every operation was fuzzed with valid requests, and every one with anything to
+    # break (parameters, headers or a body) with invalid ones too.
+    untried = sorted([f"{name} (positive)" for name in operations if not tried.get((name, "positive"))] +
+                     [f"{name} (negative)" for name in breakable if not tried.get((name, "negative"))])
+    assert not untried, "never fuzzed: " + ", ".join(untried)
     assert not problems, "\n".join(problems[:30])

@@ -6,13 +6,13 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.e2e.conftest import account
+from tests.e2e.conftest import account, closed_reservation
 from tests.e2e.test_video_tasks import wait_for
 
 pytestmark = pytest.mark.e2e
 
 
-def test_a_gamma_video_goes_from_submit_to_a_served_video(http, demo_key):
+def test_a_gamma_video_goes_from_submit_to_a_served_video(gateway, http, demo_key):
     headers = {"Authorization": f"Bearer {demo_key}", "X-DashScope-Async": "enable"}
     quota_before = account(http)["quota"]
     submitted = http.post("/gamma/api/v1/services/aigc/video-generation/video-synthesis", headers=headers, json={
@@ -29,6 +29,8 @@ def test_a_gamma_video_goes_from_submit_to_a_served_video(http, demo_key):
     done = wait_for(query, lambda r: r["output"]["task_status"] not in ("PENDING", "RUNNING"), "the gamma task")
     assert done["output"]["task_status"] == "SUCCEEDED" and done["usage"]["video_duration"] == 10
     assert httpx.get(done["output"]["video_url"]).content[4:8] == b"ftyp"
+    settled = closed_reservation(gateway, task_id)
+    assert (settled["status"], settled["closed_units"]) == ("settled", 250_000)
     assert account(http)["quota"] == quota_before - 250_000  # 0.10 USD/s x 10 s x 0.5 (480P)
     # And a bad value is refused in the upstream's shape, holding nothing
     refused = http.post("/gamma/api/v1/services/aigc/video-generation/video-synthesis", headers=headers, json={
@@ -38,7 +40,7 @@ def test_a_gamma_video_goes_from_submit_to_a_served_video(http, demo_key):
     assert account(http)["quota"] == quota_before - 250_000
 
 
-def test_a_beta_image_goes_from_submit_to_a_served_sample(http, demo_key):
+def test_a_beta_image_goes_from_submit_to_a_served_sample(gateway, http, demo_key):
     quota_before = account(http)["quota"]
     # Given a client of the upstream: its key in x-key, then GET on the polling URL it was given
     submitted = http.post("/beta/v1/beta-2-pro", headers={"x-key": demo_key}, json={
@@ -51,6 +53,8 @@ def test_a_beta_image_goes_from_submit_to_a_served_sample(http, demo_key):
     # Then the sample downloads with no key, as the upstream's own link would
     image = httpx.get(done["result"]["sample"], headers={"Accept": "image/png"})
     assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
+    settled = closed_reservation(gateway, submitted.json()["id"])
+    assert (settled["status"], settled["closed_units"]) == ("settled", 25_000)
     assert account(http)["quota"] == quota_before - 25_000  # 0.05 USD per image
     # And a bad value is refused in the upstream's shape, holding nothing
     refused = http.post("/beta/v1/beta-2-pro", headers={"x-key": demo_key},

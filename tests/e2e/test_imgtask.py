@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.e2e.conftest import account
+from tests.e2e.conftest import account, closed_reservation
 from tests.e2e.test_video_tasks import auth, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -26,7 +26,7 @@ def submit(http: httpx.Client, key: str, path: str, body: dict) -> str:
     return answer.json()["result"]
 
 
-def test_an_imagine_and_its_upscale_finish_and_the_four_reads_answer(http, demo_key):
+def test_an_imagine_and_its_upscale_finish_and_the_four_reads_answer(gateway, http, demo_key):
     quota_before = account(http)["quota"]
     task_id = submit(http, demo_key, "/imgtask/submit/imagine", {"prompt": "a lighthouse at dawn"})
     done = wait_for(lambda: record(http, demo_key, task_id), lambda r: r["status"] in FINISHED, "the imagine task")
@@ -48,12 +48,17 @@ def test_an_imagine_and_its_upscale_finish_and_the_four_reads_answer(http, demo_
                        json={"ids": [upscale_id, "1", task_id]}).json()
     assert [r["id"] for r in listed] == [upscale_id, task_id]
     assert http.get("/imgtask/task/1/fetch", headers=auth(demo_key)).status_code == 404
+    for settled_id, units in ((task_id, 50_000), (upscale_id, 25_000)):
+        settled = closed_reservation(gateway, settled_id)
+        assert (settled["status"], settled["closed_units"]) == ("settled", units)
     assert account(http)["quota"] == quota_before - 50_000 - 25_000  # 0.10 USD imagine + 0.05 USD upscale
 
 
-def test_a_failed_imagine_is_refunded(http, demo_key):
+def test_a_failed_imagine_is_refunded(gateway, http, demo_key):
     quota_before = account(http)["quota"]
     task_id = submit(http, demo_key, "/imgtask/submit/imagine", {"prompt": "a storm #fault=fail"})
     done = wait_for(lambda: record(http, demo_key, task_id), lambda r: r["status"] in FINISHED, "the failing task")
     assert done["status"] == "FAILURE" and done["failReason"]
-    wait_for(lambda: account(http)["quota"], lambda quota: quota == quota_before, "the refund")
+    refunded = closed_reservation(gateway, task_id)
+    assert (refunded["status"], refunded["closed_units"]) == ("refunded", 0)
+    assert account(http)["quota"] == quota_before

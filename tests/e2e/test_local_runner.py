@@ -10,6 +10,7 @@ import boto3
 import httpx
 import pytest
 
+from gateway.store.accounts import ledger_pks
 from tests.e2e.conftest import DEMO_KEY, LocalGateway
 
 pytestmark = pytest.mark.e2e
@@ -19,11 +20,12 @@ KINDS = ("chat", "image", "plant", "bad_plant", "subscription")
 def _ledger(gateway: LocalGateway, user_id: int) -> list[dict]:
     db = boto3.client("dynamodb", endpoint_url=gateway.emulator_url, region_name="us-east-1",
                       aws_access_key_id="local", aws_secret_access_key="local")
-    answer = db.query(TableName="AccountsTable", ConsistentRead=True,
-                      KeyConditionExpression="pk = :pk AND begins_with(sk, :usage)",
-                      ExpressionAttributeValues={":pk": {"S": f"USER#{user_id}"}, ":usage": {"S": "USAGE#"}})
+    items = [item for pk in ledger_pks(user_id)  # the user's ledger shards
+             for item in db.query(TableName="AccountsTable", ConsistentRead=True,
+                                  KeyConditionExpression="pk = :pk AND begins_with(sk, :usage)",
+                                  ExpressionAttributeValues={":pk": {"S": pk}, ":usage": {"S": "USAGE#"}})["Items"]]
     return [{"request_id": i["request_id"]["S"], "model": i["model"]["S"], "units": int(i["units"]["N"]),
-             "outcome": i["outcome"]["S"]} for i in answer["Items"]]
+             "outcome": i["outcome"]["S"]} for i in items]
 
 
 def _send(url: str, key: str, number: int, kind: str) -> tuple[int, str, httpx.Response]:

@@ -26,9 +26,9 @@ ANSWER = "You said: Hello there"
 CENTS_PER_UNIT = 100 / UNITS_PER_USD
 
 
-def cents(input_tokens: int, output_tokens: int, cached: int = 0, model: str = MODEL) -> float:
+def cents(input_tokens: int, output_tokens: int, cached: int = 0, model: str = MODEL, written: int = 0) -> float:
     return token_cost(SHIPPED[model], input_tokens=input_tokens, output_tokens=output_tokens,
-                      cached_input_tokens=cached) * CENTS_PER_UNIT
+                      cached_input_tokens=cached, cache_write_tokens=written) * CENTS_PER_UNIT
 
 
 @pytest.fixture
@@ -126,8 +126,9 @@ def test_messages_with_a_base64_image_and_cache_control(an, spent):
     assert message.content[0].text.startswith(ANSWER)
     usage = message.usage
     cached = usage.cache_read_input_tokens or 0
-    total_input = usage.input_tokens + cached + (usage.cache_creation_input_tokens or 0)
-    assert spent() == pytest.approx(cents(total_input, usage.output_tokens, cached), abs=1e-9)
+    written = usage.cache_creation_input_tokens or 0
+    total_input = usage.input_tokens + cached + written
+    assert spent() == pytest.approx(cents(total_input, usage.output_tokens, cached, written=written), abs=1e-9)
 
 
 # --- content generation --------------------------------------------------------------------------

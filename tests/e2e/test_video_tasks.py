@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.conftest import account
+from tests.e2e.conftest import account, closed_reservation
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:The Sora API:DeprecationWarning")]
 
@@ -42,20 +42,26 @@ def result(http: httpx.Client, key: str, task_id: str) -> dict:
     return answer.json()
 
 
-def test_a_delta_task_goes_from_submit_to_succeeded_by_itself(http, demo_key):
+def test_a_delta_task_goes_from_submit_to_succeeded_by_itself_and_is_settled_to_what_it_delivered(
+        gateway, http, demo_key):
     quota_before = account(http)["quota"]
+    # Given two videos asked for, of which the upstream delivers one (the hold is twice the price)
     submitted = http.post("/v1/video/generations", headers=auth(demo_key), json={
-        "model": "delta-3.1-fast-generate-001", "instances": [{"prompt": "a lighthouse at night"}],
-        "parameters": {"durationSeconds": 6, "generateAudio": False}})
+        "model": "delta-3.1-fast-generate-001", "instances": [{"prompt": "a lighthouse at night #fault=fewer"}],
+        "parameters": {"durationSeconds": 6, "generateAudio": False, "sampleCount": 2}})
     assert submitted.status_code == 200, submitted.text
     body = submitted.json()
     assert body["task_status"] == "pending" and set(body) == {"task_id", "task_status", "message"}
+    assert account(http)["quota"] == quota_before - 900_000  # held: 0.15 USD/s x 6 s x 2 videos
     done = wait_for(lambda: result(http, demo_key, body["task_id"]),
                     lambda r: r["task_status"] in ("succeeded", "failed"), "the delta task")
     assert done["task_status"] == "succeeded" and done["video_id"] == body["task_id"]
     assert done["video_result"] and done["video_results"] == [done["video_result"]] and done["duration"] == "6"
     assert httpx.get(done["video_result"]).content[4:8] == b"ftyp"
-    assert account(http)["quota"] == quota_before - 450_000  # 0.15 USD/s x 6 s
+    # Then the reservation is settled at the one video's price, and the rest of the hold came back
+    settled = closed_reservation(gateway, body["task_id"])
+    assert (settled["status"], settled["closed_units"]) == ("settled", 450_000)
+    assert account(http)["quota"] == quota_before - 450_000  # 0.15 USD/s x 6 s x 1 video
 
 
 def test_a_zeta_task_goes_from_submit_to_succeeded_by_itself(http, demo_key):
@@ -69,7 +75,8 @@ def test_a_zeta_task_goes_from_submit_to_succeeded_by_itself(http, demo_key):
     assert done["task_status"] == "succeeded" and done["video_result"].endswith(".mp4")
 
 
-def test_an_epsilon_video_with_the_openai_sdk_completes_and_its_content_downloads(gateway_url, demo_key, http):
+def test_an_epsilon_video_with_the_openai_sdk_completes_and_its_content_downloads(gateway, gateway_url, demo_key,
+                                                                                    http):
     quota_before = account(http)["quota"]
     with openai.OpenAI(api_key=demo_key, base_url=f"{gateway_url}/v1", max_retries=0, timeout=30) as sdk:
         video = sdk.videos.create(prompt="a paper boat", model="epsilon-2", seconds="4", size="720x1280")
@@ -82,10 +89,12 @@ def test_an_epsilon_video_with_the_openai_sdk_completes_and_its_content_download
     thumbnail = http.get(f"/videos/{video.id}/content", params={"variant": "thumbnail"}, headers=auth(demo_key))
     assert thumbnail.status_code == 200 and thumbnail.headers["content-type"] == "image/webp"
     assert thumbnail.content[8:12] == b"WEBP"
+    settled = closed_reservation(gateway, video.id)
+    assert (settled["status"], settled["closed_units"]) == ("settled", 200_000)
     assert account(http)["quota"] == quota_before - 200_000  # 0.10 USD/s x 4 s
 
 
-def test_a_failed_task_gives_back_exactly_its_reservation(http, demo_key):
+def test_a_failed_task_gives_back_exactly_its_reservation(gateway, http, demo_key):
     quota_before = account(http)["quota"]
     submitted = http.post("/v1/videos", headers=auth(demo_key),
                           json={"prompt": "doomed #fault=fail", "model": "epsilon-2-pro", "seconds": "12"})
@@ -95,7 +104,9 @@ def test_a_failed_task_gives_back_exactly_its_reservation(http, demo_key):
     done = wait_for(lambda: http.get(f"/v1/videos/{video_id}", headers=auth(demo_key)).json(),
                     lambda v: v["status"] in ("completed", "failed"), "the failing video")
     assert done["status"] == "failed" and "Simulated generation failure" in done["error"]["message"]
-    wait_for(lambda: account(http)["quota"], lambda q: q == quota_before, "the refund")
+    refunded = closed_reservation(gateway, video_id)
+    assert (refunded["status"], refunded["closed_units"]) == ("refunded", 0)
+    assert account(http)["quota"] == quota_before
     early = http.get(f"/videos/{video_id}/content", headers=auth(demo_key))
     assert early.status_code == 409 and early.json()["error"]["code"] == "video_not_ready"
 

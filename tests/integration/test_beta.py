@@ -19,6 +19,7 @@ from gateway.settings import get_settings
 from gateway.store.aws import client
 from gateway.tasks import callbacks, engine
 from tests.conftest import api_event, serve_asgi, use_environment
+from tests.integration.money_support import assert_nothing_held
 from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 
 SUBMIT = "/beta/v1/beta-2-pro"
@@ -114,6 +115,7 @@ def test_an_image_that_expired_before_the_gateway_could_keep_it_fails_and_is_ref
     answer = get_result(functions, lambda_context, task_id, demo["key"])[1]
     assert answer["status"] == "Error" and "expired" in answer["details"]["error"]
     assert quota(accounts) == before and [e["outcome"] for e in ledger_of(accounts, task_id)] == ["refunded"]
+    assert_nothing_held(accounts, before)
 
 
 def test_without_a_results_bucket_the_link_relays_the_upstreams_bytes_until_they_expire(
@@ -145,6 +147,7 @@ def test_a_failed_or_moderated_image_is_refunded_exactly_once(
     assert engine.poll_once(task_id) == "done"
     assert quota(accounts) == before
     assert [(e["outcome"], e["reserved_units"]) for e in ledger_of(accounts, task_id)] == [("refunded", UNITS)]
+    assert_nothing_held(accounts, before)
 
 
 def test_a_polling_url_on_a_host_the_channel_does_not_allow_is_never_called_and_the_task_is_refunded(
@@ -165,6 +168,7 @@ def test_a_polling_url_on_a_host_the_channel_does_not_allow_is_never_called_and_
         assert answer["status"] == "Error" and "does not allow" in answer["details"]["error"]
         assert quota(accounts) == before
         assert [e["outcome"] for e in ledger_of(accounts, task_id)] == ["refunded"]
+        assert_nothing_held(accounts, before)
     finally:
         use_environment(**saved)
 
@@ -184,6 +188,7 @@ def test_a_status_word_the_gateway_does_not_know_keeps_polling_until_the_sweeper
     assert get_result(functions, lambda_context, task_id, demo["key"])[1]["status"] == "Error"
     assert quota(accounts) == before
     assert [e["outcome"] for e in ledger_of(accounts, task_id)] == ["refunded"]
+    assert_nothing_held(accounts, before)
 
 
 def test_an_unknown_or_foreign_id_answers_task_not_found(tasks_env, functions, demo, accounts, lambda_context):
@@ -218,6 +223,7 @@ def test_every_bad_value_is_refused_naming_the_field_and_holds_nothing(
     status, answer = submit(functions, lambda_context, body, demo["key"])
     assert status == 400 and set(answer) == {"detail"} and answer["detail"].startswith(f"{field}:"), answer
     assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert_nothing_held(accounts, before)
 
 
 def test_an_upstream_refusal_is_relayed_in_the_detail_shape_and_refunded(
@@ -226,6 +232,7 @@ def test_an_upstream_refusal_is_relayed_in_the_detail_shape_and_refunded(
     status, answer = submit(functions, lambda_context, {**BODY, "prompt": "x #fault=reject"}, demo["key"])
     assert status == 400 and "Simulated rejection" in answer["detail"]
     assert quota(accounts) == before and task_count() == 0
+    assert_nothing_held(accounts, before)
 
 
 def test_no_key_is_a_401_in_the_detail_shape(tasks_env, functions, lambda_context):

@@ -1,12 +1,15 @@
 """The metering core against the emulator: reserve, settle and refund, under concurrency and retries."""
 
+import time
 from concurrent.futures import ThreadPoolExecutor
+from unittest.mock import create_autospec
 
 import pytest
 
 from gateway.admission import billing
 from gateway.auth import authenticate
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
+from tests.integration.money_support import closed_as, open_reservations
 
 
 @pytest.fixture
@@ -77,6 +80,23 @@ def test_refund_returns_the_whole_hold_exactly_once(limited, accounts):
     assert accounts.get_key(limited.key_hash)["remain_quota"] == 600
     (entry,) = accounts.ledger(7)
     assert (entry["units"], entry["outcome"]) == (0, "refunded")
+    assert entry["log_type"] == billing.LOG_ERROR  # a refund is a failed request unless told otherwise
+
+
+def test_an_account_too_low_behind_a_key_with_room_is_told_as_the_accounts_quota(accounts):
+    # Given a user with 100 units and a key limited to 600: the account, not the key, runs short
+    accounts.create_user(username="eve", quota=100, user_id=12)
+    principal = authenticate({"x-api-key": accounts.create_key(12, name="k", quota=600)[0]})
+    with pytest.raises(InsufficientQuota) as refused:
+        billing.reserve(principal, 300, model="m-small", route="test", reservation_id="short-account")
+    assert "account's remaining quota is too low" in refused.value.message
+
+
+def test_a_reservation_recorded_before_holds_had_times_reads_as_time_zero():
+    record = {"reservation_id": "old", "user_id": 1, "key_hash": "h", "key_id": "k", "limited_key": False,
+              "units": 5, "model": "m", "route": "r", "status": billing.RESERVED}
+    old = billing.Reservation.from_record(record)
+    assert (old.created_at, old.hold_until) == (0, 0)
 
 
 def test_a_revoked_key_cannot_reserve_even_while_its_lookup_is_cached(limited, accounts):
@@ -152,8 +172,10 @@ def test_a_settlement_within_the_hold_records_no_shortfall(limited, accounts):
 
 
 def test_the_sweeper_refunds_a_reservation_past_its_hold_exactly_once_saying_why(limited, accounts):
-    # Given one request whose hold ran out (it crashed) and one still within its time
-    stale = billing.reserve_request(limited, 200, model="m-small", route="test", request_id="crashed")
+    # Given one request whose hold ran out (it crashed) and one still within its time (durable
+    # reservations: a crashed request's lease is swept in tests/integration/test_money_model.py)
+    stale = billing.reserve(limited, 200, model="m-small", route="test", reservation_id="crashed",
+                            hold_seconds=billing.REQUEST_HOLD_SECONDS)
     billing.reserve(limited, 100, model="m-small", route="test", reservation_id="running", hold_seconds=10_000)
     closed = billing.reserve_request(limited, 50, model="m-small", route="test", request_id="closed")
     billing.settle(closed, 50)
@@ -179,3 +201,50 @@ def test_a_request_hold_outlasts_the_longest_request_and_a_task_hold_the_task_ma
                            hold_seconds=billing.task_hold_seconds())
     assert request.hold_until - request.created_at > 900  # the text function's timeout
     assert task.hold_until - task.created_at > get_settings().task_max_age_seconds
+
+
+def test_a_settlement_above_the_hold_whose_quota_keeps_shrinking_still_charges_the_hold(accounts, monkeypatch):
+    # Given a request that held 300 of 1000 units and came to 5000, and other requests of the
+    # same user that take a unit each time this settlement reads what is left (contention)
+    accounts.create_user(username="dee", quota=1000, user_id=11)
+    principal = authenticate({"x-api-key": accounts.create_key(11, name="k")[0]})
+    reservation = billing.reserve(principal, 300, model="m-small", route="test", reservation_id="shrinking")
+    real_left = billing._left
+
+    def left_then_spent(reservation):
+        left = real_left(reservation)
+        accounts.add_user_quota(11, -1)  # another request of the user's spends after the read
+        return left
+
+    monkeypatch.setattr(billing, "_left", create_autospec(billing._left, side_effect=left_then_spent))
+    # When it settles
+    assert billing.settle(reservation, 5000) is True
+    # Then every attempt above the hold was refused, and the last one charged the hold itself:
+    # settled (never left open for the sweeper to refund: served free), the quota never below 0
+    closed_as("shrinking", billing.SETTLED, 300)
+    assert open_reservations(11) == []
+    (entry,) = accounts.ledger(11)
+    assert (entry["units"], entry["shortfall"]) == (300, 4700)
+    assert accounts.get_user(11, consistent=True)["quota"] == 1000 - 300 - (billing._SETTLE_ATTEMPTS - 1)
+
+
+def test_a_ledger_entry_and_a_reservation_carry_their_times(limited, accounts, monkeypatch):
+    # Given entries kept for 30 days
+    monkeypatch.setenv("GATEWAY_LEDGER_RETENTION_DAYS", "30")
+    from gateway.settings import reload_settings
+
+    reload_settings()
+    try:
+        before = time.time()
+        reservation = billing.reserve(limited, 100, model="m-small", route="test", reservation_id="timed")
+        billing.settle(reservation, 60)
+        after = time.time()
+    finally:
+        monkeypatch.delenv("GATEWAY_LEDGER_RETENTION_DAYS")
+        reload_settings()
+    # Then the reservation knows when it was made, the entry when it was written (in ms), and
+    # the entry expires exactly 30 days after it was written
+    assert int(before) <= billing.get_reservation("timed").created_at <= after
+    (entry,) = accounts.ledger(7)
+    assert before * 1000 - 1000 <= entry["at"] <= after * 1000
+    assert entry["expires_ttl"] == entry["at"] // 1000 + 30 * 86400

@@ -9,6 +9,7 @@ import pytest
 
 from gateway.settings import get_settings
 from gateway.tasks import engine
+from tests.integration.money_support import assert_nothing_held
 from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 
 SUBMIT = "/gamma/api/v1/services/aigc/video-generation/video-synthesis"
@@ -156,6 +157,7 @@ def test_every_bad_value_is_an_invalid_parameter_naming_the_field_and_holds_noth
     assert status == 400 and answer["code"] == "InvalidParameter" and answer["request_id"]
     assert answer["message"].startswith(f"{field}:"), answer["message"]
     assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert_nothing_held(accounts, before)
 
 
 def test_a_body_that_is_not_json_is_an_invalid_parameter(tasks_env, functions, demo, lambda_context):
@@ -170,6 +172,7 @@ def test_an_upstream_refusal_is_relayed_in_the_gamma_shape_and_refunded(
     assert status == 400 and set(answer) == {"request_id", "code", "message"}
     assert "DataInspectionFailed" in answer["message"]
     assert quota(accounts) == before and task_count() == 0
+    assert_nothing_held(accounts, before)
 
 
 def test_keys_missing_and_wrong_answer_in_the_spec_and_upstream_shapes(tasks_env, functions, lambda_context):

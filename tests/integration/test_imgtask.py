@@ -16,6 +16,7 @@ from gateway.imagetypes import detect_image_type
 from gateway.tasks import callbacks
 from gateway_local.simulators import imgtask as simulator
 from tests.conftest import serve_asgi
+from tests.integration.money_support import assert_nothing_held
 from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 from tests.integration.test_task_faults import Receiver
 
@@ -222,6 +223,7 @@ def test_a_modal_action_waits_in_modal_holding_nothing_until_the_modal_completes
     record = fetch(functions, lambda_context, modal_id, demo["key"])[1]
     assert record["status"] == "MODAL" and record["action"] == "ZOOM"
     assert quota(accounts) == before and ledger_of(accounts, modal_id) == []
+    assert_nothing_held(accounts, before)
     queues.polls(lambda_context)
     assert fetch(functions, lambda_context, modal_id, demo["key"])[1]["status"] == "MODAL"
     # A modal without its prompt is refused, still holding nothing
@@ -361,6 +363,7 @@ def test_a_bad_submit_is_a_400_naming_the_field_and_holds_nothing(tasks_env, fun
     assert status == 400 and answer["code"] == 4 and answer["result"] is None
     assert answer["description"].startswith(field), answer
     assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert_nothing_held(accounts, before)
 
 
 def test_an_action_needs_one_of_the_parents_buttons_and_the_callers_own_parent(
@@ -421,6 +424,8 @@ def test_a_modal_the_upstream_refuses_ends_the_task_failed_and_refunded_once(
 
 def test_a_modal_refused_for_quota_waits_again_and_two_completions_never_both_run(
         tasks_env, functions, queues, demo, accounts, lambda_context, clock, monkeypatch):
+    from unittest.mock import create_autospec
+
     from gateway.admission import billing
     from gateway.errors import Conflict, InsufficientQuota
     from gateway.tasks import engine
@@ -431,7 +436,7 @@ def test_a_modal_refused_for_quota_waits_again_and_two_completions_never_both_ru
     def empty_wallet(*args, **kwargs):
         raise InsufficientQuota("the account's remaining quota is too low")
 
-    monkeypatch.setattr(billing, "reserve", empty_wallet)
+    monkeypatch.setattr(billing, "reserve", create_autospec(billing.reserve, side_effect=empty_wallet))
     status, answer = post(functions, lambda_context, "/imgtask/submit/modal",
                           {"taskId": modal_id, "prompt": "--zoom 2"}, demo["key"])
     assert status == 403 and fetch(functions, lambda_context, modal_id, demo["key"])[1]["status"] == "MODAL"

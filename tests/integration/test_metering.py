@@ -5,6 +5,8 @@ and a bill is written before the client has the end of its answer."""
 from __future__ import annotations
 
 import json
+import uuid
+from decimal import Decimal
 from typing import Any
 
 import anyio
@@ -13,10 +15,12 @@ import pytest
 
 from gateway.api import text
 from gateway.errors import InsufficientQuota
-from gateway.prices import SHIPPED, token_cost
+from gateway.prices import SHIPPED, token_cost, usd_to_units
+from gateway.sse import SSEParser
 from gateway.store.accounts import AccountsRepository
 from gateway_local.server import simulators_app
 from tests.conftest import load_function
+from tests.integration.money_support import assert_nothing_held
 from tests.integration.test_text import ENTRY, ROUTES, body_for, channel, inbound, run
 
 LARGE = SHIPPED["m-large"]
@@ -40,6 +44,7 @@ def test_n_128_on_a_nearly_empty_account_is_refused_and_the_quota_stays_above_ze
     assert refused.value.status == 403
     assert int(accounts.get_user(20, consistent=True)["quota"]) == 10_000
     assert accounts.ledger(20) == []
+    assert_nothing_held(accounts, 10_000, user_id=20)
 
 
 def test_candidate_count_100_on_a_limited_key_is_refused_and_the_key_keeps_its_quota(store, accounts, catalog):
@@ -174,7 +179,8 @@ def test_another_users_request_with_the_id_of_an_in_flight_request_is_not_billed
 
     catalog([channel("chat")])
     a = authenticate({"authorization": f"Bearer {demo['key']}"})
-    billing.reserve_request(a, 100, model="m-small", route="test", request_id="a-request")
+    billing.reserve(a, 100, model="m-small", route="test", reservation_id="a-request",
+                    hold_seconds=billing.REQUEST_HOLD_SECONDS)
     key_b = _user_with(accounts, 1_000_000, user_id=21)
     before_a = int(accounts.get_user(1, consistent=True)["quota"])
     # When user B's request to the text function carries that id in a forged request context
@@ -187,3 +193,45 @@ def test_another_users_request_with_the_id_of_an_in_flight_request_is_not_billed
     assert int(accounts.get_user(1, consistent=True)["quota"]) == before_a
     assert billing.get_reservation("a-request").status == billing.RESERVED
     assert [e["request_id"] for e in accounts.ledger(21)] == [answer.headers["x-request-id"]]
+
+
+# --- cache writes, priced at the upstream's cache-write rates ----------------------------------------
+
+def _cached_prompt(ttl: str | None) -> dict[str, Any]:
+    """A messages request whose long system prompt is marked for the prompt cache."""
+    mark = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+    return {"model": "m-small", "max_tokens": 50, "stream": True,
+            "system": [{"type": "text", "text": "You are a careful assistant. " * 40 + ttl_word(ttl),
+                        "cache_control": mark}],
+            "messages": [{"role": "user", "content": "Hello there"}]}
+
+
+def ttl_word(ttl: str | None) -> str:
+    return f" (cache kept {ttl or '5m'}, test {uuid.uuid4().hex})"  # a prefix never seen before: a write
+
+
+@pytest.mark.parametrize("ttl,rate", [(None, "cache_write_per_million"), ("1h", "cache_write_1h_per_million")])
+def test_a_messages_stream_reporting_cache_writes_is_billed_at_the_cache_write_rate(demo, catalog, ttl, rate):
+    # Given a messages channel that writes the marked prefix to its cache (5 minutes, or an hour)
+    catalog([channel("messages")])
+    request = inbound("messages", demo["key"], body=_cached_prompt(ttl))
+    status, _, data = run("messages", request)
+    assert status == 200
+    # When the stream reports cache_creation_input_tokens
+    start = next(d for e, d in _events(data) if e == "message_start")["message"]["usage"]
+    written = start["cache_creation_input_tokens"]
+    assert written > 300 and start["cache_creation"]["ephemeral_1h_input_tokens"] == (written if ttl else 0)
+    end = next(d for e, d in reversed(_events(data)) if e == "message_delta")["usage"]
+    # Then the bill prices the written tokens at that rate, the rest of the prompt at the input rate
+    small = SHIPPED["m-small"]
+    usd = (Decimal(start["input_tokens"]) * small.input_per_million + Decimal(written) * getattr(small, rate)
+           + Decimal(end["output_tokens"]) * small.output_per_million) / 1_000_000
+    entry = next(e for e in AccountsRepository().ledger(1) if e["request_id"] == request.request_id)
+    assert int(entry["units"]) == usd_to_units(usd)
+    assert int(entry["detail"]["cache_write_tokens"]) == written
+    # and the write rate is what the upstream sells: dearer than the plain input it was billed at before
+    assert getattr(small, rate) == small.input_per_million * (Decimal("2") if ttl else Decimal("1.25"))
+
+
+def _events(data: bytes) -> list[tuple[str | None, Any]]:
+    return [(e.event, json.loads(e.data)) for e in SSEParser().feed(data) if not e.is_done]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from unittest.mock import create_autospec
 
 import pytest
 from starlette.applications import Starlette
@@ -20,6 +21,7 @@ from gateway.store.aws import client
 from gateway.store.tasks import TasksRepository
 from gateway.tasks import callbacks, engine
 from tests.conftest import serve_asgi
+from tests.integration.money_support import assert_nothing_held, closed_as
 from tests.integration.tasks_support import ledger_of, stored
 from tests.integration.test_video import DELTA, DELTA_UNITS, ZETA, ZETA_UNITS, quota, result, submit
 
@@ -90,7 +92,7 @@ def test_a_crash_between_the_terminal_write_and_the_settlement_is_finished_by_th
     def crash(*args, **kwargs):
         raise RuntimeError("the function died before settling")
 
-    monkeypatch.setattr(billing, "settle", crash)
+    monkeypatch.setattr(billing, "settle", create_autospec(billing.settle, side_effect=crash))
     with pytest.raises(RuntimeError):
         engine.poll_once(task_id)
     task = stored(task_id)
@@ -144,7 +146,8 @@ def test_the_sweeper_function_answers_a_scheduled_event(tasks_env, functions, la
     event = json.loads((EVENTS / "task_sweeper.json").read_text())
     assert functions["task_sweeper"].lambda_handler(event, lambda_context) == {
         "requeued": 0, "timed_out": 0, "finished": 0, "stale": 0,
-        "reservations": {"refunded": 0, "already_closed": 0}, "channels": {"probed": 0, "recovered": 0}}
+        "reservations": {"refunded": 0, "already_closed": 0, "leases_folded": 0, "leases_already_closed": 0},
+        "channels": {"probed": 0, "recovered": 0}}
 
 
 def test_a_poll_message_that_is_not_a_task_is_reported_as_a_batch_item_failure(tasks_env, functions, lambda_context):
@@ -325,3 +328,63 @@ def test_the_sweeper_function_re_enqueues_an_overdue_poll_and_times_out_a_stuck_
         assert messages
     finally:
         use_environment(**saved)
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_an_upstream_that_says_succeeded_without_a_video_link_fails_the_task_and_refunds_it(
+        tasks_env, functions, demo, accounts, lambda_context, inline):
+    from gateway.tasks.adapter import InlineResult, TaskSnapshot
+
+    before = quota(accounts)
+    task_id = _submit(functions, lambda_context, demo["key"])
+    # Given an upstream poll that says "succeeded" with no video link (nothing, or the bytes inline)
+    snapshot = TaskSnapshot(status="succeeded", upstream_status="SUCCEEDED", progress=100, result_urls=[],
+                            error=None, duration=None, raw={},
+                            inline_results=[InlineResult("video/mp4", b"....ftyp")] if inline else [])
+    # When the engine records it
+    assert engine.record(TasksRepository().get(task_id), snapshot) == "finished"
+    # Then the task failed saying why, and the whole hold came back: nothing is billed for no video
+    task = stored(task_id)
+    assert task["status"] == "failed"
+    assert task["error"] == ("the upstream returned the video inline; this gateway relays video links only" if inline
+                             else "the upstream finished without a video")
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("refunded", 0)]
+    closed_as(task_id, billing.REFUNDED)
+    assert_nothing_held(accounts, before)
+
+
+def test_each_poll_of_a_running_task_is_counted_so_the_next_one_waits_longer(
+        tasks_env, functions, demo, lambda_context):
+    # (the tests' environment polls at once: poll_delay's growth is tests/unit/video's to check)
+    task_id = _submit(functions, lambda_context, demo["key"])
+    polls = []
+    for _ in range(2):  # the upstream is still working (the simulators' clock has not moved)
+        assert engine.poll_once(task_id) == "running"
+        polls.append(int(stored(task_id)["polls"]))
+    assert polls == [1, 2]
+
+
+def test_the_sweeper_finishes_a_task_left_terminal_but_unsettled_and_counts_it_once(
+        tasks_env, functions, demo, accounts, lambda_context, clock, monkeypatch):
+    task_id = _submit(functions, lambda_context, demo["key"])
+    clock.advance()
+    # Given a poller that died after writing "succeeded", before settling
+    monkeypatch.setattr(billing, "settle", create_autospec(billing.settle, side_effect=RuntimeError("died")))
+    with pytest.raises(RuntimeError):
+        engine.poll_once(task_id)
+    monkeypatch.undo()
+    # When the sweeper comes by once its grace has passed, it finishes it (and says so, once)
+    later = time.time() + get_settings().task_sweep_grace_seconds + 5
+    assert engine.sweep(now=later) == {"requeued": 0, "timed_out": 0, "finished": 1, "stale": 0}
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", DELTA_UNITS)]
+
+
+def test_a_sweep_that_finds_the_task_moved_meanwhile_counts_it_stale_and_enqueues_nothing(
+        tasks_env, functions, queues, demo, lambda_context, monkeypatch):
+    task_id = _submit(functions, lambda_context, demo["key"])
+    queues.purge("TaskPollQueue")
+    # Given the sweeper's copy of an overdue task is behind: its conditional update finds it moved
+    monkeypatch.setattr(TasksRepository, "update", create_autospec(TasksRepository.update, return_value=None))
+    overdue = time.time() + get_settings().task_sweep_grace_seconds + 5
+    assert engine.sweep(now=overdue) == {"requeued": 0, "timed_out": 0, "finished": 0, "stale": 1}
+    assert queues.depth("TaskPollQueue") == 0 and stored(task_id)["status"] == "submitted"

@@ -24,6 +24,7 @@ from gateway.sse import SSEParser
 from gateway.store.accounts import AccountsRepository
 from gateway.upstreams.base import Timeouts
 from gateway_local.server import simulators_app
+from tests.integration.money_support import open_reservations
 
 PRICE = SHIPPED["m-small"]
 ROUTES = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses",
@@ -86,6 +87,9 @@ def ledger(request_id: str) -> dict[str, Any]:
     return entries[0]
 
 
+DEMO_QUOTA = 500_000_000  # the demo fixture's
+
+
 def quota() -> int:
     return int(AccountsRepository().get_user(1, consistent=True)["quota"])
 
@@ -97,7 +101,9 @@ def events_of(data: bytes) -> list[tuple[str | None, Any]]:
 def units_of(entry: dict[str, Any]) -> int:
     detail = entry["detail"]
     return token_cost(PRICE, input_tokens=int(detail["input_tokens"]), output_tokens=int(detail["output_tokens"]),
-                      cached_input_tokens=int(detail["cached_input_tokens"]))
+                      cached_input_tokens=int(detail["cached_input_tokens"]),
+                      cache_write_tokens=int(detail.get("cache_write_tokens", 0)),
+                      cache_write_1h_tokens=int(detail.get("cache_write_1h_tokens", 0)))
 
 
 # --- every dialect through every protocol ----------------------------------------------------------
@@ -182,6 +188,7 @@ def test_a_5xx_on_the_only_channel_is_a_502_and_refunded(demo, catalog):
     with pytest.raises(UpstreamFailed):
         run("content", request)
     assert quota() == before and ledger(request.request_id)["outcome"] == "refunded"
+    assert open_reservations(1) == []
 
 
 @pytest.mark.parametrize("dialect", ["chat", "messages", "content"])
@@ -196,6 +203,7 @@ def test_a_plain_answer_not_started_within_the_first_byte_time_is_a_504_and_refu
     with pytest.raises(UpstreamTimeout):
         run(dialect, request, timeouts=Timeouts(first_byte=0.3))
     assert quota() == before and ledger(request.request_id)["outcome"] == "refunded"
+    assert open_reservations(1) == []
 
 
 def test_a_model_no_channel_serves_is_a_404_naming_it_and_nothing_is_reserved(demo, catalog):
@@ -205,6 +213,7 @@ def test_a_model_no_channel_serves_is_a_404_naming_it_and_nothing_is_reserved(de
         run("chat", request)
     assert "m-small" in caught.value.message
     assert not AccountsRepository().ledger(1)
+    assert open_reservations(1) == [] and quota() == DEMO_QUOTA
 
 
 def test_a_model_with_no_price_is_refused_never_served_free(demo, catalog):
@@ -213,6 +222,7 @@ def test_a_model_with_no_price_is_refused_never_served_free(demo, catalog):
     with pytest.raises(InvalidRequest) as caught:
         run("chat", request)
     assert caught.value.code == "model_not_priced" and not AccountsRepository().ledger(1)
+    assert open_reservations(1) == [] and quota() == DEMO_QUOTA
 
 
 def test_prices_of_the_channels_document_override_the_shipped_table(demo, catalog):
@@ -246,6 +256,7 @@ def test_bad_input_is_refused_before_any_charge(demo, catalog):
         run("messages", inbound("messages", demo["key"], body=bad))
     assert caught.value.param == "thinking.budget_tokens"
     assert not AccountsRepository().ledger(1)
+    assert open_reservations(1) == [] and quota() == DEMO_QUOTA
 
 
 # --- cut streams and clients that go away -------------------------------------------------------------

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from tests.integration.money_support import assert_nothing_held
 from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 
 DELTA = {"model": "delta-3.0-generate-001", "instances": [{"prompt": "a red fox in the snow"}],
@@ -218,6 +219,7 @@ def test_every_rule_of_a_generation_answers_a_clear_400_taking_no_quota_and_stor
     assert set(answer["error"]) == {"message", "type", "param", "code"}
     assert answer["error"]["type"] == "invalid_request_error" and named in answer["error"]["message"]
     assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert_nothing_held(accounts, before)
 
 
 BAD_VIDEOS = [
@@ -241,6 +243,7 @@ def test_every_rule_of_an_epsilon_video_answers_a_clear_400_taking_no_quota_and_
     assert status == 400, answer
     assert answer["error"]["type"] == "invalid_request_error" and answer["error"]["message"].startswith(named)
     assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert_nothing_held(accounts, before)
 
 
 @pytest.mark.parametrize("raw", ["", "not json", "[1, 2]", '{"model": 5}'])

@@ -45,6 +45,26 @@ def test_a_cooling_channel_is_skipped_while_another_serves_the_model():
     assert [c.name for c in catalog.candidates("m-large", ["chat"])] == ["main"]  # nothing else serves it
 
 
+def test_a_failover_leaves_the_failed_channel_resting_for_the_next_request():
+    # Given two channels of one priority, and a request whose first choice fails with a 503
+    from gateway.upstreams.errors import UpstreamError
+    from gateway.upstreams.verdict import first_success
+
+    catalog = Catalog.from_document(DOC)
+    order = catalog.candidates("m-small", ["chat"])
+
+    def attempt(channel):
+        if channel is order[0]:
+            raise UpstreamError(503, "overloaded")
+        return "answer"
+
+    # When the failover walk moves on to the second one (the real health bookkeeping, no stand-in)
+    assert first_success(order, attempt) == ("answer", order[1])
+    # Then every next request tries the one that answered first and the failed one last
+    for _ in range(50):
+        assert [c.name for c in catalog.candidates("m-small", ["chat"])] == [order[1].name, order[0].name]
+
+
 def test_an_unserved_model_is_not_found_by_name():
     with pytest.raises(NotFound, match="'m-unknown'"):
         Catalog.from_document(DOC).candidates("m-unknown", ["chat"])

@@ -18,6 +18,64 @@ def test_token_cost_prices_cached_input_at_its_own_rate():
     assert token_cost(price, input_tokens=2000, cached_input_tokens=1000, output_tokens=2000) == 1775
 
 
+def test_token_cost_prices_cache_writes_at_the_5_minute_and_1_hour_write_rates():
+    price = PriceTable().get("m-small")  # 0.50 in; writes 0.625 (1.25x) for 5 minutes, 1.00 (2x) for an hour
+    # 1000 fresh = 0.0005, 1000 cached = 0.00005, 2000 written of which 1000 for an hour = 0.000625 + 0.001
+    assert token_cost(price, input_tokens=4000, cached_input_tokens=1000, cache_write_tokens=2000,
+                      cache_write_1h_tokens=1000, output_tokens=0) == usd_to_units(Decimal("0.002175"))
+    # Writes only for 5 minutes: 1.25x the input rate
+    assert token_cost(price, input_tokens=1_000_000, cache_write_tokens=1_000_000, output_tokens=0) == 312_500
+    # All for an hour: 2x
+    assert token_cost(price, input_tokens=1_000_000, cache_write_tokens=1_000_000, cache_write_1h_tokens=1_000_000,
+                      output_tokens=0) == 500_000
+    # A 1-hour count above the writes counts as writes, never as more tokens than were written
+    assert token_cost(price, input_tokens=10, cache_write_tokens=10, cache_write_1h_tokens=99,
+                      output_tokens=0) == usd_to_units(Decimal(10) / 1_000_000)
+
+
+def test_a_prompt_without_cache_counts_is_priced_at_the_input_rate_alone():
+    price = PriceTable({"p": {"input_per_million": 1_000_000, "output_per_million": 0, "cache_write_per_million":
+                              2_000_000, "cache_write_1h_per_million": 4_000_000}}).get("p")
+    assert token_cost(price, input_tokens=1, output_tokens=0) == usd_to_units(Decimal(1))
+
+
+def test_the_shipped_text_prices_carry_the_upstreams_cache_ratios():
+    for model in ("m-small", "m-large"):
+        price = PriceTable().get(model)
+        assert price.cached_input_per_million == price.input_per_million * Decimal("0.1")
+        assert price.cache_write_per_million == price.input_per_million * Decimal("1.25")
+        assert price.cache_write_1h_per_million == price.input_per_million * 2
+
+
+def test_unset_cache_write_rates_fall_back_to_the_input_rate_then_the_5_minute_rate():
+    plain = PriceTable({"p": {"input_per_million": 2, "output_per_million": 0}}).get("p")
+    assert token_cost(plain, input_tokens=1_000_000, cache_write_tokens=1_000_000, cache_write_1h_tokens=500_000,
+                      output_tokens=0) == usd_to_units(Decimal(2))
+    five = PriceTable({"p": {"input_per_million": 2, "output_per_million": 0,
+                             "cache_write_per_million": 3}}).get("p")
+    assert token_cost(five, input_tokens=1_000_000, cache_write_tokens=1_000_000, cache_write_1h_tokens=500_000,
+                      output_tokens=0) == usd_to_units(Decimal(3))
+
+
+def test_the_channels_document_prices_cache_writes_too():
+    table = PriceTable({"m-x": {"input_per_million": 1, "output_per_million": 2, "cache_write_per_million": "1.25",
+                                "cache_write_1h_per_million": 2}})
+    assert (table.get("m-x").cache_write_per_million, table.get("m-x").cache_write_1h_per_million) == \
+        (Decimal("1.25"), Decimal(2))
+    with pytest.raises(ValueError, match="prices.m-y: cache_write_per_million must not be negative"):
+        PriceTable({"m-y": {"input_per_million": 1, "cache_write_per_million": -1}})
+
+
+def test_unit_cost_multiplies_each_count_and_adds_an_edits_input_image_tokens():
+    price = PriceTable({"p": {"per_call": "0.2", "per_image": "0.04", "image_input_per_million": 10,
+                              "per_second": "0.1"}}).get("p")
+    assert unit_cost(price, calls=3) == usd_to_units(Decimal("0.6"))
+    assert unit_cost(price, images=2, image_input_tokens=1000) == usd_to_units(Decimal("0.08") + Decimal("0.01"))
+    assert unit_cost(price, seconds=Decimal("2.5")) == usd_to_units(Decimal("0.25"))
+    # input image tokens of a model that does not price them are free
+    assert unit_cost(PriceTable().get("theta-3"), images=1, image_input_tokens=1000) == usd_to_units(Decimal("0.04"))
+
+
 def test_overrides_replace_and_extend_the_shipped_table():
     table = PriceTable({"m-small": {"input_per_million": 1, "output_per_million": 2},
                         "new-video": {"per_second": "0.2"}})

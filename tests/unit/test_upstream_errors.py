@@ -1,5 +1,6 @@
 """One failure type for every upstream call: its retry rule, its Retry-After, and the one failover walk."""
 
+
 import httpx
 import pytest
 
@@ -61,7 +62,34 @@ def test_failover_with_every_channel_failed_or_no_time_left_answers_once():
     with pytest.raises(RateLimited) as caught:
         first_success([Channel("a"), Channel("b")], limited)
     assert caught.value.headers == {"Retry-After": "3"}
+    # A wait under a second is told as one second, never zero nor rounded up further
+    with pytest.raises(RateLimited) as caught:
+        first_success([Channel("a")], lambda channel: (_ for _ in ()).throw(
+            UpstreamError(429, "slow down", retry_after=0.2)))
+    assert caught.value.headers == {"Retry-After": "1"}
     with pytest.raises(UpstreamFailed, match="2 upstream attempts failed"):
         first_success([Channel("a"), Channel("b")], lambda channel: (_ for _ in ()).throw(UpstreamError(500, "x")))
     with pytest.raises(Exception, match="no time left"):
         first_success([Channel("a")], lambda channel: "never", can_try=lambda: False, no_attempt="no time left")
+
+
+def test_the_summary_of_every_channel_failing_names_the_last_failure():
+    messages = iter(["first down", "second down"])
+
+    def attempt(channel):
+        raise UpstreamError(500, next(messages))
+
+    with pytest.raises(UpstreamFailed, match="2 upstream attempts failed; last: second down"):
+        first_success([Channel("a"), Channel("b")], attempt)
+
+
+def test_once_no_time_is_left_no_further_channel_is_tried():
+    tried, time_left = [], iter([True, False, True])
+
+    def attempt(channel):
+        tried.append(channel.name)
+        raise UpstreamError(503, "down")
+
+    with pytest.raises(UpstreamFailed):
+        first_success([Channel("a"), Channel("b"), Channel("c")], attempt, can_try=lambda: next(time_left))
+    assert tried == ["a"]  # the walk ends at the first "no time left", whatever is asked after

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gateway.errors import InvalidRequest, NotFound, RateLimited, UpstreamFailed, UpstreamTimeout
+from gateway.errors import InvalidRequest, NotFound, PayloadTooLarge, RateLimited, UpstreamFailed, UpstreamTimeout
 from gateway.upstreams.errors import UpstreamError
 from gateway.upstreams.verdict import exhausted_error, record_failure, relayed_error
 
@@ -18,6 +18,18 @@ class _Channel:
     (UpstreamError(504, "upstream timed out", retryable=False), UpstreamTimeout, 504),
     (UpstreamError(502, "accepted without an id", retryable=False), UpstreamFailed, 502),
     (UpstreamError(422, "unprocessable", retryable=False), InvalidRequest, 422),
+    # the edges of the ranges: a 499 is the upstream's verdict on the request, a 500 its own failure,
+    # a status below 400 on a failure an answer of the wrong shape
+    (UpstreamError(499, "client closed", retryable=False), InvalidRequest, 499),
+    (UpstreamError(500, "broke", retryable=False), UpstreamFailed, 502),
+    (UpstreamError(399, "odd", retryable=False), UpstreamFailed, 502),
+    (UpstreamError(400, "bad", retryable=False), InvalidRequest, 400),
+    # every status about the channel's own account is the gateway's problem, never the client's key
+    (UpstreamError(402, "pay up"), UpstreamFailed, 502),
+    (UpstreamError(403, "forbidden"), UpstreamFailed, 502),
+    (UpstreamError(407, "proxy auth"), UpstreamFailed, 502),
+    (UpstreamError(413, "too large"), PayloadTooLarge, 413),
+    (UpstreamError(414, "uri too long"), InvalidRequest, 414),
 ])
 def test_a_final_upstream_answer_becomes_the_gateway_error_of_its_kind(failure, kind, status):
     # Given a failure that asking again would not cure

@@ -111,7 +111,7 @@ def _load_key(key_hash: str) -> dict[str, Any] | None:
         hit, record = _cache.get(key_hash, ttl)
         if hit:
             return record
-    record = AccountsRepository().get_key(key_hash)
+    record = AccountsRepository().get_key(key_hash, balances=False)
     # A disabled key comes back when its user is enabled: never remembered, so enabling takes
     # effect at once (a revoked or deleted key, or no key, stays that way and is remembered).
     if ttl > 0 and (record is None or record.get("status") != "disabled"):

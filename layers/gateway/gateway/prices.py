@@ -24,6 +24,11 @@ class Price:
     input_per_million: Decimal | None = None
     output_per_million: Decimal | None = None
     cached_input_per_million: Decimal | None = None
+    # Writing a prompt cache entry (the messages dialect's `cache_creation_input_tokens`, the chat
+    # and responses dialects' `cache_write_tokens`): for 5 minutes, and for an hour where the
+    # upstream sells that (its own, dearer, rate). Unset: the input rate (the 1-hour: the 5-minute).
+    cache_write_per_million: Decimal | None = None
+    cache_write_1h_per_million: Decimal | None = None
     per_image: Decimal | None = None
     image_input_per_million: Decimal | None = None  # input images of an edit, per token the upstream reports
     per_second: Decimal | None = None
@@ -47,12 +52,15 @@ def _p(**spec: Any) -> Price:
     return Price.of(spec)
 
 
-# Text models of the built-in simulators and the neutral demo names of architecture.md.
-_TEXT = {name: _p(input_per_million=i, output_per_million=o, cached_input_per_million=c) for name, i, o, c in [
-    ("m-small", "0.50", "1.50", "0.05"),
-    ("m-large", "3.00", "15.00", "0.30"),
-    ("m-embed", "0.02", "0", "0"),
+# Text models of the built-in simulators and the neutral demo names of architecture.md, at the
+# ratios the upstreams sell by: a cache read 0.1x the input, a cache write 1.25x (5 minutes) or 2x
+# (1 hour), as the messages upstream prices them.
+_TEXT = {name: _p(input_per_million=i, output_per_million=o, cached_input_per_million=c, cache_write_per_million=w,
+                  cache_write_1h_per_million=h) for name, i, o, c, w, h in [
+    ("m-small", "0.50", "1.50", "0.05", "0.625", "1.00"),
+    ("m-large", "3.00", "15.00", "0.30", "3.75", "6.00"),
 ]}
+_TEXT["m-embed"] = _p(input_per_million="0.02", output_per_million="0", cached_input_per_million="0")
 
 # Image models (per image produced; edits multiply by n; iota edits add their input images' tokens).
 _IMAGES = {
@@ -143,18 +151,28 @@ def units_to_whole_usd(units: int) -> int:
     return int(units_to_usd(units).to_integral_value(rounding=ROUND_FLOOR))
 
 
-def token_cost(price: Price, *, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> int:
-    """Units for a text request; cached input tokens at the cached rate (or the input rate)."""
+def token_cost(price: Price, *, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0,
+               cache_write_tokens: int = 0, cache_write_1h_tokens: int = 0) -> int:
+    """Units for a text request. `input_tokens` is the whole prompt: of it, cached reads at the
+    cached rate, cache writes at the cache-write rate (`cache_write_1h_tokens` of them, written
+    for an hour, at the 1-hour rate), the rest at the input rate; a rate the price leaves unset
+    falls back to the input rate (the 1-hour to the 5-minute)."""
     if price.input_per_million is None and price.output_per_million is None:
         raise InvalidRequest("this model is not priced per token", param="model")
-    fresh = max(input_tokens - cached_input_tokens, 0)
-    cached_rate = price.cached_input_per_million
-    if cached_rate is None:
-        cached_rate = price.input_per_million or Decimal(0)
-    usd = (Decimal(fresh) * (price.input_per_million or 0)
-           + Decimal(cached_input_tokens) * cached_rate
+    input_rate = price.input_per_million or Decimal(0)
+    cached_rate = _or(price.cached_input_per_million, input_rate)
+    write_rate = _or(price.cache_write_per_million, input_rate)
+    write_1h_rate = _or(price.cache_write_1h_per_million, write_rate)
+    fresh = max(input_tokens - cached_input_tokens - cache_write_tokens, 0)
+    written_1h = min(cache_write_1h_tokens, cache_write_tokens)
+    usd = (Decimal(fresh) * input_rate + Decimal(cached_input_tokens) * cached_rate
+           + Decimal(cache_write_tokens - written_1h) * write_rate + Decimal(written_1h) * write_1h_rate
            + Decimal(output_tokens) * (price.output_per_million or 0)) / MILLION
     return usd_to_units(usd)
+
+
+def _or(rate: Decimal | None, fallback: Decimal) -> Decimal:
+    return fallback if rate is None else rate
 
 
 def unit_cost(price: Price, *, images: Decimal | int = 0, seconds: Decimal | int = 0, calls: Decimal | int = 0,

@@ -22,6 +22,7 @@ from gateway.errors import InvalidRequest
 from gateway.schemas.text import ChatRequest, EmbeddingsRequest, ResponsesRequest
 from gateway.sse import DONE, encode
 from gateway.validation import parse_model
+from gateway_local.simulators import rules
 from gateway_local.simulators.images import routes as image_routes
 
 from ._honour import Tools
@@ -66,6 +67,8 @@ async def _parse(request: Request, model: type) -> Any:
     body = await json_body(request)
     if body is None:
         return error(400, "We could not parse the JSON body of your request.")
+    if refused := rules.chat.refusal(request.url.path, body):
+        return error(400, *refused)
     try:
         return parse_model(model, body)
     except InvalidRequest as exc:

@@ -29,6 +29,7 @@ from gateway.schemas.text import (
 from gateway.sse import encode
 from gateway.validation import parse_model
 
+from . import rules
 from ._honour import Tools
 from ._text import (
     Plan,
@@ -128,6 +129,8 @@ async def model_action(request: Request) -> Response:
     body = await json_body(request)
     if not isinstance(body, dict):
         return error(400, "Invalid JSON payload received.")
+    if refused := rules.content.refusal(action, body):
+        return error(400, refused[0])
     try:
         req: Any = parse_model(CONTENT_ACTIONS[action], body)  # the model of that action
     except InvalidRequest as exc:

@@ -3,7 +3,8 @@
 Mounted at `/delta`; every path here is relative to the mount. A task's state is computed from
 the time since it was submitted (`GATEWAY_SIM_TASK_SECONDS`, default 3), so nothing runs in the
 background. Faults, written anywhere in the prompt: `#fault=fail` (the operation ends with an
-error), `#fault=reject` (the submit answers 400), `#fault=500` (the submit answers 500). A base
+error), `#fault=fewer` (one video fewer than `sampleCount` asked, at least one), `#fault=reject`
+(the submit answers 400), `#fault=500` (the submit answers 500). A base
 URL ending in `/fault/<status>` (e.g. `/delta/fault/500`) answers every request with that status.
 """
 
@@ -97,7 +98,8 @@ async def operation(request: Request) -> Response:
     if task["fault"] == "fail":
         return JSONResponse({"name": name, "done": True,
                              "error": {"code": 13, "message": "simulated generation failure (#fault=fail)"}})
-    samples = [{"video": {"uri": f"{_mount_url(request)}/files/{task_id}-{n}.mp4"}} for n in range(task["count"])]
+    count = task["count"] - (task["fault"] == "fewer" and task["count"] > 1)
+    samples = [{"video": {"uri": f"{_mount_url(request)}/files/{task_id}-{n}.mp4"}} for n in range(count)]
     return JSONResponse({"name": name, "done": True, "response": {
         "@type": "type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse",
         "generateVideoResponse": {"generatedSamples": samples}}})

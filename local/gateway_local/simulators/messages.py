@@ -23,6 +23,7 @@ from gateway.sse import encode
 from gateway.tokens import estimate_value_tokens
 from gateway.validation import parse_model
 
+from . import rules
 from ._honour import Tools
 from ._text import (
     Plan,
@@ -62,8 +63,8 @@ async def _parse(request: Request) -> MessagesRequest | Response:
     body = await json_body(request)
     if not isinstance(body, dict):
         return error(400, "request body must be a JSON object")
-    if request.url.path.endswith("/v1/messages") and "max_tokens" not in body:
-        return error(400, "max_tokens: Field required")  # the gateway must fill in its default
+    if refused := rules.messages.refusal(request.url.path, body):
+        return error(400, refused[0])  # the upstream's own rules (max_tokens required, no unknown field, ...)
     try:
         return parse_model(MessagesRequest, body)
     except InvalidRequest as exc:
@@ -82,8 +83,9 @@ def _prompt(data: dict[str, Any]) -> tuple[str, int]:
     return " ".join(texts), media
 
 
-def _cache_usage(data: dict[str, Any]) -> tuple[int, int]:
-    """(cache_creation, cache_read) tokens of the prefix ending at the last cache_control mark."""
+def _cache_usage(data: dict[str, Any]) -> tuple[int, int, int]:
+    """(cache_creation, cache_read, of the creation those kept for an hour) tokens of the prefix
+    ending at the last cache_control mark (`"ttl": "1h"` on that mark: written for an hour)."""
     blocks: list[Any] = list(data.get("tools") or [])
     system = data.get("system")
     blocks += system if isinstance(system, list) else [system] if system else []
@@ -92,14 +94,14 @@ def _cache_usage(data: dict[str, Any]) -> tuple[int, int]:
         blocks += content if isinstance(content, list) else [content]
     marked = [i for i, b in enumerate(blocks) if isinstance(b, dict) and b.get("cache_control")]
     if not marked:
-        return 0, 0
+        return 0, 0, 0
     prefix = blocks[: marked[-1] + 1]
     tokens = estimate_value_tokens(prefix)
     key = hashlib.sha256(json.dumps([data["model"], prefix], sort_keys=True).encode()).hexdigest()
     if key in _cached_prefixes:
-        return 0, tokens
+        return 0, tokens, 0
     _cached_prefixes.add(key)
-    return tokens, 0
+    return tokens, 0, tokens if blocks[marked[-1]]["cache_control"].get("ttl") == "1h" else 0
 
 
 async def messages(request: Request) -> Response:
@@ -113,7 +115,7 @@ async def messages(request: Request) -> Response:
         return error(status, "Overloaded (simulated)" if status == 529 else
                      "Rate limited (simulated)" if status == 429 else f"Simulated failure {status}")
     await before_answer(fault)
-    created, read = _cache_usage(data)
+    created, read, hour = _cache_usage(data)
     plan = plan_answer(prompt, input_tokens=max(0, req.estimate_input_tokens() - created - read),
                        max_tokens=req.max_tokens, stop=req.stop_sequences,
                        tools=_tools(data), json_schema=_schema(data), thinking=req.thinking is not None,
@@ -121,7 +123,8 @@ async def messages(request: Request) -> Response:
     message_id, tool_id = new_id("msg_"), new_id("toolu_")
     signature = hashlib.sha256(" ".join(plan.thinking).encode()).hexdigest()
     usage = {"input_tokens": plan.input_tokens, "cache_creation_input_tokens": created,
-             "cache_read_input_tokens": read, "output_tokens": plan.output_tokens, "service_tier": "standard"}
+             "cache_read_input_tokens": read, "output_tokens": plan.output_tokens, "service_tier": "standard",
+             "cache_creation": {"ephemeral_5m_input_tokens": created - hour, "ephemeral_1h_input_tokens": hour}}
     blocks: list[dict[str, Any]] = []
     if plan.thinking:
         blocks.append({"type": "thinking", "thinking": "".join(plan.thinking), "signature": signature})

@@ -41,6 +41,24 @@ def test_messages_input_tokens_exclude_cache_reads_and_writes():
     assert usage_to_messages(read) == usage
 
 
+def test_messages_cache_writes_kept_for_an_hour_are_read_apart_and_written_back():
+    # Given 50 tokens written to the cache, 20 of them for an hour (the 1-hour write is dearer)
+    usage = {"input_tokens": 100, "output_tokens": 42, "cache_read_input_tokens": 0,
+             "cache_creation_input_tokens": 50,
+             "cache_creation": {"ephemeral_5m_input_tokens": 30, "ephemeral_1h_input_tokens": 20}}
+    read = usage_from_messages(usage)
+    assert read == Usage(150, 42, cache_creation_input_tokens=50, cache_creation_1h_input_tokens=20)
+    assert usage_to_messages(read) == usage
+    # A split that claims more hour-long writes than writes counts no more than were written
+    assert usage_from_messages({**usage, "cache_creation": {"ephemeral_1h_input_tokens": 99}}) \
+        .cache_creation_1h_input_tokens == 50
+    assert usage_from_messages({**usage, "cache_creation": "bogus"}).cache_creation_1h_input_tokens == 0
+
+
+def test_messages_input_tokens_never_go_below_zero_when_the_cache_counts_exceed_the_prompt():
+    assert usage_to_messages(Usage(10, 1, cached_input_tokens=8, cache_creation_input_tokens=5))["input_tokens"] == 0
+
+
 def test_content_thoughts_count_as_output_because_they_are_billed_as_output():
     # Given content usage metadata with cached prompt tokens and thoughts
     metadata = {"promptTokenCount": 1000, "cachedContentTokenCount": 200, "candidatesTokenCount": 50,

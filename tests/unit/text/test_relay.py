@@ -14,9 +14,10 @@ from gateway.api import text
 from gateway.auth import Principal
 from gateway.errors import InvalidRequest, NotFound, UpstreamFailed
 from gateway.formats.usage import Usage
-from gateway.prices import SHIPPED
+from gateway.prices import SHIPPED, usd_to_units
 from gateway.routing.channels import Channel
 from gateway.tokens import estimate_tokens
+from tests.stand_in_support import stand_in
 
 PRINCIPAL = Principal(user_id=1, key_hash="h", key_id="k", key_name="test", unlimited=True, allowed_models=None,
                       expires_at=0)
@@ -33,9 +34,10 @@ class Bill:
 @pytest.fixture
 def bill(monkeypatch) -> Bill:
     record = Bill()
-    monkeypatch.setattr(billing, "settle", lambda reservation, units, detail=None: record.settled.append(
-        (units, detail)) or True)
-    monkeypatch.setattr(billing, "refund", lambda reservation, reason="": record.refunded.append(reason) or True)
+    monkeypatch.setattr(billing, "settle", stand_in(billing.settle, lambda call: record.settled.append(
+        (call["units"], call["detail"])) or True))
+    monkeypatch.setattr(billing, "refund", stand_in(billing.refund, lambda call: record.refunded.append(
+        call["reason"]) or True))
     return record
 
 
@@ -44,9 +46,10 @@ def channels(*names: str) -> list[Channel]:
                     models=frozenset({"*"})) for name in names]
 
 
-def prepared(body: dict[str, Any], chans: list[Channel]) -> text._Prepared:
-    call = text.parse_call(text.GENERATE, "chat", text.Inbound(path="/v1/chat/completions", headers={}, query={},
-                                                               body=json.dumps(body).encode()))
+def prepared(body: dict[str, Any], chans: list[Channel], dialect: str = "chat") -> text._Prepared:
+    path = {"chat": "/v1/chat/completions", "responses": "/v1/responses"}[dialect]
+    call = text.parse_call(text.GENERATE, dialect, text.Inbound(path=path, headers={}, query={},
+                                                                body=json.dumps(body).encode()))
     reservation = billing.Reservation(reservation_id="r1", user_id=1, key_hash="h", key_id="k", limited_key=False,
                                       units=10_000, model="m-small", route="/v1/chat/completions")
     return text._Prepared(call, PRINCIPAL, SHIPPED["m-small"], chans, reservation)
@@ -221,3 +224,39 @@ def test_one_pooled_upstream_client_serves_every_request_of_an_event_loop():
 
     first, second = anyio.run(twice)
     assert first is second
+
+
+# --- cache writes the upstream reports, at the cache-write rate ------------------------------------
+
+def _chat_answer(usage: dict[str, Any]) -> dict[str, Any]:
+    return {"id": "c1", "object": "chat.completion", "created": 1, "model": "up", "usage": usage,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi"}}]}
+
+
+def _responses_answer(usage: dict[str, Any]) -> dict[str, Any]:
+    return {"id": "resp_1", "object": "response", "created_at": 1, "status": "completed", "model": "up",
+            "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                        "content": [{"type": "output_text", "text": "Hi", "annotations": []}]}],
+            "usage": usage}
+
+
+@pytest.mark.parametrize("dialect,answer,usage", [
+    ("chat", _chat_answer, {"prompt_tokens": 3000, "completion_tokens": 10, "total_tokens": 3010,
+                            "prompt_tokens_details": {"cached_tokens": 500, "cache_write_tokens": 2000}}),
+    ("responses", _responses_answer, {"input_tokens": 3000, "output_tokens": 10, "total_tokens": 3010,
+                                      "input_tokens_details": {"cached_tokens": 500, "cache_write_tokens": 2000},
+                                      "output_tokens_details": {"reasoning_tokens": 0}}),
+])
+def test_cache_writes_an_upstream_reports_are_billed_at_the_cache_write_rate(bill, dialect, answer, usage):
+    # Given an upstream whose usage says 2000 of the 3000 prompt tokens were written to its cache
+    prep = prepared({"model": "m-small", **({"messages": [{"role": "user", "content": "hi"}]} if dialect == "chat"
+                                             else {"input": "hi"})}, channels("only"), dialect)
+    serve(prep, lambda request: httpx.Response(200, json=answer(usage)))
+    # Then 500 fresh tokens at the input rate, 500 cached reads, 2000 writes at the write rate
+    (units, detail), = bill.settled
+    small = SHIPPED["m-small"]
+    usd = (500 * small.input_per_million + 500 * small.cached_input_per_million
+           + 2000 * small.cache_write_per_million + 10 * small.output_per_million) / 1_000_000
+    assert units == usd_to_units(usd) and detail["cache_write_tokens"] == 2000
+    assert units > usd_to_units((2500 * small.input_per_million + 500 * small.cached_input_per_million
+                                 + 10 * small.output_per_million) / 1_000_000)

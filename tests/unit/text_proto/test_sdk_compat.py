@@ -71,7 +71,7 @@ def test_openai_responses_plain_and_streamed(oa):
 
 
 def test_openai_responses_incomplete_at_max_output_tokens(oa):
-    response = oa.responses.create(model="m-small", input="Hello there", max_output_tokens=3)
+    response = oa.responses.create(model="m-small", input="Hello there " * 20, max_output_tokens=16)
     assert response.status == "incomplete" and response.incomplete_details.reason == "max_output_tokens"
 
 

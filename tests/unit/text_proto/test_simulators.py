@@ -109,8 +109,8 @@ def test_responses_stream_has_the_full_event_sequence():
 
 
 def test_responses_end_incomplete_at_max_output_tokens():
-    got = events(post("/chat/v1/responses", {"model": "m", "input": "Hello there", "stream": True,
-                                             "max_output_tokens": 2}, CHAT))
+    got = events(post("/chat/v1/responses", {"model": "m", "input": "Hello there " * 20, "stream": True,
+                                             "max_output_tokens": 16}, CHAT))  # the upstream's least
     assert got[-1].event == "response.incomplete"
     assert got[-1].json()["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
 

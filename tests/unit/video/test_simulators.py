@@ -1,7 +1,5 @@
 """The simulated delta, zeta and epsilon upstreams speak their wire protocols, envelopes included."""
 
-import time
-
 import pytest
 
 from gateway_local.simulators import delta, epsilon, zeta
@@ -100,12 +98,14 @@ def test_result_urls_follow_where_the_simulator_is_mounted(clock):
     assert url == f"http://127.0.0.1:9000/files/{task_id}.mp4"
 
 
-def test_task_time_comes_from_the_environment(sim, monkeypatch):
-    # Given a short task time and the real clock, when that time has passed, the task is done.
-    monkeypatch.setenv("GATEWAY_SIM_TASK_SECONDS", "0.2")
+def test_task_time_comes_from_the_environment(sim, clock, monkeypatch):
+    # Given a task time of 7 s from the environment, on the simulators' (fake) clock
+    monkeypatch.setenv("GATEWAY_SIM_TASK_SECONDS", "7")
     name = sim.post(DELTA_SUBMIT, json=DELTA_BODY, headers=GOOG).json()["name"]
+    # Then the task is running just before that time and done once it has passed
+    clock.advance(6.9)
     assert sim.get(f"/delta/v1beta/{name}", headers=GOOG).json()["done"] is False
-    time.sleep(0.25)
+    clock.advance(0.2)
     assert sim.get(f"/delta/v1beta/{name}", headers=GOOG).json()["done"] is True
 
 

@@ -1,6 +1,13 @@
-"""Metering: reserve the worst case before a request, then settle to the real price or refund.
+"""Metering: hold the worst case before a request, then settle to the real price or refund.
 
-Each step is one DynamoDB transaction over the accounts table:
+The admission path's front door. A synchronous request (`reserve_request`) is held on a quota
+lease of the serving instance (`gateway.admission.leases`: no DynamoDB call before the upstream
+call while the instance has a lease with the units free; closing it writes the lease and the
+ledger entry, never the account's own items). A task (`reserve`: held for up to its maximum age,
+closed by another invocation) keeps a durable reservation record. `settle` and `refund` close
+either kind; `sweep_stale` returns what a dead holder left, of either kind, exactly once.
+
+A durable reservation's steps are each one DynamoDB transaction over the accounts table:
 
 - `reserve` creates the reservation record and takes the units from the user's quota and, for a
   limited key, the key's quota, each conditioned on enough being left: concurrent requests can
@@ -25,11 +32,22 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from gateway import observability
+from gateway.admission import leases
+from gateway.admission.ledger import (
+    LOG_CONSUME,
+    LOG_ERROR,
+    LOG_REFUND,
+    REFUNDED,
+    REQUEST_HOLD_SECONDS,
+    RESERVED,
+    SETTLED,
+    Reservation,
+    entry,
+)
 from gateway.auth import USER_DISABLED, Principal, key_refusal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota, RateLimited
 from gateway.observability import logger
@@ -41,52 +59,20 @@ from gateway.store.accounts import (
     hold_index_keys,
     hold_shard,
     key_pk,
-    ledger_index,
+    quota_debit,
     reservation_pk,
-    usage_sk,
     user_pk,
 )
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
-RESERVED, SETTLED, REFUNDED = "reserved", "settled", "refunded"
 #: How long a closed reservation, and a finished task (`tasks.engine.finish`), is kept before TTL deletes it.
 CLOSED_KEPT_SECONDS = 30 * 86400
-# The request log's entry types (`gateway.api.requestlog`): a settled request; a refund because the
-# request failed (the upstream failed or refused it, its function died: a stale hold); any other
-# refund (the client went away first, a task was cancelled).
-LOG_CONSUME, LOG_ERROR, LOG_REFUND = 2, 5, 6
-# How long after it was reserved a request's hold may still be in use: the longest request
-# function's timeout (the text function's 900 s) plus a margin for the settlement itself.
-REQUEST_HOLD_SECONDS = 900 + 120
 # A task's reservation is closed by the task engine, which fails a task past its maximum age;
 # the sweeper steps in only well after that (a task record that was never written).
 TASK_HOLD_MARGIN_SECONDS = 3600
 # A settlement above the hold retries with what is left this many times before it charges the
 # hold alone (concurrent requests of the same account may keep taking what is left).
 _SETTLE_ATTEMPTS = 4
-
-
-@dataclass(frozen=True)
-class Reservation:
-    reservation_id: str
-    user_id: int
-    key_hash: str
-    key_id: str
-    limited_key: bool
-    units: int
-    model: str
-    route: str
-    status: str = RESERVED
-    created_at: int = 0
-    hold_until: int = 0  # 0: reserved before holds had a deadline (never swept)
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Reservation:
-        return cls(reservation_id=record["reservation_id"], user_id=int(record["user_id"]),
-                   key_hash=record["key_hash"], key_id=record["key_id"], limited_key=bool(record["limited_key"]),
-                   units=int(record["units"]), model=record["model"], route=record["route"],
-                   status=record["status"], created_at=int(record.get("created_at") or 0),
-                   hold_until=int(record.get("hold_until") or 0))
 
 
 def _table() -> str:
@@ -131,14 +117,10 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
                           ExpressionAttributeValues=to_values(
                               {":now": now, ":active": "active", ":u": units, ":neg": -units}))
     try:
-        _transact([
+        transact([
             {"Put": {"TableName": table, "Item": to_item(record),
                      "ConditionExpression": "attribute_not_exists(pk)"}},
-            {"Update": {"TableName": table, "Key": to_item({"pk": user_pk(principal.user_id), "sk": PROFILE}),
-                        "UpdateExpression": "ADD quota :neg",
-                        "ConditionExpression": "quota >= :u AND #s = :enabled",
-                        "ExpressionAttributeNames": {"#s": "status"},
-                        "ExpressionAttributeValues": to_values({":u": units, ":neg": -units, ":enabled": 1})}},
+            quota_debit(table, principal.user_id, units),
             {"Update": key_update},
         ])
     except Exception as exc:
@@ -167,11 +149,34 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
     return Reservation.from_record(record)
 
 
-def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str) -> Reservation:
-    """`reserve` for a synchronous request, keyed by the gateway's request id and held no longer
-    than a request can run."""
-    return reserve(principal, units, model=model, route=route, reservation_id=request_id,
-                   hold_seconds=REQUEST_HOLD_SECONDS)
+def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str,
+                    pool: leases.LeasePool | None = None, claim_id: bool = False) -> Reservation:
+    """Holds a synchronous request's worst case on a quota lease of this instance (`pool`, by
+    default the process's), keyed by the gateway's request id, after the admission steps
+    (`gateway.admission.steps`) let it in. Raises `InsufficientQuota`, `AuthenticationFailed`,
+    `Conflict` for an id already used, or a step's refusal.
+
+    `claim_id`: the id is not one this process just made (API Gateway's request id, which a
+    replayed event carries again): it is claimed first, in one conditional write of its own
+    (never on the account's items), so that an id is served once. The text function makes a fresh
+    id per request and claims nothing: no DynamoDB call before its upstream call."""
+    if claim_id:
+        _claim(request_id)
+    return (pool or leases.pool()).hold(principal, units, model=model, route=route, request_id=request_id)
+
+
+def _claim(request_id: str) -> None:
+    """Marks a request id used, in the reservations' own namespace (`RES#<id>`): an id that has a
+    reservation or a claim already, whoever's, is a `Conflict`."""
+    try:
+        _db().put_item(TableName=_table(), Item=to_item({
+            "pk": reservation_pk(request_id), "sk": "RES", "reservation_id": request_id, "status": "claimed",
+            "created_at": int(time.time())}), ConditionExpression="attribute_not_exists(pk)")
+    except Exception as exc:
+        if not is_condition_failure(exc):
+            raise
+        raise Conflict(f"request id {request_id} has already been used; a request is billed once under its own id",
+                       code="duplicate_request") from None
 
 
 # DynamoDB cancels a transaction that meets another one on the same item (a user's profile and
@@ -179,11 +184,11 @@ def reserve_request(principal: Principal, units: int, *, model: str, route: str,
 _CONFLICT_ATTEMPTS = 6
 
 
-def _transact(writes: list[dict[str, Any]]) -> None:
+def transact(writes: list[dict[str, Any]], *, attempts: int = _CONFLICT_ATTEMPTS) -> None:
     """One transaction, asked again (with a short random pause) while it is cancelled only for a
     conflict with another transaction; a failed condition or anything else is raised at once, so a
     conflict is never read as "already closed" or "quota too low"."""
-    for attempt in range(_CONFLICT_ATTEMPTS):
+    for attempt in range(attempts):
         try:
             _db().transact_write_items(TransactItems=writes)
             return
@@ -192,11 +197,11 @@ def _transact(writes: list[dict[str, Any]]) -> None:
             if "TransactionConflict" not in reasons or "ConditionalCheckFailed" in reasons:
                 raise
             observability.incident("TransactionConflicts")
-            if attempt == _CONFLICT_ATTEMPTS - 1:
+            if attempt == attempts - 1:
                 observability.incident("AccountBusy")
                 raise RateLimited("the account is busy with other requests at this moment; retry",
                                   code="account_busy", headers={"Retry-After": "1"}) from None
-            time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
+            time.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
@@ -205,19 +210,24 @@ def _reasons(exc: Exception) -> list[str | None]:
 
 
 def get_reservation(reservation_id: str) -> Reservation | None:
-    found = _db().get_item(TableName=_table(), Key=to_item({"pk": reservation_pk(reservation_id), "sk": "RES"}),
-                           ConsistentRead=True).get("Item")
-    return Reservation.from_record(from_item(found)) if found else None
+    """A durable reservation (None for none, and for an id only claimed by a leased request)."""
+    found = from_item(_db().get_item(TableName=_table(), Key=to_item({"pk": reservation_pk(reservation_id),
+                                                                      "sk": "RES"}), ConsistentRead=True).get("Item"))
+    return Reservation.from_record(found) if found and found.get("status") != "claimed" else None
 
 
-def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | None = None) -> bool:
+def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | None = None,
+           pool: leases.LeasePool | None = None) -> bool:
     """Charges the real price and returns the rest of the hold. True if this call settled it.
 
-    A price above the hold (the hold was an estimate) takes at most what the quota has left, the
-    user's and, for a limited key, the key's: the quota never goes negative through a request.
-    The ledger entry records the part that could not be charged as its `shortfall`.
+    A price above the hold (the hold was an estimate) takes at most what the quota has left (for a
+    lease hold: what the lease has free), the user's and, for a limited key, the key's: the quota
+    never goes negative through a request. The ledger entry records the part that could not be
+    charged as its `shortfall`.
     """
     wanted = max(int(units), 0)
+    if reservation.lease_id:
+        return (pool or leases.pool()).close(reservation, SETTLED, wanted, detail, wanted=wanted)
     charge = wanted
     for attempt in range(_SETTLE_ATTEMPTS):
         if attempt == _SETTLE_ATTEMPTS - 1:
@@ -230,12 +240,15 @@ def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | Non
 
 
 def refund(reservation: Reservation, *, reason: str = "", error: bool = True,
-           detail: dict[str, Any] | None = None) -> bool:
+           detail: dict[str, Any] | None = None, pool: leases.LeasePool | None = None) -> bool:
     """Gives the whole hold back. True if this call refunded it.
 
     `error` says the request failed (the log's type 5); False is a refund for another cause
     (type 6: the client went away before the answer, a task was cancelled)."""
     detail = {**(detail or {}), **({"reason": reason} if reason else {})}
+    if reservation.lease_id:
+        return (pool or leases.pool()).close(reservation, REFUNDED, 0, detail or None, wanted=0,
+                                             log_type=LOG_ERROR if error else LOG_REFUND)
     return _close(reservation, REFUNDED, 0, detail or None, log_type=LOG_ERROR if error else LOG_REFUND)
 
 
@@ -265,13 +278,14 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
         _closed_reservation(reservation, outcome, units, now),
         _user_counts(reservation, outcome, units),
         _key_counts(reservation, units),
-        _ledger_entry(reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0),
-                      log_type=log_type),
+        {"Put": {"TableName": _table(), "Item": to_item(entry(
+            reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0), log_type=log_type)),
+            "ConditionExpression": "attribute_not_exists(pk)"}},
     ]
     writes += day_total_updates(_table(), user_id=reservation.user_id, key_id=reservation.key_id,
                                 model=reservation.model, units=units, at=now)  # the usage reads' day totals
     try:
-        _transact(writes)
+        transact(writes)
     except Exception as exc:
         if not is_condition_failure(exc):
             raise
@@ -332,30 +346,18 @@ def _key_counts(reservation: Reservation, units: int) -> dict[str, Any]:
     return {"Update": update}
 
 
-def _ledger_entry(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None,
-                  now: datetime, *, shortfall: int, log_type: int) -> dict[str, Any]:
-    entry = {
-        "pk": user_pk(reservation.user_id), "sk": usage_sk(now, reservation.reservation_id),
-        "request_id": reservation.reservation_id, "key_id": reservation.key_id, "model": reservation.model,
-        "route": reservation.route, "units": units, "reserved_units": reservation.units, "outcome": outcome,
-        "at": int(now.timestamp() * 1000), "detail": detail or None,
-        "log_type": log_type, "started_at": reservation.created_at or None,
-    }
-    # The request log reads one key's or one model's entries through these index keys.
-    entry.update(ledger_index(reservation.user_id, reservation.key_id, reservation.model, str(entry["sk"])))
-    if shortfall:
-        entry["shortfall"] = shortfall  # priced but not charged: the quota had no more
-    retention = get_settings().ledger_retention_days
-    if retention:
-        entry["expires_ttl"] = int(now.timestamp()) + retention * 86400
-    return {"Put": {"TableName": _table(), "Item": to_item(entry), "ConditionExpression": "attribute_not_exists(pk)"}}
-
-
 # ---------------------------------------------------------------------------------------------
 # The sweeper's part.
 
 def overdue(now: float, limit: int = 100) -> Iterator[Reservation]:
     """Open reservations whose hold ran out before `now`, earliest first, shard by shard."""
+    for record in _overdue_records(now, limit):
+        if not leases.is_lease(record):
+            yield Reservation.from_record(record)
+
+
+def _overdue_records(now: float, limit: int = 100) -> Iterator[dict[str, Any]]:
+    """Open reservations and open quota leases (both in the hold index) past their `hold_until`."""
     for shard in range(HOLD_SHARDS):
         params: dict[str, Any] = {
             "TableName": _table(), "IndexName": "gsi1", "Limit": limit,
@@ -366,17 +368,19 @@ def overdue(now: float, limit: int = 100) -> Iterator[Reservation]:
         while True:
             answer = _db().query(**params)
             for item in answer.get("Items", []):
-                yield Reservation.from_record(from_item(item))
+                yield from_item(item)
             if "LastEvaluatedKey" not in answer:
                 break
             params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
 
 def sweep_stale(*, now: float | None = None) -> dict[str, int]:
-    """Refunds every reservation still open after its request could still be running; each
-    exactly once (the refund is conditioned on it being open), with the reason in its entry."""
+    """Refunds every reservation still open after its request could still be running, and folds
+    every quota lease still open after its holder could still be using it; each exactly once
+    (conditioned on it being open), with the reason in its entry."""
     now = time.time() if now is None else now
     counts = {"refunded": 0, "already_closed": 0}
+    counts.update(leases.sweep(r for r in _overdue_records(now) if leases.is_lease(r)))
     for reservation in overdue(now):
         if reservation.status != RESERVED:
             counts["already_closed"] += 1  # the index copy was behind
@@ -395,3 +399,8 @@ def sweep_stale(*, now: float | None = None) -> dict[str, int]:
             logger.warning("stale reservation refunded", extra={"reservation_id": reservation.reservation_id,
                                                                 "units": reservation.units})
     return counts
+
+
+__all__ = ["LOG_CONSUME", "LOG_ERROR", "LOG_REFUND", "REFUNDED", "REQUEST_HOLD_SECONDS", "RESERVED", "SETTLED",
+           "Reservation", "get_reservation", "overdue", "refund", "reserve", "reserve_request", "settle", "sweep_stale",
+           "task_hold_seconds", "transact"]

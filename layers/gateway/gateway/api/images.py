@@ -107,7 +107,8 @@ def _serve(principal: Principal, model: str, n: int, route: str, request_id: str
     deadline = time.monotonic() + budget
 
     hold = unit_cost(price, images=n, image_input_tokens=input_images * IMAGE_TOKENS_HELD_PER_INPUT)
-    reservation = billing.reserve_request(principal, hold, model=model, route=route, request_id=request_id)
+    reservation = billing.reserve_request(principal, hold, model=model, route=route, request_id=request_id,
+                                          claim_id=True)  # API Gateway's id: a replayed event is refused
     try:
         answer, channel = _first_answer(channels, call, deadline)
         result = _result(answer, n)

@@ -219,10 +219,15 @@ class Answer:
 
     def _settle(self, usage: Usage, outcome: str) -> None:
         units = token_cost(self.price, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                           cached_input_tokens=usage.cached_input_tokens)
+                           cached_input_tokens=usage.cached_input_tokens,
+                           cache_write_tokens=usage.cache_creation_input_tokens,
+                           cache_write_1h_tokens=usage.cache_creation_1h_input_tokens)
         detail = {"channel": self.channel.name, "outcome": outcome, "stream": self.call.stream,
                   "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-                  "cached_input_tokens": usage.cached_input_tokens}
+                  "cached_input_tokens": usage.cached_input_tokens,
+                  **({"cache_write_tokens": usage.cache_creation_input_tokens,
+                      "cache_write_1h_tokens": usage.cache_creation_1h_input_tokens}
+                     if usage.cache_creation_input_tokens else {})}
         try:
             billing.settle(self.reservation, units, detail=detail)
         except Exception:
@@ -319,8 +324,13 @@ class StreamedAnswer(Answer):
         input_tokens = reported.input_tokens if reported is not None and reported.input_tokens else \
             self.call.input_tokens
         output_tokens = max(reported.output_tokens if reported is not None else 0, converter.output_tokens)
-        cached = min(reported.cached_input_tokens, input_tokens) if reported is not None else 0
-        return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cached_input_tokens=cached)
+        if reported is None:
+            return Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+        cached = min(reported.cached_input_tokens, input_tokens)
+        written = min(reported.cache_creation_input_tokens, input_tokens - cached)
+        return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cached_input_tokens=cached,
+                     cache_creation_input_tokens=written,
+                     cache_creation_1h_input_tokens=min(reported.cache_creation_1h_input_tokens, written))
 
 
 def _converted(converter: StreamConverter, event: Any) -> list[bytes]:

@@ -18,6 +18,7 @@ class Usage:
     output_tokens: int
     cached_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    cache_creation_1h_input_tokens: int = 0  # of the cache writes, those kept for an hour (priced apart)
     reasoning_tokens: int = 0
 
     @property
@@ -57,25 +58,34 @@ def usage_to_chat(usage: Usage) -> dict[str, Any]:
 
 
 def usage_from_messages(usage: dict[str, Any] | None) -> Usage:
-    # The messages dialect's input_tokens leaves out both cache reads and cache writes.
+    # The messages dialect's input_tokens leaves out both cache reads and cache writes; its
+    # cache_creation object splits the writes by how long they are kept (5 minutes, 1 hour).
     cached = _count(usage, "cache_read_input_tokens")
     created = _count(usage, "cache_creation_input_tokens")
+    split = (usage or {}).get("cache_creation")
     return Usage(
         input_tokens=_count(usage, "input_tokens") + cached + created,
         output_tokens=_count(usage, "output_tokens"),
         cached_input_tokens=cached,
         cache_creation_input_tokens=created,
+        cache_creation_1h_input_tokens=min(_count(split if isinstance(split, dict) else None,
+                                                  "ephemeral_1h_input_tokens"), created),
     )
 
 
 def usage_to_messages(usage: Usage) -> dict[str, Any]:
     uncached = usage.input_tokens - usage.cached_input_tokens - usage.cache_creation_input_tokens
-    return {
+    rendered: dict[str, Any] = {
         "input_tokens": max(uncached, 0),
         "output_tokens": usage.output_tokens,
         "cache_creation_input_tokens": usage.cache_creation_input_tokens,
         "cache_read_input_tokens": usage.cached_input_tokens,
     }
+    if usage.cache_creation_1h_input_tokens:
+        hour = usage.cache_creation_1h_input_tokens
+        rendered["cache_creation"] = {"ephemeral_5m_input_tokens": usage.cache_creation_input_tokens - hour,
+                                      "ephemeral_1h_input_tokens": hour}
+    return rendered
 
 
 def usage_from_content(usage: dict[str, Any] | None) -> Usage:

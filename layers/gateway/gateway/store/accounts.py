@@ -7,7 +7,10 @@
 | key id pointer | `KEYID#<key id>` | `KEYID` |
 | system access token | `ACCESS#<sha256 of token>` | `ACCESS` |
 | reservation | `RES#<reservation id>` | `RES` (billing; while open, gsi1: `HOLD#<shard>` / `<hold until>#<id>`) |
-| ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (gsi1 `KEYLOG#<key id>`, gsi2 `USER#<id>#MODEL#<m>`) |
+| ledger entry | `USER#<id>`[`#L<shard>`] | `USAGE#<iso time>#<request id>` (gsi1 `KEYLOG#<key id>`, gsi2 |
+|  |  | `USER#<id>#MODEL#<m>`) |
+| quota lease | `LEASE#<user id>#<shard>` | `LEASE#<lease id>` (admission.leases; while open, gsi1 as a |
+|  |  | reservation's) |
 | a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (`units`, `requests`, `key:<id>:…`, `model:<name>:…`) |
 | user id counter | `COUNTER` | `USER` |
 | channel health | `CHANNEL_HEALTH` | `<channel name>` (`routing/health.py`) |
@@ -59,6 +62,42 @@ def hold_index_keys(reservation_id: str, hold_until: int) -> dict[str, str]:
             "gsi1sk": f"{int(hold_until):012d}#{reservation_id}"}
 
 
+# A user's ledger entries spread over this many partition keys (shard 0 is the user's own, where
+# every entry written before the shards lives), so that one account's settlements never meet one
+# partition's 1000 write units a second; the reads merge the shards newest first.
+LEDGER_SHARDS = 8
+
+
+def ledger_pk(user_id: int, request_id: str) -> str:
+    shard = zlib.crc32(request_id.encode()) % LEDGER_SHARDS
+    return user_pk(user_id) if shard == 0 else f"{user_pk(user_id)}#L{shard}"
+
+
+def ledger_pks(user_id: int) -> list[str]:
+    return [user_pk(user_id)] + [f"{user_pk(user_id)}#L{shard}" for shard in range(1, LEDGER_SHARDS)]
+
+
+# A user's open quota leases spread over this many partition keys (each lease takes one write per
+# request it settles); a balance read queries them all.
+LEASE_SHARDS = 8
+
+
+def lease_key(user_id: int, lease_id: str) -> dict[str, str]:
+    return {"pk": f"LEASE#{user_id}#{zlib.crc32(lease_id.encode()) % LEASE_SHARDS}", "sk": f"LEASE#{lease_id}"}
+
+
+def lease_pks(user_id: int) -> list[str]:
+    return [f"LEASE#{user_id}#{shard}" for shard in range(LEASE_SHARDS)]
+
+
+def below(sort_key: str) -> str:
+    """The greatest sort key a query may name as an inclusive bound that is still below `sort_key`
+    (a continuation without `ExclusiveStartKey`, whose table key differs from shard to shard)."""
+    if not sort_key:
+        return ""
+    return sort_key[:-1] + chr(ord(sort_key[-1]) - 1) + "\uffff"
+
+
 def usage_sk(at: datetime, request_id: str) -> str:
     return f"USAGE#{at.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z#{request_id}"
 
@@ -92,22 +131,39 @@ def day_total_updates(table: str, *, user_id: int, key_id: str, model: str, unit
     Written in the same transaction as the ledger entry, so the totals and the ledger never
     disagree; a usage read then costs the days it spans instead of every entry in them.
     """
-    day = at.astimezone(UTC).date()
-    names: dict[str, str] = {}
-    additions = []
-    for n, counter in enumerate((*day_counters(), *day_counters(key_id=key_id), *day_counters(model=model))):
-        names[f"#c{n}"] = counter
-        additions.append(f"#c{n} {':u' if counter.endswith('units') else ':one'}")
-    values: dict[str, Any] = {":u": int(units), ":one": 1}
-    expression = "ADD " + ", ".join(additions)
+    return [day_total_additions(table, user_id=user_id, day=at.astimezone(UTC).date(),
+                                counters=closed_request_counters(key_id=key_id, model=model, units=units))]
+
+
+def quota_debit(table: str, user_id: int, units: int) -> dict[str, Any]:
+    """The transaction item that takes `units` from an enabled user's quota, only if it has them."""
+    return {"Update": {"TableName": table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                       "UpdateExpression": "ADD quota :neg", "ConditionExpression": "quota >= :u AND #s = :enabled",
+                       "ExpressionAttributeNames": {"#s": "status"},
+                       "ExpressionAttributeValues": to_values({":u": units, ":neg": -units, ":enabled": 1})}}
+
+
+def closed_request_counters(*, key_id: str, model: str, units: int) -> dict[str, int]:
+    """What one closed request adds to its day's counters: units and one request, for the user,
+    its key and its model."""
+    return {counter: int(units) if counter.endswith("units") else 1
+            for counter in (*day_counters(), *day_counters(key_id=key_id), *day_counters(model=model))}
+
+
+def day_total_additions(table: str, *, user_id: int, day: date, counters: dict[str, int]) -> dict[str, Any]:
+    """The transaction item that adds `counters` (named as `day_counters` names them) to one
+    user's totals of one UTC day."""
+    names = {f"#c{n}": counter for n, counter in enumerate(counters)}
+    values: dict[str, Any] = {f":v{n}": int(amount) for n, amount in enumerate(counters.values())}
+    expression = "ADD " + ", ".join(f"#c{n} :v{n}" for n in range(len(counters)))
     retention = get_settings().ledger_retention_days
     if retention:  # a day's totals outlive its last ledger entry by the same retention
         day_end = datetime.combine(day, day_time(), UTC) + timedelta(days=1)
         values[":ttl"] = int(day_end.timestamp()) + retention * 86400
         expression += " SET expires_ttl = :ttl"
-    return [{"Update": {"TableName": table, "Key": to_item({"pk": days_pk(user_id), "sk": day.isoformat()}),
-                        "UpdateExpression": expression, "ExpressionAttributeNames": names,
-                        "ExpressionAttributeValues": to_values(values)}}]
+    return {"Update": {"TableName": table, "Key": to_item({"pk": days_pk(user_id), "sk": day.isoformat()}),
+                       "UpdateExpression": expression, "ExpressionAttributeNames": names,
+                       "ExpressionAttributeValues": to_values(values)}}
 
 
 @dataclass(frozen=True)
@@ -196,6 +252,14 @@ class AccountsRepository:
         return int(answer["Attributes"]["value"]["N"])
 
     def get_user(self, user_id: int, consistent: bool = False) -> dict[str, Any] | None:
+        """The profile as users see it: the units on the account's open quota leases included
+        (`admission.leases.account_view`); `raw_user` is the item alone."""
+        from gateway.admission import leases
+
+        profile, open_leases = leases.with_open_leases(user_id, lambda: self._get(user_pk(user_id), PROFILE, True))
+        return leases.account_view(profile, open_leases) if profile is not None else None
+
+    def raw_user(self, user_id: int, consistent: bool = False) -> dict[str, Any] | None:
         return self._get(user_pk(user_id), PROFILE, consistent)
 
     def add_user_quota(self, user_id: int, units: int) -> int:
@@ -209,11 +273,12 @@ class AccountsRepository:
             if is_condition_failure(exc):
                 raise UserNotFound(user_id) from None
             raise
-        return int(answer["Attributes"]["quota"]["N"])
+        int(answer["Attributes"]["quota"]["N"])
+        return int((self.get_user(user_id, consistent=True) or {}).get("quota", 0))  # its open leases included
 
     def set_access_token(self, user_id: int, token: str) -> None:
         """The system access token of `/api/user/self`; replaces any earlier one."""
-        user = self.get_user(user_id, consistent=True)
+        user = self.raw_user(user_id, consistent=True)
         if user is None:
             raise UserNotFound(user_id)
         token_hash = keys.hash_secret(token)
@@ -244,7 +309,7 @@ class AccountsRepository:
     def create_key(self, user_id: int, *, name: str, key: str | None = None, quota: int | None = None,
                    expires_at: int = 0, allowed_models: list[str] | None = None) -> tuple[str, dict[str, Any]]:
         """Issues a key; returns the key (shown once) and its record. `quota` None is unlimited."""
-        if self.get_user(user_id) is None:
+        if self.raw_user(user_id) is None:
             raise UserNotFound(user_id)
         secret = key or keys.new_key()
         if not keys.looks_like_key(secret):
@@ -268,8 +333,16 @@ class AccountsRepository:
         ])
         return secret, record
 
-    def get_key(self, key_hash: str) -> dict[str, Any] | None:
-        return self._get(key_pk(key_hash), "KEY")
+    def get_key(self, key_hash: str, *, balances: bool = True) -> dict[str, Any] | None:
+        """A key; with `balances`, its quota counters as users see them (its open leases included)."""
+        key = self._get(key_pk(key_hash), "KEY", consistent=balances)
+        if key is None or not balances:
+            return key
+        from gateway.admission import leases
+
+        key, open_leases = leases.with_open_leases(int(key["user_id"]),
+                                                   lambda: self._get(key_pk(key_hash), "KEY", True))
+        return leases.key_view(key, open_leases) if key is not None else None
 
     def key_hash_for_id(self, key_id: str) -> str:
         pointer = self._get(f"KEYID#{key_id}", "KEYID")
@@ -278,18 +351,25 @@ class AccountsRepository:
         return pointer["key_hash"]
 
     def list_keys(self, user_id: int, *, include_deleted: bool = False) -> list[dict[str, Any]]:
-        """The user's keys; with `include_deleted`, the deleted ones' remains too (id and name)."""
-        params: dict[str, Any] = {
-            "TableName": self.table, "IndexName": "gsi1", "KeyConditionExpression": "gsi1pk = :p",
-            "ExpressionAttributeValues": to_values({":p": f"{user_pk(user_id)}#KEYS"})}
-        found: list[dict[str, Any]] = []
-        while True:
-            answer = self._db.query(**params)
-            found.extend(from_item(item) for item in answer.get("Items", []))
-            if "LastEvaluatedKey" not in answer:
-                break
-            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
-        return found if include_deleted else [key for key in found if key.get("status") != "deleted"]
+        """A user's keys, their quota counters as users see them (open leases included); with
+        `include_deleted`, the deleted ones' remains too (id and name)."""
+        from gateway.admission import leases
+
+        def read() -> list[dict[str, Any]]:
+            params: dict[str, Any] = {
+                "TableName": self.table, "IndexName": "gsi1", "KeyConditionExpression": "gsi1pk = :p",
+                "ExpressionAttributeValues": to_values({":p": f"{user_pk(user_id)}#KEYS"})}
+            found: list[dict[str, Any]] = []
+            while True:
+                answer = self._db.query(**params)
+                found.extend(from_item(item) for item in answer.get("Items", []))
+                if "LastEvaluatedKey" not in answer:
+                    return found
+                params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+        found, open_leases = leases.with_open_leases(user_id, read)
+        return [leases.key_view(key, open_leases) for key in found
+                if include_deleted or key.get("status") != "deleted"]
 
     def revoke_key(self, key_id: str) -> None:
         self._db.update_item(
@@ -374,25 +454,28 @@ class AccountsRepository:
 
     def ledger(self, user_id: int, *, start: datetime | None = None, end: datetime | None = None,
                key_id: str | None = None) -> list[dict[str, Any]]:
-        """Ledger entries of a user between `start` and `end` (inclusive), one Query."""
+        """Ledger entries of a user between `start` and `end` (inclusive), oldest first: one Query
+        per ledger shard."""
         low = usage_sk(start, "") if start else "USAGE#"
         high = usage_sk(end, "\uffff") if end else "USAGE#\uffff"
-        params: dict[str, Any] = {
-            "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
-            # A bill is readable the moment its answer is: the settlement was written before it.
-            "ConsistentRead": True,
-            "ExpressionAttributeValues": to_values({":pk": user_pk(user_id), ":low": low, ":high": high}),
-        }
-        if key_id:
-            params["FilterExpression"] = "key_id = :k"
-            params["ExpressionAttributeValues"].update(to_values({":k": key_id}))
         entries: list[dict[str, Any]] = []
-        while True:
-            answer = self._db.query(**params)
-            entries.extend(from_item(item) for item in answer.get("Items", []))
-            if "LastEvaluatedKey" not in answer:
-                return entries
-            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        for partition in ledger_pks(user_id):
+            params: dict[str, Any] = {
+                "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+                # A bill is readable the moment its answer is: the settlement was written before it.
+                "ConsistentRead": True,
+                "ExpressionAttributeValues": to_values({":pk": partition, ":low": low, ":high": high}),
+            }
+            if key_id:
+                params["FilterExpression"] = "key_id = :k"
+                params["ExpressionAttributeValues"].update(to_values({":k": key_id}))
+            while True:
+                answer = self._db.query(**params)
+                entries.extend(from_item(item) for item in answer.get("Items", []))
+                if "LastEvaluatedKey" not in answer:
+                    break
+                params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        return sorted(entries, key=lambda entry: str(entry["sk"]))
 
     def log_query(self, user_id: int, path: tuple[str | None, str, str], partition: str, *, low: str, high: str,
                   limit: int, start_after: str | None = None, count_only: bool = False,
@@ -401,29 +484,61 @@ class AccountsRepository:
         """One read of a user's ledger entries on an access path, newest first: examines at most
         `limit` entries with sort keys in [low, high] below `start_after`. Returns the entries that
         pass the filter (none when `count_only`), how many passed, how many were examined, and the
-        sort key to continue after (None when the path is exhausted)."""
+        sort key to continue after (None when the path is exhausted). The account's own path reads
+        every ledger shard (`ledger_pks`); a position is a sort key, the same in every shard."""
         index, pk_name, sk_name = path
-        params: dict[str, Any] = {
-            "TableName": self.table, "KeyConditionExpression": "#p = :p AND #s BETWEEN :low AND :high",
-            "ExpressionAttributeNames": {"#p": pk_name, "#s": sk_name, **(names or {})},
-            "ExpressionAttributeValues": to_values({":p": partition, ":low": low, ":high": high, **(values or {})}),
-            "ScanIndexForward": False, "Limit": limit,
-        }
-        if index:
-            params["IndexName"] = index
-        if filter_expression:
-            params["FilterExpression"] = filter_expression
-        if count_only:
-            params["Select"] = "COUNT"
-        if start_after:
-            # A position on an index is the entry's table key plus its index key.
-            params["ExclusiveStartKey"] = to_item({"pk": user_pk(user_id), "sk": start_after,
-                                                   pk_name: partition, sk_name: start_after})
-        answer = self._db.query(**params)
-        items = [from_item(item) for item in answer.get("Items", [])]
-        last = answer.get("LastEvaluatedKey")
-        return (items, int(answer.get("Count", len(items))), int(answer.get("ScannedCount", len(items))),
-                from_item(last)[sk_name] if last else None)
+        partitions = ledger_pks(user_id) if path == LOG_BY_USER else [partition]
+        top = min(high, below(start_after)) if start_after else high
+        filtered = bool(filter_expression) or count_only
+
+        def query(part: str, bottom: str, *, limit_to: int | None, with_filter: bool) -> tuple[list[dict[str, Any]],
+                                                                                               int, str | None]:
+            params: dict[str, Any] = {
+                "TableName": self.table, "KeyConditionExpression": "#p = :p AND #s BETWEEN :low AND :high",
+                "ExpressionAttributeNames": {"#p": pk_name, "#s": sk_name},
+                "ExpressionAttributeValues": to_values({":p": part, ":low": bottom, ":high": top}),
+                "ScanIndexForward": False,
+            }
+            if limit_to:
+                params["Limit"] = limit_to
+            if index:
+                params["IndexName"] = index
+            else:
+                params["ConsistentRead"] = True
+            if with_filter and filter_expression:
+                params["FilterExpression"] = filter_expression
+                params["ExpressionAttributeNames"].update(names or {})
+                params["ExpressionAttributeValues"].update(to_values(values or {}))
+            if count_only or (filtered and not with_filter):
+                params["ProjectionExpression"] = "#s"
+            answer = self._db.query(**params)
+            items = [from_item(item) for item in answer.get("Items", [])]
+            last = answer.get("LastEvaluatedKey")
+            return items, int(answer.get("ScannedCount", len(items))), str(from_item(last)[sk_name]) if last else None
+
+        if len(partitions) == 1:
+            items, examined, stop = query(partitions[0], low, limit_to=limit, with_filter=True)
+            return ([] if count_only else items), len(items), examined, stop
+        # Several shards: the newest `limit` sort keys of all of them are the entries this read
+        # examines (their keys alone, when a filter then picks among them), so that it examines
+        # what one partition would and goes on from exactly where it stopped.
+        heads: list[dict[str, Any]] = []
+        more = False
+        for part in partitions:
+            items, _, stop = query(part, low, limit_to=limit, with_filter=not filtered)
+            heads.extend(items)
+            more = more or stop is not None
+        heads.sort(key=lambda entry: str(entry[sk_name]), reverse=True)
+        examined_entries = heads[:limit]
+        frontier = str(examined_entries[-1][sk_name]) if examined_entries and (more or len(heads) > limit) else None
+        if not filtered:
+            return examined_entries, len(examined_entries), len(examined_entries), frontier
+        kept: list[dict[str, Any]] = []
+        for part in partitions:
+            kept.extend(query(part, frontier or low, limit_to=None, with_filter=True)[0])
+        kept.sort(key=lambda entry: str(entry[sk_name]), reverse=True)
+        return ([] if count_only else kept), len(kept), len(examined_entries), frontier
+
     def usage(self, user_id: int, *, start: datetime | None = None, end: datetime | None = None,
               key_id: str | None = None, model: str | None = None) -> UsageTotal:
         """What `ledger(user_id, start=start, end=end)` adds up to (units, entries), for the user,
@@ -455,6 +570,19 @@ class AccountsRepository:
 
     def _day_totals(self, user_id: int, counters: tuple[str, str], first: date | None,
                     last: date | None) -> UsageTotal:
+        """The day items' totals of the days in [first, last], plus what the user's open quota
+        leases have counted for those days and not yet folded into them."""
+        from gateway.admission import leases
+
+        total, open_leases = leases.with_open_leases(user_id, lambda: self._stored_day_totals(
+            user_id, counters, first, last))
+        for day, counted in leases.open_day_counters(open_leases).items():
+            if (first is None or day >= first) and (last is None or day <= last):
+                total += UsageTotal(counted.get(counters[0], 0), counted.get(counters[1], 0))
+        return total
+
+    def _stored_day_totals(self, user_id: int, counters: tuple[str, str], first: date | None,
+                           last: date | None) -> UsageTotal:
         params: dict[str, Any] = {
             "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
             "ExpressionAttributeValues": to_values({":pk": days_pk(user_id),

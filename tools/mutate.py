@@ -1,0 +1,190 @@
+"""`make mutate`: mutation testing of the money and state modules with cosmic-ray.
+
+Each module below is mutated by cosmic-ray's operators (one session per module, in a scratch copy
+of the tree under .mutate/, never the checkout), and each mutant is run against the tests that
+cover that module only (`-x`: the first failure kills it). Where a module has more mutants than
+its share, a seeded random sample of them runs (the rest are marked skipped in the session), so
+the whole run stays within MUTATE_MINUTES on 2 cores. The last line is for scripts:
+
+    mutation: killed=<n> survived=<n> timeout=<n>
+
+A survivor is printed with its diff: kill it with a test, or list it in docs/DEVELOPING.md
+("Mutation testing") with why it is equivalent. Settings (environment): MUTATE_SEED (default 25),
+MUTATE_SAMPLE (mutants per module, default 24; MUTATE_SAMPLE_SLOW, default 20, for the two whose
+tests start the AWS emulator), MUTATE_JOBS (modules run side by side, default 2), MUTATE_MODULES
+(comma-separated names below, to run some only).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / ".mutate"
+LAYER = "layers/gateway/gateway"
+
+# name: (module path, the tests that cover it). Billing is the module the "money at scale"
+# rebuild replaces: the module that replaces it takes its line here.
+MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side by side
+    "engine": (f"{LAYER}/tasks/engine.py", ["tests/integration/test_task_faults.py"]),
+    "billing": (f"{LAYER}/admission/billing.py",
+                ["tests/integration/test_billing.py", "tests/integration/test_billing_conflicts.py"]),
+    "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/text/test_relay.py"]),
+    "usage": (f"{LAYER}/formats/usage.py", ["tests/unit/formats/test_usage.py", "tests/unit/formats/test_responses.py",
+                                            "tests/unit/formats/test_streams.py"]),
+    "verdict": (f"{LAYER}/upstreams/verdict.py", ["tests/unit/test_verdict.py", "tests/unit/test_upstream_errors.py",
+                                                  "tests/unit/test_channels.py"]),
+}
+
+
+# Mutants per module where it differs from MUTATE_SAMPLE: the modules whose covering tests start
+# the AWS emulator take longer per mutant, so fewer of theirs fit in the time.
+SAMPLES = {"billing": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
+           "engine": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20"))}
+
+
+def _copy_tree(dest: Path) -> None:
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", ".mutate", ".local", ".pytest_cache", "__pycache__", ".work", "node_modules"))
+
+
+Span = tuple[tuple[int, int], tuple[int, int]]
+
+
+def _never_run(module: Path) -> list[Span]:
+    """The source spans Python never evaluates in a module that postpones its annotations: every
+    annotation, and each function's bare `*` (cosmic-ray reads it as a multiplication)."""
+    tree = ast.parse(module.read_text())
+    if not any(isinstance(node, ast.ImportFrom) and node.module == "__future__"
+               and any(alias.name == "annotations" for alias in node.names) for node in tree.body):
+        return []
+    spans: list[Span] = []
+
+    def add(node: ast.AST | None) -> None:
+        if node is not None:
+            spans.append(((node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0)))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign):
+            add(node.annotation)
+        elif isinstance(node, ast.arg):
+            add(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            add(node.returns)
+            if node.args.kwonlyargs and node.args.vararg is None:  # the bare `*` before keyword-only ones
+                first = node.args.kwonlyargs[0]
+                # after the last positional parameter, its default included
+                before: ast.AST | None = (node.args.defaults or node.args.args or [None])[-1]
+                start = (before.end_lineno or 0, before.end_col_offset or 0) if before is not None \
+                    else (node.lineno, node.col_offset)
+                spans.append((start, (first.lineno, first.col_offset)))
+    return spans
+
+
+def _inside(position: tuple[int, int], spans: list[Span]) -> bool:
+    return any(start <= tuple(position) < end for start, end in spans)
+
+
+def _pytest(tests: list[str]) -> str:
+    return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                     *tests])
+
+
+def _run_module(name: str, path: str, tests: list[str], sample: int, seed: int) -> dict[str, int]:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+
+    tree = WORK / name
+    _copy_tree(tree)
+    command = _pytest(tests)
+    # The baseline: the covering tests pass on the unmutated copy, and how long they take.
+    started = time.monotonic()
+    baseline = subprocess.run(command.split(), cwd=tree, capture_output=True, text=True)
+    took = time.monotonic() - started
+    if baseline.returncode != 0:
+        sys.exit(f"{name}: the covering tests fail without any mutation:\n{baseline.stdout[-3000:]}")
+    timeout = max(30.0, 4 * took)
+    config = tree / "cosmic-ray.toml"
+    config.write_text(
+        "[cosmic-ray]\n"
+        f'module-path = "{path}"\n'
+        f"timeout = {timeout:.0f}\n"
+        "excluded-modules = []\n"
+        f'test-command = "{command}"\n\n'
+        "[cosmic-ray.distributor]\n"
+        'name = "local"\n')
+    session = tree / "session.sqlite"
+    cosmic = str(Path(sys.executable).with_name("cosmic-ray"))
+    subprocess.run([cosmic, "init", str(config), str(session)], cwd=tree, check=True)
+    inert = _never_run(tree / path)
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        # In source order (job ids are random): the same seed samples the same mutants every run.
+        items = sorted(db.work_items, key=lambda item: [(m.start_pos, m.operator_name, m.occurrence)
+                                                        for m in item.mutations])
+        # Equivalent by construction: a mutation inside a type annotation (never evaluated: the
+        # layer's modules use `from __future__ import annotations`) or of a signature's bare `*`.
+        equivalent = [i.job_id for i in items if any(_inside(m.start_pos, inert) for m in i.mutations)]
+        live = [i.job_id for i in items if i.job_id not in set(equivalent)]
+        chosen = set(random.Random(f"{seed}:{name}").sample(live, min(sample, len(live))))
+        if equivalent:
+            db.set_multiple_results(equivalent, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                           output="equivalent: a type annotation"))
+        skipped = [job for job in live if job not in chosen]
+        if skipped:
+            db.set_multiple_results(skipped, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                        output="not in this run's sample"))
+    print(f"{name}: {len(chosen)} of {len(live)} mutants (seed {seed}; {len(equivalent)} more in annotations "
+          f"left out), {timeout:.0f} s timeout, baseline {took:.1f} s: {' '.join(tests)}", flush=True)
+    subprocess.run([cosmic, "exec", str(config), str(session)], cwd=tree, check=True)
+    counts = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0}
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item, result in db.completed_work_items:
+            if result.worker_outcome == WorkerOutcome.SKIPPED:
+                continue
+            if result.test_outcome == TestOutcome.KILLED and result.output == "timeout":
+                counts["timeout"] += 1
+            elif result.test_outcome == TestOutcome.SURVIVED:
+                counts["survived"] += 1
+                mutation = item.mutations[0]
+                print(f"SURVIVED {name} {mutation.module_path}:{mutation.start_pos[0]} {mutation.operator_name} "
+                      f"#{mutation.occurrence}\n{result.diff}", flush=True)
+            elif result.test_outcome == TestOutcome.KILLED:
+                counts["killed"] += 1
+            else:  # the mutant could not even be tested (it broke the import): as good as killed
+                counts["incompetent"] += 1
+    print(f"{name}: {counts}", flush=True)
+    return counts
+
+
+def main() -> None:
+    seed = int(os.environ.get("MUTATE_SEED", "25"))
+    sample = int(os.environ.get("MUTATE_SAMPLE", "24"))
+    names = [n.strip() for n in os.environ.get("MUTATE_MODULES", ",".join(MODULES)).split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        sys.exit(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
+    started = time.monotonic()
+    totals = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0}
+    # Modules side by side, one per core: each session mutates its own copy of the tree.
+    with ThreadPoolExecutor(max_workers=int(os.environ.get("MUTATE_JOBS", "2"))) as pool:
+        runs = [pool.submit(_run_module, name, *MODULES[name], SAMPLES.get(name, sample), seed) for name in names]
+        for run in runs:
+            for key, value in run.result().items():
+                totals[key] += value
+    print(f"mutation run: {time.monotonic() - started:.0f} s; {totals['incompetent']} incompetent mutants "
+          "(they broke the import) counted as killed")
+    print(f"mutation: killed={totals['killed'] + totals['incompetent']} survived={totals['survived']} "
+          f"timeout={totals['timeout']}")
+
+
+if __name__ == "__main__":
+    main()
