@@ -66,7 +66,7 @@ typecheck: $(BIN)/.installed
 ## docs/openapi.json from the code (template.yaml routes, request models, error envelopes);
 ## a test fails while the committed copy is stale.
 openapi: $(BIN)/.installed
-	PYTHONPATH=layers/gateway:local $(BIN)/python -m gateway_local.openapi docs/openapi.json
+	PYTHONPATH=layers/gateway:local $(BIN)/python -m gateway_local.openapi
 
 ## Benchmarks print figures; they are not tests. The first one goes through `make run` and
 ## writes bench/results.md and bench/results.png.

@@ -8,6 +8,7 @@
     python -m gateway.admin revoke-key <key id>
     python -m gateway.admin add-quota --user 2 --usd 10        (or --key <key id>, or --units N)
     python -m gateway.admin set-access-token --user 2          (prints a new system access token)
+    python -m gateway.admin set-password --user 2 [--password P]  (prompts twice without --password)
     python -m gateway.admin usage --user 2 [--start 2026-11-01] [--end 2026-11-30]
         [--key <key id> | --model <model>] [--by model]
     python -m gateway.admin logs --user 2 [--key <key id>] [--since 2h] [--until ...] [--model m] [--type 5]
@@ -45,7 +46,8 @@ def ensure_demo_account(*, user_id: int, key: str, quota: int, access_token: str
     accounts = accounts or AccountsRepository()
     if accounts.get_user(user_id, consistent=True) is None:
         accounts.create_user(username="demo", display_name="Demo user", email="demo@example.com",
-                             role=1, quota=quota, user_id=user_id)
+                             role=100, quota=quota, user_id=user_id)
+    accounts.raise_user_counter(user_id)  # a store kept from before the counter followed explicit ids
     accounts.set_access_token(user_id, access_token)
     if accounts.get_key(keys.hash_secret(key)) is None:
         accounts.create_key(user_id, name="demo", key=key)
@@ -263,6 +265,22 @@ def enable_user(args: argparse.Namespace, accounts: AccountsRepository) -> dict[
     return {"user_id": args.user, "status": "enabled", "keys_enabled": changed}
 
 
+def set_password(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    """The console's password of a user: given, or asked for twice without echo."""
+    import getpass
+
+    from gateway.api.session import set_password as store_password
+
+    password = args.password
+    if password is None:
+        password = getpass.getpass("New password: ")
+        if getpass.getpass("Again: ") != password:
+            raise ValueError("the two passwords differ")
+    store_password(args.user, password, accounts)
+    user = accounts.get_user(args.user, consistent=True) or {}
+    return {"user_id": args.user, "username": user.get("username"), "password": "set"}
+
+
 def delete_key(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
     accounts.delete_key(args.key_id)
     return {"key_id": args.key_id, "deleted": True}
@@ -286,7 +304,7 @@ def usage_by_model(args: argparse.Namespace, accounts: AccountsRepository) -> di
 
 
 OPERATOR_COMMANDS = {"list-users": list_users, "disable-user": disable_user, "enable-user": enable_user,
-                     "delete-key": delete_key}
+                     "delete-key": delete_key, "set-password": set_password}
 
 
 def _add_operator_commands(commands: Any) -> None:
@@ -295,6 +313,9 @@ def _add_operator_commands(commands: Any) -> None:
     p.add_argument("--user", type=int, required=True)
     p = commands.add_parser("enable-user", help="enable a disabled user and the keys disabling took")
     p.add_argument("--user", type=int, required=True)
+    p = commands.add_parser("set-password", help="set a user's console password (prompts without --password)")
+    p.add_argument("--user", type=int, required=True)
+    p.add_argument("--password", help="8 to 256 characters (default: asked for twice, not echoed)")
     p = commands.add_parser("delete-key", help="delete a key for good (its ledger entries stay)")
     p.add_argument("key_id")
 

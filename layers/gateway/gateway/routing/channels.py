@@ -347,3 +347,10 @@ def reset_catalog() -> None:
     with _lock:
         _cached = None
     _health.clear()
+
+
+def channel_health(channel: Channel) -> dict[str, Any]:
+    """What this instance knows of a channel's health: `healthy`, and how long it still rests
+    after a failure (`resting_seconds`, 0 when healthy). Each instance keeps its own view."""
+    resting = max(0.0, _health._resting_until.get(channel.name, 0.0) - time.monotonic())
+    return {"healthy": resting == 0.0, "resting_seconds": round(resting, 1)}

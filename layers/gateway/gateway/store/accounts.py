@@ -10,6 +10,9 @@
 | ledger entry | `USER#<id>` | `USAGE#<iso time>#<request id>` (gsi1 `KEYLOG#<key id>`, gsi2 `USER#<id>#MODEL#<m>`) |
 | a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (`units`, `requests`, `key:<id>:…`, `model:<name>:…`) |
 | user id counter | `COUNTER` | `USER` |
+| username pointer (users with a password) | `USERNAME#<username>` | `USERNAME` |
+| console session | `SESSION#<sha256 of session token>` | `SESSION` (TTL at its expiry) |
+| failed sign-ins in a window | `SIGNIN#user:<username>` or `SIGNIN#addr:<address>` | `<window start>` (TTL) |
 
 Secrets (keys, access tokens) are stored only as SHA-256 hashes.
 """
@@ -183,9 +186,23 @@ class AccountsRepository:
                     raise
                 if user_id is not None:
                     raise ValueError(f"user {user_id} already exists") from None
+        if user_id is not None:
+            self.raise_user_counter(user_id)
         if access_token:
             self.set_access_token(uid, access_token)
         return profile
+
+    def raise_user_counter(self, user_id: int) -> None:
+        """Keeps the user id counter at or above every id taken, so that `users_page` sees an id
+        chosen explicitly too."""
+        try:
+            self._db.update_item(
+                TableName=self.table, Key=to_item({"pk": "COUNTER", "sk": "USER"}), UpdateExpression="SET #v = :id",
+                ConditionExpression="attribute_not_exists(#v) OR #v < :id", ExpressionAttributeNames={"#v": "value"},
+                ExpressionAttributeValues=to_values({":id": int(user_id)}))
+        except Exception as exc:
+            if not is_condition_failure(exc):
+                raise
 
     def _next_user_id(self) -> int:
         answer = self._db.update_item(
@@ -347,6 +364,99 @@ class AccountsRepository:
             {"Delete": {"TableName": self.table, "Key": to_item({"pk": key_pk(key_hash), "sk": "KEY"})}},
             {"Delete": {"TableName": self.table, "Key": to_item({"pk": f"KEYID#{key_id}", "sk": "KEYID"})}},
         ])
+
+    def users_page(self, limit: int, after: int | None = None) -> tuple[list[dict[str, Any]], int | None]:
+        """At most `limit` user profiles with ids above `after`, by id, and the id to continue
+        after (None at the end). Profiles are found by walking ids from the counter down to
+        `after`: one BatchGetItem per page, never a Scan of the table."""
+        counter = self._get("COUNTER", "USER", consistent=True)
+        highest = int(counter["value"]) if counter else 0
+        first = (after or 0) + 1
+        users: list[dict[str, Any]] = []
+        uid = first
+        while uid <= highest and len(users) < limit:
+            ids = list(range(uid, min(uid + 100, highest + 1)))
+            keys_ = [to_item({"pk": user_pk(i), "sk": PROFILE}) for i in ids]
+            found: list[dict[str, Any]] = []
+            while keys_:
+                answer = self._db.batch_get_item(RequestItems={self.table: {"Keys": keys_, "ConsistentRead": True}})
+                found.extend(from_item(item) for item in answer.get("Responses", {}).get(self.table, []))
+                keys_ = answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+            for user in sorted(found, key=lambda u: int(u["id"])):
+                if len(users) < limit:
+                    users.append(user)
+            uid = ids[-1] + 1
+        last = int(users[-1]["id"]) if users else None
+        more = last is not None and last < highest
+        return users, last if more else None
+
+    # Passwords, console sessions, sign-in attempts -------------------------------------------
+
+    def set_password(self, user_id: int, password_hash: str) -> None:
+        """Stores a user's password hash and makes its username a sign-in name (unique: a second
+        user of the same name cannot have a password)."""
+        user = self.get_user(user_id, consistent=True)
+        if user is None:
+            raise UserNotFound(user_id)
+        try:
+            self._db.transact_write_items(TransactItems=[
+                {"Put": {"TableName": self.table, "Item": to_item(
+                    {"pk": f"USERNAME#{user['username']}", "sk": "USERNAME", "user_id": user_id}),
+                    "ConditionExpression": "attribute_not_exists(pk) OR user_id = :u",
+                    "ExpressionAttributeValues": to_values({":u": user_id})}},
+                {"Update": {"TableName": self.table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                            "UpdateExpression": "SET password_hash = :h", "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeValues": to_values({":h": password_hash})}},
+            ])
+        except Exception as exc:
+            if is_condition_failure(exc):
+                raise ValueError(f"username '{user['username']}' already signs in as another user") from None
+            raise
+
+    def user_id_for_username(self, username: str) -> int | None:
+        found = self._get(f"USERNAME#{username}", "USERNAME", consistent=True)
+        return int(found["user_id"]) if found else None
+
+    def put_session(self, token_hash: str, user_id: int, expires_at: int) -> None:
+        self._db.put_item(TableName=self.table, Item=to_item({
+            "pk": f"SESSION#{token_hash}", "sk": "SESSION", "user_id": user_id, "created_at": int(time.time()),
+            "expires_at": expires_at, "expires_ttl": expires_at}))
+
+    def get_session(self, token_hash: str) -> dict[str, Any] | None:
+        return self._get(f"SESSION#{token_hash}", "SESSION", consistent=True)
+
+    def delete_session(self, token_hash: str) -> None:
+        self._db.delete_item(TableName=self.table, Key=to_item({"pk": f"SESSION#{token_hash}", "sk": "SESSION"}))
+
+    def failed_sign_ins(self, subject: str, window_start: int) -> int:
+        """Failed sign-ins of `subject` (`user:<name>`, `addr:<ip>`) in the window starting then."""
+        found = self._get(f"SIGNIN#{subject}", str(window_start), consistent=True)
+        return int(found.get("failures", 0)) if found else 0
+
+    def count_failed_sign_in(self, subject: str, window_start: int, window_seconds: int) -> int:
+        answer = self._db.update_item(
+            TableName=self.table, Key=to_item({"pk": f"SIGNIN#{subject}", "sk": str(window_start)}),
+            UpdateExpression="ADD failures :one SET expires_ttl = :ttl",
+            ExpressionAttributeValues=to_values({":one": 1, ":ttl": window_start + 2 * window_seconds}),
+            ReturnValues="UPDATED_NEW")
+        return int(answer["Attributes"]["failures"]["N"])
+
+    def day_totals(self, user_id: int, first: date, last: date) -> list[dict[str, Any]]:
+        """A user's day items from `first` to `last` (inclusive): `units`, `requests` and the
+        per-key and per-model counters (`model:<name>:units`, ...)."""
+        params: dict[str, Any] = {
+            "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            "ExpressionAttributeValues": to_values({":pk": days_pk(user_id), ":low": first.isoformat(),
+                                                    ":high": last.isoformat()}),
+            "ConsistentRead": True,
+        }
+        days: list[dict[str, Any]] = []
+        while True:
+            answer = self._db.query(**params)
+            days.extend(from_item(item) for item in answer.get("Items", []))
+            if "LastEvaluatedKey" not in answer:
+                return days
+            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
     # Ledger --------------------------------------------------------------------------------
 
