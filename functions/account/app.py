@@ -1,11 +1,12 @@
 """Account and credit queries: GET /v1/dashboard/billing/{usage,subscription}, GET /api/user/self,
-and the request log (GET /api/log/self, GET /api/log/token)."""
+the request log (GET /api/log/self, GET /api/log/token) and the user's own keys (/api/token/)."""
 
 from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import observability
-from gateway.api import account, requestlog
-from gateway.http import authenticate, create_app, json_response
+from gateway.api import account, requestlog, tokens
+from gateway.http import authenticate, body_model, create_app, json_response
+from gateway.schemas.tokens import NewToken, TokenStatus, TokenUpdate
 
 app = create_app()
 
@@ -38,6 +39,37 @@ def log_self():
 @app.get("/api/log/token")
 def log_token():
     return json_response(requestlog.key_log(authenticate(app), app.current_event.query_string_parameters))
+
+
+def _token_user() -> int:
+    headers = app.current_event.headers
+    return account.access_token_user(headers.get("authorization"), headers.get("x-api-user"))
+
+
+# API Gateway serves /api/token and /api/token/ alike (new-api's clients call the second).
+@app.get("/api/token")
+def token_list():
+    return json_response(tokens.list_tokens(_token_user(), app.current_event.query_string_parameters))
+
+
+@app.post("/api/token")
+def token_create():
+    user_id = _token_user()
+    return json_response(tokens.create_token(user_id, body_model(app, NewToken)))
+
+
+@app.put("/api/token")
+def token_update():
+    user_id = _token_user()
+    query = app.current_event.query_string_parameters or {}
+    if str(query.get("status_only") or "").lower() == "true":
+        return json_response(tokens.set_token_status(user_id, body_model(app, TokenStatus)))
+    return json_response(tokens.update_token(user_id, body_model(app, TokenUpdate)))
+
+
+@app.delete("/api/token/<token_id>")
+def token_delete(token_id: str):
+    return json_response(tokens.delete_token(_token_user(), token_id))
 
 
 @observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)

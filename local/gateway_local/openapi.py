@@ -42,7 +42,7 @@ _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError",
 
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
-    from gateway.schemas import images, plants, text
+    from gateway.schemas import images, plants, text, tokens
     from gateway.tasks.families.alpha import schema as alpha
     from gateway.tasks.families.beta.schema import BetaRequest
     from gateway.tasks.families.delta.schema import DeltaVideoRequest
@@ -53,6 +53,8 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
 
     models: dict[tuple[str, str], tuple[str, Any]] = {
         ("POST", "/plants"): ("application/json", plants.NewPlant),
+        ("POST", "/api/token"): ("application/json", tokens.NewToken),
+        ("PUT", "/api/token"): ("application/json", [tokens.TokenUpdate, tokens.TokenStatus]),
         ("POST", "/v1/chat/completions"): ("application/json", text.ChatRequest),
         ("POST", "/v1/messages"): ("application/json", text.MessagesRequest),
         ("POST", "/v1/responses"): ("application/json", text.ResponsesRequest),
@@ -173,8 +175,15 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
     elif path.endswith("/content"):
         params.append(param("variant", "query", "video (default), thumbnail or spritesheet",
                             enum=["video", "thumbnail", "spritesheet"]))
-    elif path == "/api/user/self":
+    elif path in ("/api/user/self", "/api/log/self") or path.startswith("/api/token"):
         params.append(param("X-Api-User", "header", "the id of the user the access token belongs to", required=True))
+    if (method, path) == ("GET", "/api/token"):
+        params += [param("p", "query", "page, from 0", type="integer", minimum=0),
+                   param("size", "query", "keys per page (1 to 100, 20 by default)", type="integer", minimum=1,
+                         maximum=100)]
+    elif (method, path) == ("PUT", "/api/token"):
+        params.append(param("status_only", "query", "true: the body is {id, status} and only enables (1) or "
+                            "disables (2) the key", enum=["true", "false"]))
     elif path.endswith(":streamGenerateContent"):
         params.append(param("alt", "query", "must be sse", required=True, enum=["sse"]))
     return params
