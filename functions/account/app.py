@@ -1,12 +1,14 @@
 """Account and credit queries: GET /v1/dashboard/billing/{usage,subscription}, the account
 (GET/PUT /api/user/self, sign-in and sign-out, GET /api/data/self), the request log
-(GET /api/log/self, GET /api/log/token) and the operator's /api/admin routes."""
+(GET /api/log/self, GET /api/log/token), the user's own keys (/api/token/) and the operator's
+/api/admin routes. Every /api route but /api/log/token takes the access token or the session."""
 
 from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import observability
-from gateway.api import account, operator, requestlog, session
-from gateway.http import authenticate, create_app, json_response
+from gateway.api import account, operator, requestlog, session, tokens
+from gateway.http import authenticate, body_model, create_app, json_response
+from gateway.schemas.tokens import NewToken, TokenStatus, TokenUpdate
 
 app = create_app()
 
@@ -102,6 +104,36 @@ def admin_channels():
 def admin_spend():
     session.require_operator(_headers())
     return json_response(operator.spend(app.current_event.query_string_parameters))
+
+
+def _token_user() -> int:
+    return session.caller(_headers())[0]
+
+
+# API Gateway serves /api/token and /api/token/ alike (new-api's clients call the second).
+@app.get("/api/token")
+def token_list():
+    return json_response(tokens.list_tokens(_token_user(), app.current_event.query_string_parameters))
+
+
+@app.post("/api/token")
+def token_create():
+    user_id = _token_user()
+    return json_response(tokens.create_token(user_id, body_model(app, NewToken)))
+
+
+@app.put("/api/token")
+def token_update():
+    user_id = _token_user()
+    query = app.current_event.query_string_parameters or {}
+    if str(query.get("status_only") or "").lower() == "true":
+        return json_response(tokens.set_token_status(user_id, body_model(app, TokenStatus)))
+    return json_response(tokens.update_token(user_id, body_model(app, TokenUpdate)))
+
+
+@app.delete("/api/token/<token_id>")
+def token_delete(token_id: str):
+    return json_response(tokens.delete_token(_token_user(), token_id))
 
 
 @observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)

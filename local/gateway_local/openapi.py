@@ -46,7 +46,7 @@ _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError",
 
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
-    from gateway.schemas import account, images, plants, text
+    from gateway.schemas import account, images, plants, text, tokens
     from gateway.tasks.families.alpha import schema as alpha
     from gateway.tasks.families.beta.schema import BetaRequest
     from gateway.tasks.families.delta.schema import DeltaVideoRequest
@@ -57,6 +57,8 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
 
     models: dict[tuple[str, str], tuple[str, Any]] = {
         ("POST", "/plants"): ("application/json", plants.NewPlant),
+        ("POST", "/api/token"): ("application/json", tokens.NewToken),
+        ("PUT", "/api/token"): ("application/json", [tokens.TokenUpdate, tokens.TokenStatus]),
         ("POST", "/v1/chat/completions"): ("application/json", text.ChatRequest),
         ("POST", "/v1/messages"): ("application/json", text.MessagesRequest),
         ("POST", "/v1/responses"): ("application/json", text.ResponsesRequest),
@@ -187,16 +189,23 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
     elif path == "/api/admin/users":
         params += [param("page_size", "query", "users per page (1 to 100, default 20)"),
                    param("after", "query", "next_after of the page before")]
-    if path.startswith(("/api/user/self", "/api/log/self", "/api/data/", "/api/admin/", "/api/user/logout")):
-        params.append(param("X-Api-User", "header", "the id of the user the access token (or session) belongs to",
-                            required=path != "/api/user/logout"))
+    elif (method, path) == ("GET", "/api/token"):
+        params += [param("p", "query", "page, from 0", type="integer", minimum=0),
+                   param("size", "query", "keys per page (1 to 100, 20 by default)", type="integer", minimum=1,
+                         maximum=100)]
+    elif (method, path) == ("PUT", "/api/token"):
+        params.append(param("status_only", "query", "true: the body is {id, status} and only enables (1) or "
+                            "disables (2) the key", enum=["true", "false"]))
     elif path.endswith(":streamGenerateContent"):
         params.append(param("alt", "query", "must be sse", required=True, enum=["sse"]))
+    if path.startswith(_ACCOUNT_PATHS) and path != "/api/user/login":
+        params.append(param("X-Api-User", "header", "the id of the user the access token (or session) belongs to",
+                            required=path != "/api/user/logout"))
     return params
 
 
 # Routes reached with the system access token or the console's session (plus X-Api-User).
-_ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/")
+_ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token")
 
 
 def _documented_paths(template_path: str) -> list[tuple[str, str]]:

@@ -132,6 +132,18 @@ def _day_end(day: date) -> datetime:
     return datetime.combine(day, _LAST_INSTANT, UTC)
 
 
+def _assignments(changes: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """An update expression that sets each attribute of `changes` (a None value removes it), with
+    its names and values."""
+    names = {f"#a{n}": name for n, name in enumerate(changes)}
+    sets = [f"#a{n} = :v{n}" for n, value in enumerate(changes.values()) if value is not None]
+    removes = [f"#a{n}" for n, value in enumerate(changes.values()) if value is None]
+    values = {f":v{n}": value for n, value in enumerate(changes.values()) if value is not None}
+    expression = " ".join(part for part in (
+        "SET " + ", ".join(sets) if sets else "", "REMOVE " + ", ".join(removes) if removes else "") if part)
+    return expression, names, values
+
+
 class UserNotFound(LookupError):
     pass
 
@@ -253,8 +265,10 @@ class AccountsRepository:
     # Keys ----------------------------------------------------------------------------------
 
     def create_key(self, user_id: int, *, name: str, key: str | None = None, quota: int | None = None,
-                   expires_at: int = 0, allowed_models: list[str] | None = None) -> tuple[str, dict[str, Any]]:
-        """Issues a key; returns the key (shown once) and its record. `quota` None is unlimited."""
+                   expires_at: int = 0, allowed_models: list[str] | None = None,
+                   limits: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Issues a key; returns the key (shown once) and its record. `quota` None is unlimited;
+        `limits` are its limit attributes (`admission.limits.Limits.attributes`)."""
         if self.get_user(user_id) is None:
             raise UserNotFound(user_id)
         secret = key or keys.new_key()
@@ -268,7 +282,7 @@ class AccountsRepository:
             "status": "active", "expires_at": int(expires_at), "unlimited": quota is None,
             "remain_quota": int(quota or 0), "used_quota": 0,
             "allowed_models": list(allowed_models) if allowed_models else None,
-            "created_at": now, "last_used_at": 0,
+            "created_at": now, "last_used_at": 0, "key_hint": keys.hint(secret), **(limits or {}),
             "gsi1pk": f"{user_pk(user_id)}#KEYS", "gsi1sk": f"{now:012d}#{key_id}",
         }
         self._db.transact_write_items(TransactItems=[
@@ -289,10 +303,68 @@ class AccountsRepository:
         return pointer["key_hash"]
 
     def list_keys(self, user_id: int) -> list[dict[str, Any]]:
-        answer = self._db.query(
-            TableName=self.table, IndexName="gsi1", KeyConditionExpression="gsi1pk = :p",
-            ExpressionAttributeValues=to_values({":p": f"{user_pk(user_id)}#KEYS"}))
-        return [from_item(item) for item in answer.get("Items", [])]
+        """Every key of a user, oldest first."""
+        params: dict[str, Any] = {
+            "TableName": self.table, "IndexName": "gsi1", "KeyConditionExpression": "gsi1pk = :p",
+            "ExpressionAttributeValues": to_values({":p": f"{user_pk(user_id)}#KEYS"})}
+        found: list[dict[str, Any]] = []
+        while True:
+            answer = self._db.query(**params)
+            found.extend(from_item(item) for item in answer.get("Items", []))
+            if "LastEvaluatedKey" not in answer:
+                return found
+            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+    def user_key(self, user_id: int, key_id: str) -> dict[str, Any] | None:
+        """The key `key_id` if it belongs to `user_id`, else None (another user's key and a key
+        that does not exist look the same)."""
+        pointer = self._get(f"KEYID#{key_id}", "KEYID", consistent=True)
+        if pointer is None or int(pointer.get("user_id", -1)) != int(user_id):
+            return None
+        record = self._get(key_pk(pointer["key_hash"]), "KEY", consistent=True)
+        return record if record is not None and int(record["user_id"]) == int(user_id) else None
+
+    def update_key(self, key_hash: str, user_id: int, changes: dict[str, Any],
+                   condition: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Sets the attributes of `changes` on a key of `user_id` (a None value removes one);
+        returns the record after. Raises `KeyNotFound` when the key is gone, is another user's
+        or fails the extra `condition` (an expression over `#s` (status) and its values)."""
+        expression, names, values = _assignments(changes)
+        values[":owner"] = int(user_id)
+        test = "attribute_exists(pk) AND user_id = :owner"
+        if condition:
+            test += f" AND ({condition[0]})"
+            values.update(condition[1])
+            names["#s"] = "status"
+        try:
+            answer = self._db.update_item(
+                TableName=self.table, Key=to_item({"pk": key_pk(key_hash), "sk": "KEY"}),
+                UpdateExpression=expression, ConditionExpression=test, ExpressionAttributeNames=names,
+                ExpressionAttributeValues=to_values(values), ReturnValues="ALL_NEW")
+        except Exception as exc:
+            if is_condition_failure(exc):
+                raise KeyNotFound(key_hash) from None
+            raise
+        return from_item(answer["Attributes"])
+
+    def set_limits(self, *, limits: dict[str, Any], user_id: int | None = None, key_id: str | None = None) -> None:
+        """Sets a user's or a key's limit attributes (a None value clears one)."""
+        if user_id is not None:
+            pk, sk = user_pk(user_id), PROFILE
+        else:
+            pk, sk = key_pk(self.key_hash_for_id(str(key_id))), "KEY"
+        expression, names, values = _assignments(limits)
+        params: dict[str, Any] = {"TableName": self.table, "Key": to_item({"pk": pk, "sk": sk}),
+                                  "UpdateExpression": expression, "ConditionExpression": "attribute_exists(pk)",
+                                  "ExpressionAttributeNames": names}
+        if values:
+            params["ExpressionAttributeValues"] = to_values(values)
+        try:
+            self._db.update_item(**params)
+        except Exception as exc:
+            if is_condition_failure(exc):
+                raise (UserNotFound(user_id) if user_id is not None else KeyNotFound(key_id)) from None
+            raise
 
     def revoke_key(self, key_id: str) -> None:
         self._db.update_item(
