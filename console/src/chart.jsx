@@ -37,9 +37,12 @@ export function SpendChart({ spend, label }) {
     const bars = uPlot.paths.bars({ size: [0.7, 40] });
     const opts = {
       width: Math.max(280, box.current.clientWidth), height: 240,
-      scales: { x: { time: true }, usd: { range: (u, lo, hi) => [0, Math.max(hi, 0.01) * 1.1] },
+      scales: { x: { time: true, range: () => [x[0] - 43200, x[x.length - 1] + 43200] }, usd: { range: (u, lo, hi) => [0, Math.max(hi, 0.01) * 1.1] },
         req: { range: (u, lo, hi) => [0, Math.max(hi, 1) * 1.1] } },
-      axes: [{}, { scale: "usd", values: (u, vals) => vals.map((v) => `$${v.toFixed(v < 1 ? 3 : 0)}`) },
+      axes: [{ splits: () => x, values: (u, vals) => {
+        const every = Math.ceil(vals.length / Math.max(1, Math.floor(u.bbox.width / devicePixelRatio / 48)));
+        return vals.map((v, i) => (i % every ? "" : new Date(v * 1000).toISOString().slice(5, 10)));
+      } }, { scale: "usd", values: (u, vals) => vals.map((v) => `$${v.toFixed(v < 1 ? 3 : 0)}`) },
         { scale: "req", side: 1, grid: { show: false } }],
       series: [{},
         ...models.map((m, i) => ({ label: m, scale: "usd", fill: COLORS[i % COLORS.length],

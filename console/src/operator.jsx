@@ -1,7 +1,7 @@
 import { useState } from "preact/hooks";
 import { call, UNITS_PER_USD, usd } from "./api.js";
 import { Field, FormError, Pager } from "./ui.jsx";
-import { SpendPanel, useLoad } from "./user.jsx";
+import { limitsText, SpendPanel, useLoad } from "./user.jsx";
 
 function AddQuota({ user, onDone }) {
   const [error, setError] = useState(null);
@@ -24,6 +24,45 @@ function AddQuota({ user, onDone }) {
       <button type="submit">Add quota</button>
       {error && <span class="error" role="alert">{error.message}</span>}
     </form>
+  );
+}
+
+function SetLimits({ user, onDone }) {
+  const [error, setError] = useState(null);
+  async function submit(event) {
+    event.preventDefault();
+    const f = new FormData(event.currentTarget);
+    const body = {};
+    for (const name of ["rpm", "tpm", "max_parallel", "budget_usd"]) {
+      const text = String(f.get(name) || "").trim();
+      if (text !== "") body[name] = Number(text);
+    }
+    if (body.budget_usd) body.budget_period = f.get("budget_period");
+    setError(null);
+    try {
+      await call("PUT", `/api/admin/users/${user.id}/limits`, { body });
+      onDone();
+    } catch (err) {
+      setError(err);
+    }
+  }
+  return (
+    <details>
+      <summary>Limits: {limitsText(user)}{user.budget_usd ? `, $${user.budget_usd} ${user.budget_period}` : ""}</summary>
+      <form onSubmit={submit} aria-label={`Set limits of ${user.username}`}>
+        <Field label="Requests per minute" name="rpm" type="number" min="0" placeholder={user.rpm} error={error} />
+        <Field label="Tokens per minute" name="tpm" type="number" min="0" placeholder={user.tpm} error={error} />
+        <Field label="Parallel requests" name="max_parallel" type="number" min="0" placeholder={user.max_parallel}
+          error={error} />
+        <Field label="Budget in USD (0: none)" name="budget_usd" type="number" min="0" step="0.01"
+          placeholder={user.budget_usd} error={error} />
+        <label class="field"><span>Budget period</span>
+          <select name="budget_period"><option value="daily">daily</option><option value="weekly">weekly</option>
+            <option value="monthly">monthly</option></select></label>
+        <FormError error={error} fields={["rpm", "tpm", "max_parallel", "budget_usd"]} />
+        <button type="submit">Set limits</button>
+      </form>
+    </details>
   );
 }
 
@@ -95,6 +134,7 @@ export function Users({ reload }) {
                 <td>{usd(user.quota)}</td><td>{usd(user.used_quota)}</td><td>{user.request_count}</td>
                 <td class="actions">
                   <AddQuota user={user} onDone={refresh} />
+                  <SetLimits user={user} onDone={refresh} />
                   <button type="button" onClick={() => toggle(user)}
                     aria-label={`${user.status === 1 ? "Disable" : "Enable"} ${user.username}`}>
                     {user.status === 1 ? "Disable" : "Enable"}

@@ -35,6 +35,11 @@ export function SpendPanel({ path, label }) {
   );
 }
 
+export function limitsText(x) {
+  return [x.rpm && `${x.rpm} requests/min`, x.tpm && `${x.tpm} tokens/min`,
+    x.max_parallel && `${x.max_parallel} parallel`].filter(Boolean).join(", ") || "none";
+}
+
 export function Dashboard({ me }) {
   return (
     <>
@@ -42,7 +47,9 @@ export function Dashboard({ me }) {
         <div><dt>Balance</dt><dd>{usd(me.quota)}</dd><dd class="units">{me.quota.toLocaleString("en-US")} units</dd></div>
         <div><dt>Used</dt><dd>{usd(me.used_quota)}</dd></div>
         <div><dt>Requests</dt><dd>{(me.request_count || 0).toLocaleString("en-US")}</dd></div>
-        <div><dt>Group</dt><dd>{me.group}</dd></div>
+        <div><dt>Budget</dt><dd>{me.budget_usd ? `$${me.budget_usd}` : "none"}</dd>
+          {me.budget_usd ? <dd class="units">{me.budget_period}</dd> : null}</div>
+        <div><dt>Limits</dt><dd class="small">{limitsText(me)}</dd></div>
       </dl>
       <SpendPanel path="/api/data/self" label="Your spend per day" />
     </>

@@ -94,6 +94,12 @@ def admin_user_quota(user_id: str):
     return json_response(operator.add_quota(operator.user_id_of(user_id), app.current_event.decoded_body))
 
 
+@app.put("/api/admin/users/<user_id>/limits")
+def admin_user_limits(user_id: str):
+    session.require_operator(_headers())
+    return json_response(operator.set_limits(operator.user_id_of(user_id), app.current_event.decoded_body))
+
+
 @app.get("/api/admin/channels")
 def admin_channels():
     session.require_operator(_headers())

@@ -92,6 +92,7 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/api/admin/users"): ("application/json", account.NewUser),
         ("PUT", "/api/admin/users/{id}/status"): ("application/json", account.UserStatus),
         ("POST", "/api/admin/users/{id}/quota"): ("application/json", account.QuotaAddition),
+        ("PUT", "/api/admin/users/{id}/limits"): ("application/json", account.UserLimits),
     }
     for action in CONTENT_ACTIONS:
         models[("POST", f"/v1beta/models/{{model}}:{action}")] = ("application/json", text.CONTENT_ACTIONS[action])

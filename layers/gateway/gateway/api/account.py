@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from gateway.admission.limits import Limits
 from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, InvalidRequest, shown
 from gateway.prices import UNITS_PER_USD, units_to_whole_usd
@@ -114,7 +115,8 @@ def user_self(authorization: str | None, api_user: str | None,
 def account_record(user: dict[str, Any]) -> dict[str, Any]:
     """The account envelope of GET /api/user/self for a user profile (no secret, no hash)."""
     record = {name: _FIXED[name] if name in _FIXED else user.get(name) for name in _ACCOUNT_FIELDS}
-    return {"data": record, "message": "", "success": True}
+    # Beyond new-api's record: the user's own limits (rpm, tpm, max_parallel, budget_usd, budget_period).
+    return {"data": {**record, **Limits.of(user).view()}, "message": "", "success": True}
 
 
 #: The spend chart's spans (days, today included).

@@ -1,19 +1,22 @@
 """The operator's routes of the console (`/api/admin/...`, role 10 or more): users (list by
 page, create with a password, enable or disable, add quota), the channels with their health, and
-spend across all users per day and model. Each answers new-api's envelope
+spend across all users per day and model, and each user's limits. Each answers new-api's envelope
 (`{"success", "message", "data"}`); who may call is `session.require_operator`'s rule."""
 
 from __future__ import annotations
 
 from datetime import date
+from decimal import Decimal
 from typing import Any
 
+from gateway.admission.limits import Limits
 from gateway.api.account import spend_answer, spend_rows, spend_span
 from gateway.api.session import hash_password
 from gateway.errors import Conflict, InvalidRequest, NotFound, shown
 from gateway.keys import new_secret
+from gateway.prices import usd_to_units
 from gateway.routing.channels import channel_health, get_catalog
-from gateway.schemas.account import NewUser, QuotaAddition, UserStatus
+from gateway.schemas.account import NewUser, QuotaAddition, UserLimits, UserStatus
 from gateway.store.accounts import AccountsRepository, UserNotFound
 from gateway.validation import parse_body
 
@@ -22,6 +25,10 @@ PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
 SPEND_USERS_MAX = 1000
 _USER_FIELDS = ("id", "username", "display_name", "email", "role", "status", "quota", "used_quota",
                 "request_count", "group", "created_at")
+
+
+def _user_view(user: dict[str, Any]) -> dict[str, Any]:
+    return {**{name: user.get(name) for name in _USER_FIELDS}, **Limits.of(user).view()}
 
 
 def _ok(data: Any) -> dict[str, Any]:
@@ -49,7 +56,7 @@ def users(query: dict[str, str] | None, accounts: AccountsRepository | None = No
     size = _number(query, "page_size", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX) or PAGE_SIZE_DEFAULT
     after = _number(query, "after", None, 0, 2**63 - 1)
     page, last = (accounts or AccountsRepository()).users_page(size, after)
-    return _ok({"items": [{name: user.get(name) for name in _USER_FIELDS} for user in page],
+    return _ok({"items": [_user_view(user) for user in page],
                 "next_after": last})
 
 
@@ -67,7 +74,7 @@ def create_user(body: str | bytes | None, accounts: AccountsRepository | None = 
     except ValueError:  # another operator took the name in between: this user stays without a password
         accounts.set_user_enabled(int(user["id"]), False)
         raise Conflict(f"username: '{request.username}' is taken", param="username") from None
-    return _ok({**{name: user.get(name) for name in _USER_FIELDS}, "access_token": token})
+    return _ok({**_user_view(user), "access_token": token})
 
 
 def set_status(user_id: int, body: str | bytes | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
@@ -89,6 +96,26 @@ def add_quota(user_id: int, body: str | bytes | None, accounts: AccountsReposito
     except UserNotFound:
         raise NotFound(f"id: no user {user_id}", param="id") from None
     return _ok({"id": user_id, "quota": quota})
+
+
+def set_limits(user_id: int, body: str | bytes | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """PUT /api/admin/users/{id}/limits: the user's rpm, tpm, max_parallel and budget."""
+    accounts = accounts or AccountsRepository()
+    request = parse_body(UserLimits, body)
+    user = accounts.get_user(user_id, consistent=True)
+    if user is None:
+        raise NotFound(f"id: no user {user_id}", param="id")
+    budget = usd_to_units(Decimal(str(request.budget_usd))) if request.budget_usd is not None else None
+    try:
+        limits = Limits.of(user).replace(rpm=request.rpm, tpm=request.tpm, max_parallel=request.max_parallel,
+                                         budget_units=budget, budget_period=request.budget_period)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), param="budget_period") from None
+    try:
+        accounts.set_limits(limits=limits.attributes(clearing=True), user_id=user_id)
+    except UserNotFound:
+        raise NotFound(f"id: no user {user_id}", param="id") from None
+    return _ok({"id": user_id, **limits.view()})
 
 
 def channels() -> dict[str, Any]:
