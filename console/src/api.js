@@ -64,7 +64,7 @@ function paramOf(message) {
 
 export function usd(units) {
   const value = Number(units || 0) / UNITS_PER_USD;
-  return `$${value.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: value < 1 ? 4 : 2 })}`;
+  return `$${value.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: value < 1 ? 6 : 2 })}`;
 }
 
 export function when(seconds) {

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.errors import Dialect, GatewayError, dialect_for_path, render
+from gateway.http import CATCH_ALL_RESOURCES
 from gateway_local.template import read_template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,8 +214,8 @@ def _documented_paths(template_path: str) -> list[tuple[str, str]]:
     template = read_template(ROOT / template_path)
     documented: list[tuple[str, str]] = []
     for route in template.routes:
-        if route.function == PAGES_FUNCTION:
-            continue
+        if route.function == PAGES_FUNCTION or route.path in CATCH_ALL_RESOURCES:
+            continue  # pages, and the catch-all 404 of any other path (its method ANY is no OpenAPI method)
         if route.path == "/v1beta/models/{proxy+}":
             documented += [(route.method, f"/v1beta/models/{{model}}:{action}") for action in CONTENT_ACTIONS]
         else:
