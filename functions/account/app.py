@@ -84,8 +84,9 @@ def admin_user_create():
 
 @app.put("/api/admin/users/<user_id>/status")
 def admin_user_status(user_id: str):
-    session.require_operator(_headers())
-    return json_response(operator.set_status(operator.user_id_of(user_id), app.current_event.decoded_body))
+    operator_id, _ = session.require_operator(_headers())
+    return json_response(operator.set_status(operator.user_id_of(user_id), app.current_event.decoded_body,
+                                             operator_id=operator_id))
 
 
 @app.post("/api/admin/users/<user_id>/quota")

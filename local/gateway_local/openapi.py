@@ -202,7 +202,7 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
         params.append(param("alt", "query", "must be sse", required=True, enum=["sse"]))
     if path.startswith(_ACCOUNT_PATHS) and path != "/api/user/login":
         params.append(param("X-Api-User", "header", "the id of the user the access token (or session) belongs to",
-                            required=path != "/api/user/logout"))
+                            required=True))
     return params
 
 

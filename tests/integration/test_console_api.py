@@ -78,6 +78,8 @@ def test_over_https_the_cookie_is_secure(account_fn, people, lambda_context):
 def test_sign_out_ends_the_session_for_good(account_fn, people, lambda_context):
     _, _, headers = sign_in(account_fn, lambda_context, "ann")
     jar, who = cookie_of(headers), {"X-Api-User": str(people["ann"])}
+    status, _, _ = call(account_fn, lambda_context, "GET", "/api/user/logout", headers={"Cookie": jar})
+    assert status == 401  # no other site ends a session: the cookie alone is not enough
     status, _, out = call(account_fn, lambda_context, "GET", "/api/user/logout", headers={"Cookie": jar, **who})
     assert status == 200 and "Max-Age=0" in out["Set-Cookie"]
     status, _, _ = call(account_fn, lambda_context, "GET", "/api/user/self", headers={"Cookie": jar, **who})
@@ -217,6 +219,10 @@ def test_an_operator_creates_a_user_adds_quota_sets_limits_and_disables_it(accou
     status, _, _ = call(account_fn, lambda_context, "PUT", status_path, resource="/api/admin/users/{id}/status",
                         headers=op, body={"status": True})
     assert status == 400
+    status, body, _ = call(account_fn, lambda_context, "PUT", "/api/admin/users/1/status",
+                           resource="/api/admin/users/{id}/status", headers=op, body={"status": 2})
+    assert status == 400 and body["message"] == "id: an operator cannot disable its own account"
+    assert accounts.get_user(1)["status"] == 1
 
 
 def test_the_operator_sees_the_channels_without_their_keys_and_spend_across_users(

@@ -59,3 +59,11 @@ def test_the_console_function_serves_the_document_swagger_ui_and_no_file_outside
 def test_a_page_without_its_slash_is_sent_to_it_relative_to_the_stage():
     answer = load_function("console")._redirect_to_slash({"path": "/console"})
     assert answer is not None and answer["statusCode"] == 302 and answer["headers"]["Location"] == "console/"
+
+
+def test_every_static_file_fits_in_a_lambda_answer():
+    app = load_function("console")
+    for path in app.STATIC.rglob("*"):
+        if path.is_file():
+            # The answer is JSON: the body escaped must stay under Lambda's 6 MB.
+            assert len(json.dumps(path.read_text(encoding="utf-8"))) < 5_500_000, path

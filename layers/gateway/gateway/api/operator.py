@@ -6,15 +6,14 @@ spend across all users per day and model, and each user's limits. Each answers n
 from __future__ import annotations
 
 from datetime import date
-from decimal import Decimal
 from typing import Any
 
 from gateway.admission.limits import Limits
 from gateway.api.account import spend_answer, spend_rows, spend_span
 from gateway.api.session import hash_password
+from gateway.api.tokens import changed_limits
 from gateway.errors import Conflict, InvalidRequest, NotFound, shown
 from gateway.keys import new_secret
-from gateway.prices import usd_to_units
 from gateway.routing.channels import channel_health, get_catalog
 from gateway.schemas.account import NewUser, QuotaAddition, UserLimits, UserStatus
 from gateway.store.accounts import AccountsRepository, UserNotFound
@@ -77,10 +76,14 @@ def create_user(body: str | bytes | None, accounts: AccountsRepository | None = 
     return _ok({**_user_view(user), "access_token": token})
 
 
-def set_status(user_id: int, body: str | bytes | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def set_status(user_id: int, body: str | bytes | None, *, operator_id: int,
+               accounts: AccountsRepository | None = None) -> dict[str, Any]:
     """PUT /api/admin/users/{id}/status: 2 disables the user and refuses each of its keys at
-    once; 1 enables it again (and the keys disabling took)."""
+    once; 1 enables it again (and the keys disabling took). An operator never disables itself
+    (it would lock itself out of the console)."""
     request = parse_body(UserStatus, body)
+    if user_id == operator_id and request.status != 1:
+        raise InvalidRequest("id: an operator cannot disable its own account", param="id")
     try:
         changed = (accounts or AccountsRepository()).set_user_enabled(user_id, request.status == 1)
     except UserNotFound:
@@ -105,12 +108,7 @@ def set_limits(user_id: int, body: str | bytes | None, accounts: AccountsReposit
     user = accounts.get_user(user_id, consistent=True)
     if user is None:
         raise NotFound(f"id: no user {user_id}", param="id")
-    budget = usd_to_units(Decimal(str(request.budget_usd))) if request.budget_usd is not None else None
-    try:
-        limits = Limits.of(user).replace(rpm=request.rpm, tpm=request.tpm, max_parallel=request.max_parallel,
-                                         budget_units=budget, budget_period=request.budget_period)
-    except ValueError as exc:
-        raise InvalidRequest(str(exc), param="budget_period") from None
+    limits = changed_limits(request, Limits.of(user))
     try:
         accounts.set_limits(limits=limits.attributes(clearing=True), user_id=user_id)
     except UserNotFound:

@@ -146,10 +146,16 @@ def _session_token(headers: Mapping[str, str]) -> str | None:
 
 
 def sign_out(headers: Mapping[str, str], accounts: AccountsRepository | None = None) -> str:
-    """Deletes the session of the cookie (if any); returns the Set-Cookie that clears it."""
+    """Deletes the session of the cookie, named by `X-Api-User` as every cookie call is (else a
+    401: no other site ends a session); returns the Set-Cookie that clears the cookie. Without
+    a session there is nothing to end, and the cookie is cleared all the same."""
+    accounts = accounts or AccountsRepository()
     token = _session_token(headers)
-    if token:
-        (accounts or AccountsRepository()).delete_session(keys.hash_secret(token))
+    session = accounts.get_session(keys.hash_secret(token)) if token else None
+    if session is not None:
+        if (headers.get("x-api-user") or "").strip() != str(session["user_id"]):
+            raise AuthenticationFailed("X-Api-User must be the id of the signed-in user")
+        accounts.delete_session(keys.hash_secret(token or ""))
     return _cookie("", 0, is_https(headers))
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from gateway.admission.limits import Limits
 from gateway.errors import Conflict, InvalidRequest, NotFound
 from gateway.prices import usd_to_units
-from gateway.schemas.tokens import NewToken, TokenFields, TokenStatus, TokenUpdate
+from gateway.schemas.tokens import LimitFields, NewToken, TokenFields, TokenStatus, TokenUpdate
 from gateway.store.accounts import AccountsRepository, KeyNotFound
 
 MAX_KEYS_PER_USER = 100
@@ -214,18 +214,23 @@ def _models(body: TokenFields, current: list[str]) -> list[str]:
     return names
 
 
-def _limits(body: TokenFields, current: Limits, user: dict[str, Any]) -> Limits:
-    """The key's limits after this request: each given field replaces its value; none may let more
-    through than the user's own."""
+def changed_limits(body: LimitFields, current: Limits) -> Limits:
+    """The limits after a request: each given field replaces its value (a budget of 0 clears it
+    and its period); a budget without a period is a 400 naming `budget_period`."""
     budget_units = usd_to_units(Decimal(str(body.budget_usd))) if body.budget_usd is not None else None
     period: str | None = body.budget_period
     if budget_units == 0:
         period = ""
     try:
-        limits = current.replace(rpm=body.rpm, tpm=body.tpm, max_parallel=body.max_parallel,
-                                 budget_units=budget_units, budget_period=period)
+        return current.replace(rpm=body.rpm, tpm=body.tpm, max_parallel=body.max_parallel,
+                               budget_units=budget_units, budget_period=period)
     except ValueError as exc:
         raise InvalidRequest(str(exc), param="budget_period") from None
+
+
+def _limits(body: TokenFields, current: Limits, user: dict[str, Any]) -> Limits:
+    """The key's limits after this request; none may let more through than the user's own."""
+    limits = changed_limits(body, current)
     for field, rule in limits.excess_over(Limits.of(user)):
         raise InvalidRequest(f"{field}: {rule}", param=field)
     return limits

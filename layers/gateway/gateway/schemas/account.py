@@ -4,11 +4,11 @@ actions (`gateway.api.session`, `gateway.api.operator`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from gateway.schemas.tokens import MAX_BUDGET_USD, Rate
+from gateway.schemas.tokens import LimitFields
 
 #: A quota movement an operator may make in one call (units; 500000 per USD): one million USD.
 MAX_QUOTA_UNITS = 500_000 * 1_000_000
@@ -77,13 +77,6 @@ class UserStatus(_Strict):
                       Field(description="1 enabled, 2 disabled", json_schema_extra={"enum": [1, 2]})]
 
 
-class UserLimits(_Strict):
+class UserLimits(LimitFields):
     """PUT /api/admin/users/{id}/limits: the user's own limits (each given field replaces its
     value, 0 clears it); every key of the user is held by them too."""
-
-    rpm: Rate | None = None
-    tpm: Rate | None = None
-    max_parallel: Rate | None = None
-    budget_usd: Annotated[StrictInt | StrictFloat, Field(ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False,
-                                                          description="0 for no budget")] | None = None
-    budget_period: Literal["daily", "weekly", "monthly"] | None = None

@@ -16,7 +16,18 @@ MAX_BUDGET_USD = 10**9
 Rate = Annotated[StrictInt, Field(ge=0, le=MAX_RATE, description="0 for no limit")]
 
 
-class TokenFields(StrictBody):
+class LimitFields(StrictBody):
+    """A principal's limits (a key's, or a user's set by an operator); an absent one keeps its value."""
+
+    rpm: Rate | None = None
+    tpm: Rate | None = None
+    max_parallel: Rate | None = None
+    budget_usd: Annotated[StrictInt | StrictFloat, Field(ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False,
+                                                          description="0 for no budget")] | None = None
+    budget_period: Literal["daily", "weekly", "monthly"] | None = None
+
+
+class TokenFields(LimitFields):
     """The fields a user sets on its own key; an absent one keeps its value (or its default)."""
 
     name: Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)] | None = None
@@ -28,13 +39,6 @@ class TokenFields(StrictBody):
     model_limits_enabled: StrictBool | None = None
     model_limits: Annotated[StrictStr, Field(max_length=10_000, description="comma-separated model ids")] | None \
         = None
-    rpm: Rate | None = None
-    tpm: Rate | None = None
-    max_parallel: Rate | None = None
-    budget_usd: Annotated[StrictInt | StrictFloat, Field(ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False,
-                                                          description="0 for no budget")] | None = None
-    budget_period: Literal["daily", "weekly", "monthly"] | None = None
-
 
 class NewToken(TokenFields):
     pass

@@ -166,6 +166,17 @@ class AccountsRepository:
     def _db(self):
         return client("dynamodb")
 
+    def _query_all(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every item of a Query, page after page."""
+        params = dict(params)
+        items: list[dict[str, Any]] = []
+        while True:
+            answer = self._db.query(**params)
+            items.extend(from_item(item) for item in answer.get("Items", []))
+            if "LastEvaluatedKey" not in answer:
+                return items
+            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
     def _get(self, pk: str, sk: str, consistent: bool = False) -> dict[str, Any] | None:
         answer = self._db.get_item(TableName=self.table, Key=to_item({"pk": pk, "sk": sk}),
                                    ConsistentRead=consistent)
@@ -307,13 +318,7 @@ class AccountsRepository:
         params: dict[str, Any] = {
             "TableName": self.table, "IndexName": "gsi1", "KeyConditionExpression": "gsi1pk = :p",
             "ExpressionAttributeValues": to_values({":p": f"{user_pk(user_id)}#KEYS"})}
-        found: list[dict[str, Any]] = []
-        while True:
-            answer = self._db.query(**params)
-            found.extend(from_item(item) for item in answer.get("Items", []))
-            if "LastEvaluatedKey" not in answer:
-                return found
-            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        return self._query_all(params)
 
     def user_key(self, user_id: int, key_id: str) -> dict[str, Any] | None:
         """The key `key_id` if it belongs to `user_id`, else None (another user's key and a key
@@ -522,13 +527,7 @@ class AccountsRepository:
                                                     ":high": last.isoformat()}),
             "ConsistentRead": True,
         }
-        days: list[dict[str, Any]] = []
-        while True:
-            answer = self._db.query(**params)
-            days.extend(from_item(item) for item in answer.get("Items", []))
-            if "LastEvaluatedKey" not in answer:
-                return days
-            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        return self._query_all(params)
 
     # Ledger --------------------------------------------------------------------------------
 
@@ -546,13 +545,7 @@ class AccountsRepository:
         if key_id:
             params["FilterExpression"] = "key_id = :k"
             params["ExpressionAttributeValues"].update(to_values({":k": key_id}))
-        entries: list[dict[str, Any]] = []
-        while True:
-            answer = self._db.query(**params)
-            entries.extend(from_item(item) for item in answer.get("Items", []))
-            if "LastEvaluatedKey" not in answer:
-                return entries
-            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        return self._query_all(params)
 
     def log_query(self, user_id: int, path: tuple[str | None, str, str], partition: str, *, low: str, high: str,
                   limit: int, start_after: str | None = None, count_only: bool = False,
@@ -624,11 +617,6 @@ class AccountsRepository:
             "ConsistentRead": True,
         }
         total = UsageTotal()
-        while True:
-            answer = self._db.query(**params)
-            for item in answer.get("Items", []):
-                day = from_item(item)
-                total += UsageTotal(int(day.get(counters[0], 0)), int(day.get(counters[1], 0)))
-            if "LastEvaluatedKey" not in answer:
-                return total
-            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        for day in self._query_all(params):
+            total += UsageTotal(int(day.get(counters[0], 0)), int(day.get(counters[1], 0)))
+        return total
