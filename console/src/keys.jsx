@@ -124,7 +124,7 @@ export function Keys({ reload }) {
                 <td>{[t.rpm && `${t.rpm} rpm`, t.tpm && `${t.tpm} tpm`, t.max_parallel && `${t.max_parallel} parallel`,
                   t.budget_usd && `$${t.budget_usd} ${t.budget_period}`].filter(Boolean).join(", ") || "none"}</td>
                 <td>{t.expired_time === -1 ? "never" : when(t.expired_time)}</td><td>{when(t.accessed_time)}</td>
-                <td class="actions">
+                <td><div class="actions">
                   <button type="button" aria-label={`${t.status === 1 ? "Disable" : "Enable"} key ${t.name}`}
                     onClick={() => act(() => call("PUT", "/api/token/", { query: { status_only: "true" },
                       body: { id: t.id, status: t.status === 1 ? 2 : 1 } }))}>
@@ -132,7 +132,7 @@ export function Keys({ reload }) {
                   </button>
                   <button type="button" class="danger" aria-label={`Delete key ${t.name}`}
                     onClick={() => act(() => call("DELETE", `/api/token/${encodeURIComponent(t.id)}`))}>Delete</button>
-                </td>
+                </div></td>
               </tr>
             ))}
           </tbody>

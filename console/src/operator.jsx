@@ -132,14 +132,14 @@ export function Users({ reload }) {
                 <td>{user.id}</td><td>{user.username}</td><td>{user.role}</td>
                 <td>{user.status === 1 ? "enabled" : "disabled"}</td>
                 <td>{usd(user.quota)}</td><td>{usd(user.used_quota)}</td><td>{user.request_count}</td>
-                <td class="actions">
+                <td><div class="actions">
                   <AddQuota user={user} onDone={refresh} />
                   <SetLimits user={user} onDone={refresh} />
                   <button type="button" onClick={() => toggle(user)}
                     aria-label={`${user.status === 1 ? "Disable" : "Enable"} ${user.username}`}>
                     {user.status === 1 ? "Disable" : "Enable"}
                   </button>
-                </td>
+                </div></td>
               </tr>
             ))}
           </tbody>

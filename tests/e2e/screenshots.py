@@ -47,7 +47,9 @@ def main() -> int:
                 sign_in(page, server.url, "demo", PASSWORD)
                 for name in PAGES:
                     go_to(page, name)
-                    page.wait_for_load_state("networkidle")
+                    # A hash route loads its data after the heading shows; the page's load state
+                    # stays "idle" from the first load, so give the fetch and the chart a moment.
+                    page.wait_for_timeout(1500)
                     written.append(OUT / f"{name.lower().replace(' ', '-')}-{label}.png")
                     page.screenshot(path=written[-1], full_page=True)
                 page.goto(f"{server.url}/docs/")
