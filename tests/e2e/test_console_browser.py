@@ -41,6 +41,11 @@ def chromium(site):
         yield launched
 
 
+def fits(page, viewport) -> bool:
+    """Nothing on the page is wider than the screen (a wide table scrolls inside its own box)."""
+    return page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+
+
 def chat(site, key: str) -> str:
     with openai.OpenAI(api_key=key, base_url=f"{site.url}/v1", max_retries=0, timeout=60) as sdk:
         answer = sdk.chat.completions.create(model="m-small", messages=[{"role": "user", "content": "hello there"}])
@@ -87,6 +92,7 @@ def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_
     sign_in(page, site.url, "ann", ANN_PASSWORD)
     page.get_by_role("img", name=re.compile(r"^Your spend per day, last 7 days")).wait_for()
     assert page.locator("figure canvas").count() >= 1
+    assert fits(page, viewport)
 
     name = f"laptop-{viewport['width']}"
     go_to(page, "Keys")
@@ -100,6 +106,7 @@ def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_
     page.get_by_role("status").filter(has_text="Copied.").wait_for()
     assert page.evaluate("navigator.clipboard.readText()") == key
     page.get_by_role("button", name="Done").click()
+    assert fits(page, viewport)
     assert page.get_by_text(key).count() == 0  # shown once: the list has its hint only
 
     assert chat(site, key)
@@ -111,6 +118,7 @@ def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_
     row = page.get_by_role("table", name="Requests").get_by_role("row").filter(has_text=name)
     row.first.wait_for()
     assert row.count() == 1 and "m-small" in row.inner_text() and "consume" in row.inner_text()
+    assert fits(page, viewport)
 
     go_to(page, "Dashboard")
     chart = page.get_by_role("img", name=re.compile(r"^Your spend per day, last 7 days"))
@@ -135,7 +143,7 @@ def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_
 
 
 def test_an_operator_adds_quota_to_a_user_and_the_users_page_shows_it(site, chromium):
-    user = chromium.new_context(viewport=PHONE).new_page()
+    user = chromium.new_context(viewport=PHONE).new_page()  # the user on a phone, the operator on a desktop
     sign_in(user, site.url, "ann", ANN_PASSWORD)
     before = balance_units(user)
     assert not user.get_by_role("link", name="Users").is_visible()  # not an operator
