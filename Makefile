@@ -16,7 +16,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
 .PHONY: run test unit integration e2e mutate bench bench-peers bench-scale validate checkov build deploy admin invoke \
-	clean openapi lint typecheck
+	clean openapi lint typecheck console screenshots
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -83,7 +83,18 @@ typecheck: $(BIN)/.installed
 ## docs/openapi.json from the code (template.yaml routes, request models, error envelopes);
 ## a test fails while the committed copy is stale.
 openapi: $(BIN)/.installed
-	PYTHONPATH=layers/gateway:local $(BIN)/python -m gateway_local.openapi docs/openapi.json
+	PYTHONPATH=layers/gateway:local $(BIN)/python -m gateway_local.openapi
+
+## The console and the docs page (console/: Vite, Preact, uPlot, swagger-ui-dist) built into
+## functions/console/static, which is committed: `make run`, `make build` and CI need no node.
+## Run this after changing console/ (node 20 and npm; `npm ci` installs the locked versions).
+console:
+	cd console && npm ci --no-audit --no-fund && npm run build
+
+## PNGs of each console page and of /docs at 375 and 1280 px into docs/screenshots/ (Playwright
+## driving Debian's chromium: apt-get install -y chromium).
+screenshots: $(BIN)/.installed
+	$(BIN)/python -m tests.e2e.screenshots
 
 ## Benchmarks print figures; they are not tests. The first one goes through `make run` and
 ## writes bench/results.md and bench/results.png.
@@ -128,4 +139,4 @@ invoke: $(BIN)/.installed
 	$(BIN)/python -m gateway_local.invoke "$(FUNCTION)" "$(EVENT)"
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) $(PEERS_VENV) .aws-sam .pytest_cache bench/.work
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) $(PEERS_VENV) .aws-sam .pytest_cache bench/.work console/node_modules

@@ -1,13 +1,20 @@
-"""Account and credit queries: GET /v1/dashboard/billing/{usage,subscription}, GET /api/user/self,
-and the request log (GET /api/log/self, GET /api/log/token)."""
+"""Account and credit queries: GET /v1/dashboard/billing/{usage,subscription}, the account
+(GET/PUT /api/user/self, sign-in and sign-out, GET /api/data/self), the request log
+(GET /api/log/self, GET /api/log/token), the user's own keys (/api/token/) and the operator's
+/api/admin routes. Every /api route but /api/log/token takes the access token or the session."""
 
 from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import observability
-from gateway.api import account, requestlog
-from gateway.http import authenticate, create_app, json_response
+from gateway.api import account, operator, requestlog, session, tokens
+from gateway.http import authenticate, body_model, create_app, json_response
+from gateway.schemas.tokens import NewToken, TokenStatus, TokenUpdate
 
 app = create_app()
+
+
+def _headers():
+    return app.current_event.headers
 
 
 @app.get("/v1/dashboard/billing/usage")
@@ -24,20 +31,116 @@ def billing_subscription():
 
 @app.get("/api/user/self")
 def user_self():
-    headers = app.current_event.headers
-    return json_response(account.user_self(headers.get("authorization"), headers.get("x-api-user")))
+    return json_response(session.self_record(_headers()))
+
+
+@app.put("/api/user/self")
+def user_self_update():
+    return json_response(session.change_password(_headers(), app.current_event.decoded_body))
+
+
+@app.post("/api/user/login")
+def user_login():
+    event = app.current_event
+    signed_in = session.sign_in(event.decoded_body, event.request_context.identity.source_ip or "",
+                                session.is_https(_headers()))
+    return json_response(signed_in.body, headers={"Set-Cookie": signed_in.cookie, "Cache-Control": "no-store"})
+
+
+@app.get("/api/user/logout")
+def user_logout():
+    return json_response({"data": None, "message": "", "success": True},
+                         headers={"Set-Cookie": session.sign_out(_headers())})
+
+
+@app.get("/api/data/self")
+def data_self():
+    user_id, _ = session.caller(_headers())
+    return json_response(account.self_spend(user_id, app.current_event.query_string_parameters))
 
 
 @app.get("/api/log/self")
 def log_self():
-    headers = app.current_event.headers
-    user_id = account.access_token_user(headers.get("authorization"), headers.get("x-api-user"))
+    user_id, _ = session.caller(_headers())
     return json_response(requestlog.account_log(user_id, app.current_event.query_string_parameters))
 
 
 @app.get("/api/log/token")
 def log_token():
     return json_response(requestlog.key_log(authenticate(app), app.current_event.query_string_parameters))
+
+
+@app.get("/api/admin/users")
+def admin_users():
+    session.require_operator(_headers())
+    return json_response(operator.users(app.current_event.query_string_parameters))
+
+
+@app.post("/api/admin/users")
+def admin_user_create():
+    session.require_operator(_headers())
+    return json_response(operator.create_user(app.current_event.decoded_body))
+
+
+@app.put("/api/admin/users/<user_id>/status")
+def admin_user_status(user_id: str):
+    operator_id, _ = session.require_operator(_headers())
+    return json_response(operator.set_status(operator.user_id_of(user_id), app.current_event.decoded_body,
+                                             operator_id=operator_id))
+
+
+@app.post("/api/admin/users/<user_id>/quota")
+def admin_user_quota(user_id: str):
+    session.require_operator(_headers())
+    return json_response(operator.add_quota(operator.user_id_of(user_id), app.current_event.decoded_body))
+
+
+@app.put("/api/admin/users/<user_id>/limits")
+def admin_user_limits(user_id: str):
+    session.require_operator(_headers())
+    return json_response(operator.set_limits(operator.user_id_of(user_id), app.current_event.decoded_body))
+
+
+@app.get("/api/admin/channels")
+def admin_channels():
+    session.require_operator(_headers())
+    return json_response(operator.channels())
+
+
+@app.get("/api/admin/spend")
+def admin_spend():
+    session.require_operator(_headers())
+    return json_response(operator.spend(app.current_event.query_string_parameters))
+
+
+def _token_user() -> int:
+    return session.caller(_headers())[0]
+
+
+# API Gateway serves /api/token and /api/token/ alike (new-api's clients call the second).
+@app.get("/api/token")
+def token_list():
+    return json_response(tokens.list_tokens(_token_user(), app.current_event.query_string_parameters))
+
+
+@app.post("/api/token")
+def token_create():
+    user_id = _token_user()
+    return json_response(tokens.create_token(user_id, body_model(app, NewToken)))
+
+
+@app.put("/api/token")
+def token_update():
+    user_id = _token_user()
+    query = app.current_event.query_string_parameters or {}
+    if str(query.get("status_only") or "").lower() == "true":
+        return json_response(tokens.set_token_status(user_id, body_model(app, TokenStatus)))
+    return json_response(tokens.update_token(user_id, body_model(app, TokenUpdate)))
+
+
+@app.delete("/api/token/<token_id>")
+def token_delete(token_id: str):
+    return json_response(tokens.delete_token(_token_user(), token_id))
 
 
 @observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)

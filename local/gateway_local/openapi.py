@@ -15,10 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from gateway.errors import Dialect, GatewayError, dialect_for_path, render
+from gateway.http import CATCH_ALL_RESOURCES
 from gateway_local.template import read_template
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "docs" / "openapi.json"
+#: The copy the console function serves at /openapi.json (deployed with it).
+SERVED_COPY = ROOT / "functions" / "console" / "static" / "openapi.json"
+#: The function of the web pages (the console, the docs): its routes are pages, not operations.
+PAGES_FUNCTION = "ConsoleFunction"
 
 # The actions of /v1beta/models/{proxy+}, each its own documented path.
 CONTENT_ACTIONS = ("generateContent", "streamGenerateContent", "countTokens", "embedContent", "batchEmbedContents")
@@ -42,7 +47,7 @@ _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError",
 
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
-    from gateway.schemas import images, plants, text
+    from gateway.schemas import account, images, plants, text, tokens
     from gateway.tasks.families.alpha import schema as alpha
     from gateway.tasks.families.beta.schema import BetaRequest
     from gateway.tasks.families.delta.schema import DeltaVideoRequest
@@ -53,6 +58,8 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
 
     models: dict[tuple[str, str], tuple[str, Any]] = {
         ("POST", "/plants"): ("application/json", plants.NewPlant),
+        ("POST", "/api/token"): ("application/json", tokens.NewToken),
+        ("PUT", "/api/token"): ("application/json", [tokens.TokenUpdate, tokens.TokenStatus]),
         ("POST", "/v1/chat/completions"): ("application/json", text.ChatRequest),
         ("POST", "/v1/messages"): ("application/json", text.MessagesRequest),
         ("POST", "/v1/responses"): ("application/json", text.ResponsesRequest),
@@ -81,6 +88,12 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/imgtask/submit/shorten"): ("application/json", imgtask.ShortenRequest),
         ("POST", "/imgtask/insight-face/swap"): ("application/json", imgtask.SwapFaceRequest),
         ("POST", "/imgtask/task/list-by-condition"): ("application/json", _IDS),
+        ("POST", "/api/user/login"): ("application/json", account.SignIn),
+        ("PUT", "/api/user/self"): ("application/json", account.PasswordChange),
+        ("POST", "/api/admin/users"): ("application/json", account.NewUser),
+        ("PUT", "/api/admin/users/{id}/status"): ("application/json", account.UserStatus),
+        ("POST", "/api/admin/users/{id}/quota"): ("application/json", account.QuotaAddition),
+        ("PUT", "/api/admin/users/{id}/limits"): ("application/json", account.UserLimits),
     }
     for action in CONTENT_ACTIONS:
         models[("POST", f"/v1beta/models/{{model}}:{action}")] = ("application/json", text.CONTENT_ACTIONS[action])
@@ -173,17 +186,36 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
     elif path.endswith("/content"):
         params.append(param("variant", "query", "video (default), thumbnail or spritesheet",
                             enum=["video", "thumbnail", "spritesheet"]))
-    elif path == "/api/user/self":
-        params.append(param("X-Api-User", "header", "the id of the user the access token belongs to", required=True))
+    elif path in ("/api/data/self", "/api/admin/spend"):
+        params.append(param("days", "query", "the span, today included", enum=["7", "30", "90"]))
+    elif path == "/api/admin/users":
+        params += [param("page_size", "query", "users per page (1 to 100, default 20)"),
+                   param("after", "query", "next_after of the page before")]
+    elif (method, path) == ("GET", "/api/token"):
+        params += [param("p", "query", "page, from 0", type="integer", minimum=0),
+                   param("size", "query", "keys per page (1 to 100, 20 by default)", type="integer", minimum=1,
+                         maximum=100)]
+    elif (method, path) == ("PUT", "/api/token"):
+        params.append(param("status_only", "query", "true: the body is {id, status} and only enables (1) or "
+                            "disables (2) the key", enum=["true", "false"]))
     elif path.endswith(":streamGenerateContent"):
         params.append(param("alt", "query", "must be sse", required=True, enum=["sse"]))
+    if path.startswith(_ACCOUNT_PATHS) and path != "/api/user/login":
+        params.append(param("X-Api-User", "header", "the id of the user the access token (or session) belongs to",
+                            required=True))
     return params
+
+
+# Routes reached with the system access token or the console's session (plus X-Api-User).
+_ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token")
 
 
 def _documented_paths(template_path: str) -> list[tuple[str, str]]:
     template = read_template(ROOT / template_path)
     documented: list[tuple[str, str]] = []
     for route in template.routes:
+        if route.function == PAGES_FUNCTION or route.path in CATCH_ALL_RESOURCES:
+            continue  # pages, and the catch-all 404 of any other path (its method ANY is no OpenAPI method)
         if route.path == "/v1beta/models/{proxy+}":
             documented += [(route.method, f"/v1beta/models/{{model}}:{action}") for action in CONTENT_ACTIONS]
         else:
@@ -204,7 +236,8 @@ def build(template_path: str = "template.yaml") -> dict[str, Any]:
             "tags": [path.split("/")[1] if not path.startswith("/v1/") else path.split("/")[2]],
             "responses": {"200": {"description": "the answer", "content": {
                 "text/event-stream" if "stream" in path else "application/json": {"schema": {}}}}},
-            "security": ([{"accessToken": []}] if path == "/api/user/self" else
+            "security": ([] if path == "/api/user/login" else
+                         [{"accessToken": []}, {"session": []}] if path.startswith(_ACCOUNT_PATHS) else
                          [{"bearer": []}, {"apiKey": []}, {"googApiKey": []}, {"queryKey": []}]),
         }
         for status, description in ERROR_STATUSES.items():
@@ -235,6 +268,8 @@ def build(template_path: str = "template.yaml") -> dict[str, Any]:
                 "queryKey": {"type": "apiKey", "in": "query", "name": "key"},
                 "accessToken": {"type": "apiKey", "in": "header", "name": "Authorization",
                                 "description": "the user's system access token (not a bearer API key)"},
+                "session": {"type": "apiKey", "in": "cookie", "name": "gateway_session",
+                            "description": "the console's session (POST /api/user/login); X-Api-User too"},
             },
         },
     }
@@ -245,9 +280,12 @@ def render_document(template_path: str = "template.yaml") -> str:
 
 
 def main(argv: list[str]) -> int:
-    target = Path(argv[1]) if len(argv) > 1 else DOCUMENT
-    target.write_text(render_document(), encoding="utf-8")
-    print(f"wrote {target}")
+    targets = [Path(argv[1])] if len(argv) > 1 else [DOCUMENT, SERVED_COPY]
+    document = render_document()
+    for target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(document, encoding="utf-8")
+        print(f"wrote {target}")
     return 0
 
 

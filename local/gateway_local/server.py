@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 import uvicorn
 
-from gateway_local import apigw, docs
+from gateway_local import apigw
 from gateway_local.emulator import (
     LOCAL_AWS_ENVIRONMENT,
     SQS_SENDS,
@@ -82,10 +82,7 @@ class GatewayApp:
             await send(message)
 
         found = self.template.route_for(method, path)
-        documentation = docs.answer(self.template.root, method, path)  # /docs and /openapi.json: the runner's own
-        if documentation is not None:
-            await self._answer(logged_send, *documentation, request_id)
-        elif found is None:  # only without the template's catch-all route
+        if found is None:  # only without the template's catch-all route
             await self._answer(logged_send, 403, [("content-type", "application/json")], _FORBIDDEN, request_id)
         else:
             route, params = found
@@ -414,6 +411,7 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
             f"  demo API key:   {demo_key}", f"  access token:   {access_token}   (X-Api-User: 1)",
             f"  simulators:     http://127.0.0.1:{simulator_port}",
             f"  API docs:       http://127.0.0.1:{port}/docs (Swagger UI of /openapi.json)",
+            f"  Console:        http://127.0.0.1:{port}/console/ (sign in: make admin ARGS=\"set-password --user 1\")",
             f"  AWS emulator:   {emulator.endpoint_url}", "", *first_call(port, demo_key), "",
             f"gateway ready on http://127.0.0.1:{port}"]), flush=True)
 

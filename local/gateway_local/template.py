@@ -57,7 +57,8 @@ def compile_path(path: str) -> tuple[re.Pattern, tuple]:
             parts.append(re.escape(segment))
             rank.append(2)
     # DOTALL: a path parameter may hold any decoded character, a newline too, as API Gateway allows.
-    return re.compile("/" + "/".join(parts), re.DOTALL), tuple(rank)
+    # API Gateway (REST) serves a resource at its path with or without one trailing slash.
+    return re.compile("/" + "/".join(parts) + ("/?" if parts else ""), re.DOTALL), tuple(rank)
 
 
 @dataclass

@@ -7,7 +7,8 @@ import pytest
 from tests.conftest import EVENTS, load_function
 
 
-@pytest.mark.parametrize("function,event_file", [("plants", "plants.json"), ("account", "account.json")])
+@pytest.mark.parametrize("function,event_file", [("plants", "plants.json"), ("account", "account.json"),
+                                                 ("console", "console.json")])
 def test_each_sample_event_is_answered_by_its_function(demo, lambda_context, function, event_file):
     event = json.loads((EVENTS / event_file).read_text())
     answer = load_function(function).lambda_handler(event, lambda_context)

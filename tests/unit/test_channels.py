@@ -45,24 +45,31 @@ def test_a_cooling_channel_is_skipped_while_another_serves_the_model():
     assert [c.name for c in catalog.candidates("m-large", ["chat"])] == ["main"]  # nothing else serves it
 
 
-def test_a_failover_leaves_the_failed_channel_resting_for_the_next_request():
-    # Given two channels of one priority, and a request whose first choice fails with a 503
+def test_a_channel_that_keeps_failing_over_is_cooled_down_for_the_next_requests():
+    # Given two channels of one priority, one of which answers every attempt with a 503
+    from gateway.settings import get_settings
     from gateway.upstreams.errors import UpstreamError
     from gateway.upstreams.verdict import first_success
 
     catalog = Catalog.from_document(DOC)
-    order = catalog.candidates("m-small", ["chat"])
+    failing = catalog.candidates("m-small", ["chat"])[0].name
 
     def attempt(channel):
-        if channel is order[0]:
+        if channel.name == failing:
             raise UpstreamError(503, "overloaded")
         return "answer"
 
-    # When the failover walk moves on to the second one (the real health bookkeeping, no stand-in)
-    assert first_success(order, attempt) == ("answer", order[1])
-    # Then every next request tries the one that answered first and the failed one last
+    # When requests fail over past it as many times as the cooldown rule counts (the real health
+    # bookkeeping, no stand-in), each one still answered by the other channel
+    failures = 0
+    while failures < get_settings().channel_failures:
+        order = catalog.candidates("m-small", ["chat"])
+        answer, served_by = first_success(order, attempt)
+        assert answer == "answer" and served_by.name != failing
+        failures += order[0].name == failing
+    # Then every next request skips the cooled one while the other serves the model
     for _ in range(50):
-        assert [c.name for c in catalog.candidates("m-small", ["chat"])] == [order[1].name, order[0].name]
+        assert failing not in [c.name for c in catalog.candidates("m-small", ["chat"])]
 
 
 def test_an_unserved_model_is_not_found_by_name():

@@ -24,10 +24,7 @@ class _Channel:
     (UpstreamError(500, "broke", retryable=False), UpstreamFailed, 502),
     (UpstreamError(399, "odd", retryable=False), UpstreamFailed, 502),
     (UpstreamError(400, "bad", retryable=False), InvalidRequest, 400),
-    # every status about the channel's own account is the gateway's problem, never the client's key
-    (UpstreamError(402, "pay up"), UpstreamFailed, 502),
-    (UpstreamError(403, "forbidden"), UpstreamFailed, 502),
-    (UpstreamError(407, "proxy auth"), UpstreamFailed, 502),
+    # (a status about the channel's own account, 401/402/403/407, fails over instead: the test below)
     (UpstreamError(413, "too large"), PayloadTooLarge, 413),
     (UpstreamError(414, "uri too long"), InvalidRequest, 414),
 ])

@@ -8,6 +8,7 @@
     python -m gateway.admin revoke-key <key id>
     python -m gateway.admin add-quota --user 2 --usd 10        (or --key <key id>, or --units N)
     python -m gateway.admin set-access-token --user 2          (prints a new system access token)
+    python -m gateway.admin set-password --user 2 [--password P]  (prompts twice without --password)
     python -m gateway.admin usage --user 2 [--start 2026-11-01] [--end 2026-11-30]
         [--key <key id> | --model <model>] [--by model]
     python -m gateway.admin logs --user 2 [--key <key id>] [--since 2h] [--until ...] [--model m] [--type 5]
@@ -52,12 +53,13 @@ def ensure_demo_account(*, user_id: int, key: str, quota: int, access_token: str
     user = accounts.get_user(user_id, consistent=True)
     if user is None:
         accounts.create_user(username="demo", display_name="Demo user", email="demo@example.com",
-                             role=1, quota=quota, user_id=user_id)
+                             role=100, quota=quota, user_id=user_id)
         left = quota
     else:
         left = int(user.get("quota", 0))
         if set_quota and left != quota:  # at start, before any request can hold a part of it
             left = accounts.add_user_quota(user_id, quota - left)
+    accounts.raise_user_counter(user_id)  # a store kept from before the counter followed explicit ids
     accounts.set_access_token(user_id, access_token)
     if accounts.get_key(keys.hash_secret(key)) is None:
         accounts.create_key(user_id, name="demo", key=key)
@@ -276,6 +278,22 @@ def enable_user(args: argparse.Namespace, accounts: AccountsRepository) -> dict[
     return {"user_id": args.user, "status": "enabled", "keys_enabled": changed}
 
 
+def set_password(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    """The console's password of a user: given, or asked for twice without echo."""
+    import getpass
+
+    from gateway.api.session import set_password as store_password
+
+    password = args.password
+    if password is None:
+        password = getpass.getpass("New password: ")
+        if getpass.getpass("Again: ") != password:
+            raise ValueError("the two passwords differ")
+    store_password(args.user, password, accounts)
+    user = accounts.get_user(args.user, consistent=True) or {}
+    return {"user_id": args.user, "username": user.get("username"), "password": "set"}
+
+
 def delete_key(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
     accounts.delete_key(args.key_id)
     return {"key_id": args.key_id, "deleted": True}
@@ -302,14 +320,9 @@ def list_channels(args: argparse.Namespace, accounts: AccountsRepository) -> dic
     """Every channel of the channels document with its health, then any health item of a channel
     the document no longer names. Read from the store itself, never a cache."""
     from gateway.routing.channels import get_catalog
-    from gateway.routing.health import ChannelHealth, book
+    from gateway.routing.health import book, channels_view
 
-    catalog = get_catalog()
-    known = {h.name: h for h in book().store.all()}
-    rows = [{"name": c.name, "protocol": c.protocol, "models": sorted(c.models), "priority": c.priority,
-             "weight": c.weight, **(known.get(c.name) or ChannelHealth(c.name)).view()} for c in catalog.channels]
-    rows += [{"name": name, "configured": False, **known[name].view()}
-             for name in sorted(known) if catalog.named(name) is None]
+    rows = channels_view(get_catalog(), book().store.all())
     return {"now": datetime.now(UTC).isoformat(timespec="seconds"), "channels": rows}
 
 
@@ -331,8 +344,8 @@ def disable_channel(args: argparse.Namespace, accounts: AccountsRepository) -> d
 
 
 OPERATOR_COMMANDS = {"list-users": list_users, "disable-user": disable_user, "enable-user": enable_user,
-                     "delete-key": delete_key, "channels": list_channels, "channel-enable": enable_channel,
-                     "channel-disable": disable_channel}
+                     "delete-key": delete_key, "set-password": set_password, "channels": list_channels,
+                     "channel-enable": enable_channel, "channel-disable": disable_channel}
 
 
 def _add_operator_commands(commands: Any) -> None:
@@ -341,6 +354,9 @@ def _add_operator_commands(commands: Any) -> None:
     p.add_argument("--user", type=int, required=True)
     p = commands.add_parser("enable-user", help="enable a disabled user and the keys disabling took")
     p.add_argument("--user", type=int, required=True)
+    p = commands.add_parser("set-password", help="set a user's console password (prompts without --password)")
+    p.add_argument("--user", type=int, required=True)
+    p.add_argument("--password", help="8 to 256 characters (default: asked for twice, not echoed)")
     p = commands.add_parser("delete-key", help="delete a key for good (its ledger entries stay)")
     p.add_argument("key_id")
     commands.add_parser("channels", help="each channel's health: state, cooldown end, failures, last error, "

@@ -36,3 +36,8 @@ def fingerprint(secret: str) -> str:
 
 def looks_like_key(value: str) -> bool:
     return value.startswith(PREFIX) and len(value) >= len(PREFIX) + 32
+
+
+def hint(secret: str) -> str:
+    """What a key list shows of a key: its prefix and last four characters, never enough to use it."""
+    return f"{secret[:5]}...{secret[-4:]}"

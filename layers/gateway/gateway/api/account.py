@@ -6,12 +6,13 @@ Units (interface spec, Limits): 500000 quota units per USD; `total_usage` is in 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from gateway.admission.limits import Limits
 from gateway.auth import Principal
-from gateway.errors import AuthenticationFailed, InvalidRequest
+from gateway.errors import AuthenticationFailed, InvalidRequest, shown
 from gateway.prices import UNITS_PER_USD, units_to_whole_usd
 from gateway.store.accounts import AccountsRepository
 
@@ -78,10 +79,10 @@ def access_token_user(authorization: str | None, api_user: str | None,
                       accounts: AccountsRepository | None = None) -> int:
     """The user id named by both the system access token and `X-Api-User`, whose account is
     enabled (else a 401)."""
-    return _token_owner(authorization, api_user, accounts or AccountsRepository())[0]
+    return token_owner(authorization, api_user, accounts or AccountsRepository())[0]
 
 
-def _token_owner(authorization: str | None, api_user: str | None,
+def token_owner(authorization: str | None, api_user: str | None,
                  accounts: AccountsRepository) -> tuple[int, dict[str, Any]]:
     """The access token's user id and profile; a 401 for a missing or wrong token or user, or a
     disabled user (disabling a user refuses its access token at once, as it does its keys)."""
@@ -113,6 +114,56 @@ def _token_owner(authorization: str | None, api_user: str | None,
 def user_self(authorization: str | None, api_user: str | None,
               accounts: AccountsRepository | None = None) -> dict[str, Any]:
     """The account envelope for the user named by both the access token and `X-Api-User`."""
-    _, user = _token_owner(authorization, api_user, accounts or AccountsRepository())
+    return account_record(token_owner(authorization, api_user, accounts or AccountsRepository())[1])
+
+
+def account_record(user: dict[str, Any]) -> dict[str, Any]:
+    """The account envelope of GET /api/user/self for a user profile (no secret, no hash)."""
     record = {name: _FIXED[name] if name in _FIXED else user.get(name) for name in _ACCOUNT_FIELDS}
-    return {"data": record, "message": "", "success": True}
+    # Beyond new-api's record: the user's own limits (rpm, tpm, max_parallel, budget_usd, budget_period).
+    return {"data": {**record, **Limits.of(user).view()}, "message": "", "success": True}
+
+
+#: The spend chart's spans (days, today included).
+SPEND_DAYS = (7, 30, 90)
+
+
+def spend_days(query: dict[str, str] | None) -> int:
+    text = ((query or {}).get("days") or "7").strip()
+    if text not in {str(d) for d in SPEND_DAYS}:
+        raise InvalidRequest(f"days: must be one of {', '.join(map(str, SPEND_DAYS))}, got '{shown(text, 20)}'",
+                             param="days")
+    return int(text)
+
+
+def spend_rows(days: list[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
+    """(day, model) -> [units, requests] from day items' per-model counters."""
+    rows: dict[tuple[str, str], list[int]] = {}
+    for day in days:
+        for name, value in day.items():
+            if not (name.startswith("model:") and name.endswith((":units", ":requests"))):
+                continue
+            model, _, counter = name[len("model:"):].rpartition(":")
+            row = rows.setdefault((str(day["sk"]), model), [0, 0])
+            row[0 if counter == "units" else 1] += int(value)
+    return rows
+
+
+def spend_answer(rows: dict[tuple[str, str], list[int]], first: date, last: date) -> dict[str, Any]:
+    return {"success": True, "message": "", "data": {
+        "start_day": first.isoformat(), "end_day": last.isoformat(),
+        "rows": [{"day": day, "model_name": model, "quota": units, "count": count}
+                 for (day, model), (units, count) in sorted(rows.items())]}}
+
+
+def spend_span(query: dict[str, str] | None, today: date | None = None) -> tuple[date, date]:
+    last = today or datetime.now(UTC).date()
+    return last - timedelta(days=spend_days(query) - 1), last
+
+
+def self_spend(user_id: int, query: dict[str, str] | None, accounts: AccountsRepository | None = None,
+               today: date | None = None) -> dict[str, Any]:
+    """GET /api/data/self?days=7|30|90: the user's spend (units) and requests per UTC day and model,
+    read from its day totals (one Query)."""
+    first, last = spend_span(query, today)
+    return spend_answer(spend_rows((accounts or AccountsRepository()).day_totals(user_id, first, last)), first, last)

@@ -394,6 +394,19 @@ def report_gauges(names: Iterable[str], book: HealthBook) -> None:
         channel_state(name, GAUGE[(known.get(name) or ChannelHealth(name)).state])
 
 
+def channels_view(catalog: Any, store_items: Iterable[ChannelHealth]) -> list[dict[str, Any]]:
+    """Every channel of the channels document (never its key) with its health, then any health
+    item of a channel the document no longer names: what the operator's command line and the
+    console's channels page show."""
+    known = {h.name: h for h in store_items}
+    rows = [{"name": c.name, "protocol": c.protocol, "base_url": c.base_url, "models": sorted(c.models),
+             "priority": c.priority, "weight": c.weight, **(known.get(c.name) or ChannelHealth(c.name)).view()}
+            for c in catalog.channels]
+    rows += [{"name": name, "configured": False, **known[name].view()}
+             for name in sorted(known) if catalog.named(name) is None]
+    return rows
+
+
 _book = HealthBook()
 
 

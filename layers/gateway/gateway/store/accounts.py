@@ -14,6 +14,9 @@
 | a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (`units`, `requests`, `key:<id>:…`, `model:<name>:…`) |
 | user id counter | `COUNTER` | `USER` |
 | channel health | `CHANNEL_HEALTH` | `<channel name>` (`routing/health.py`) |
+| username pointer (users with a password) | `USERNAME#<username>` | `USERNAME` |
+| console session | `SESSION#<sha256 of session token>` | `SESSION` (TTL at its expiry) |
+| failed sign-ins in a window | `SIGNIN#user:<username>` or `SIGNIN#addr:<address>` | `<window start>` (TTL) |
 
 Secrets (keys, access tokens) are stored only as SHA-256 hashes.
 """
@@ -186,6 +189,18 @@ def _day_end(day: date) -> datetime:
     return datetime.combine(day, _LAST_INSTANT, UTC)
 
 
+def _assignments(changes: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """An update expression that sets each attribute of `changes` (a None value removes it), with
+    its names and values."""
+    names = {f"#a{n}": name for n, name in enumerate(changes)}
+    sets = [f"#a{n} = :v{n}" for n, value in enumerate(changes.values()) if value is not None]
+    removes = [f"#a{n}" for n, value in enumerate(changes.values()) if value is None]
+    values = {f":v{n}": value for n, value in enumerate(changes.values()) if value is not None}
+    expression = " ".join(part for part in (
+        "SET " + ", ".join(sets) if sets else "", "REMOVE " + ", ".join(removes) if removes else "") if part)
+    return expression, names, values
+
+
 class UserNotFound(LookupError):
     pass
 
@@ -207,6 +222,17 @@ class AccountsRepository:
     @property
     def _db(self):
         return client("dynamodb")
+
+    def _query_all(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every item of a Query, page after page."""
+        params = dict(params)
+        items: list[dict[str, Any]] = []
+        while True:
+            answer = self._db.query(**params)
+            items.extend(from_item(item) for item in answer.get("Items", []))
+            if "LastEvaluatedKey" not in answer:
+                return items
+            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
     def _get(self, pk: str, sk: str, consistent: bool = False) -> dict[str, Any] | None:
         answer = self._db.get_item(TableName=self.table, Key=to_item({"pk": pk, "sk": sk}),
@@ -240,9 +266,23 @@ class AccountsRepository:
                     raise
                 if user_id is not None:
                     raise ValueError(f"user {user_id} already exists") from None
+        if user_id is not None:
+            self.raise_user_counter(user_id)
         if access_token:
             self.set_access_token(uid, access_token)
         return profile
+
+    def raise_user_counter(self, user_id: int) -> None:
+        """Keeps the user id counter at or above every id taken, so that `users_page` sees an id
+        chosen explicitly too."""
+        try:
+            self._db.update_item(
+                TableName=self.table, Key=to_item({"pk": "COUNTER", "sk": "USER"}), UpdateExpression="SET #v = :id",
+                ConditionExpression="attribute_not_exists(#v) OR #v < :id", ExpressionAttributeNames={"#v": "value"},
+                ExpressionAttributeValues=to_values({":id": int(user_id)}))
+        except Exception as exc:
+            if not is_condition_failure(exc):
+                raise
 
     def _next_user_id(self) -> int:
         answer = self._db.update_item(
@@ -307,8 +347,10 @@ class AccountsRepository:
     # Keys ----------------------------------------------------------------------------------
 
     def create_key(self, user_id: int, *, name: str, key: str | None = None, quota: int | None = None,
-                   expires_at: int = 0, allowed_models: list[str] | None = None) -> tuple[str, dict[str, Any]]:
-        """Issues a key; returns the key (shown once) and its record. `quota` None is unlimited."""
+                   expires_at: int = 0, allowed_models: list[str] | None = None,
+                   limits: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Issues a key; returns the key (shown once) and its record. `quota` None is unlimited;
+        `limits` are its limit attributes (`admission.limits.Limits.attributes`)."""
         if self.raw_user(user_id) is None:
             raise UserNotFound(user_id)
         secret = key or keys.new_key()
@@ -322,7 +364,7 @@ class AccountsRepository:
             "status": "active", "expires_at": int(expires_at), "unlimited": quota is None,
             "remain_quota": int(quota or 0), "used_quota": 0,
             "allowed_models": list(allowed_models) if allowed_models else None,
-            "created_at": now, "last_used_at": 0,
+            "created_at": now, "last_used_at": 0, "key_hint": keys.hint(secret), **(limits or {}),
             "gsi1pk": f"{user_pk(user_id)}#KEYS", "gsi1sk": f"{now:012d}#{key_id}",
         }
         self._db.transact_write_items(TransactItems=[
@@ -351,25 +393,69 @@ class AccountsRepository:
         return pointer["key_hash"]
 
     def list_keys(self, user_id: int, *, include_deleted: bool = False) -> list[dict[str, Any]]:
-        """A user's keys, their quota counters as users see them (open leases included); with
-        `include_deleted`, the deleted ones' remains too (id and name)."""
+        """A user's keys, oldest first, their quota counters as users see them (open leases
+        included); with `include_deleted`, the deleted ones' remains too (id and name)."""
         from gateway.admission import leases
 
         def read() -> list[dict[str, Any]]:
-            params: dict[str, Any] = {
+            return self._query_all({
                 "TableName": self.table, "IndexName": "gsi1", "KeyConditionExpression": "gsi1pk = :p",
-                "ExpressionAttributeValues": to_values({":p": f"{user_pk(user_id)}#KEYS"})}
-            found: list[dict[str, Any]] = []
-            while True:
-                answer = self._db.query(**params)
-                found.extend(from_item(item) for item in answer.get("Items", []))
-                if "LastEvaluatedKey" not in answer:
-                    return found
-                params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+                "ExpressionAttributeValues": to_values({":p": f"{user_pk(user_id)}#KEYS"})})
 
         found, open_leases = leases.with_open_leases(user_id, read)
         return [leases.key_view(key, open_leases) for key in found
                 if include_deleted or key.get("status") != "deleted"]
+
+    def user_key(self, user_id: int, key_id: str) -> dict[str, Any] | None:
+        """The key `key_id` if it belongs to `user_id`, else None (another user's key and a key
+        that does not exist look the same)."""
+        pointer = self._get(f"KEYID#{key_id}", "KEYID", consistent=True)
+        if pointer is None or int(pointer.get("user_id", -1)) != int(user_id):
+            return None
+        record = self._get(key_pk(pointer["key_hash"]), "KEY", consistent=True)
+        return record if record is not None and int(record["user_id"]) == int(user_id) else None
+
+    def update_key(self, key_hash: str, user_id: int, changes: dict[str, Any],
+                   condition: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Sets the attributes of `changes` on a key of `user_id` (a None value removes one);
+        returns the record after. Raises `KeyNotFound` when the key is gone, is another user's
+        or fails the extra `condition` (an expression over `#s` (status) and its values)."""
+        expression, names, values = _assignments(changes)
+        values[":owner"] = int(user_id)
+        test = "attribute_exists(pk) AND user_id = :owner"
+        if condition:
+            test += f" AND ({condition[0]})"
+            values.update(condition[1])
+            names["#s"] = "status"
+        try:
+            answer = self._db.update_item(
+                TableName=self.table, Key=to_item({"pk": key_pk(key_hash), "sk": "KEY"}),
+                UpdateExpression=expression, ConditionExpression=test, ExpressionAttributeNames=names,
+                ExpressionAttributeValues=to_values(values), ReturnValues="ALL_NEW")
+        except Exception as exc:
+            if is_condition_failure(exc):
+                raise KeyNotFound(key_hash) from None
+            raise
+        return from_item(answer["Attributes"])
+
+    def set_limits(self, *, limits: dict[str, Any], user_id: int | None = None, key_id: str | None = None) -> None:
+        """Sets a user's or a key's limit attributes (a None value clears one)."""
+        if user_id is not None:
+            pk, sk = user_pk(user_id), PROFILE
+        else:
+            pk, sk = key_pk(self.key_hash_for_id(str(key_id))), "KEY"
+        expression, names, values = _assignments(limits)
+        params: dict[str, Any] = {"TableName": self.table, "Key": to_item({"pk": pk, "sk": sk}),
+                                  "UpdateExpression": expression, "ConditionExpression": "attribute_exists(pk)",
+                                  "ExpressionAttributeNames": names}
+        if values:
+            params["ExpressionAttributeValues"] = to_values(values)
+        try:
+            self._db.update_item(**params)
+        except Exception as exc:
+            if is_condition_failure(exc):
+                raise (UserNotFound(user_id) if user_id is not None else KeyNotFound(key_id)) from None
+            raise
 
     def revoke_key(self, key_id: str) -> None:
         self._db.update_item(
@@ -450,6 +536,93 @@ class AccountsRepository:
             {"Delete": {"TableName": self.table, "Key": to_item({"pk": f"KEYID#{key_id}", "sk": "KEYID"})}},
         ])
 
+    def users_page(self, limit: int, after: int | None = None) -> tuple[list[dict[str, Any]], int | None]:
+        """At most `limit` user profiles with ids above `after`, by id, and the id to continue
+        after (None at the end). Profiles are found by walking ids from the counter down to
+        `after`: one BatchGetItem per page, never a Scan of the table."""
+        counter = self._get("COUNTER", "USER", consistent=True)
+        highest = int(counter["value"]) if counter else 0
+        first = (after or 0) + 1
+        users: list[dict[str, Any]] = []
+        uid = first
+        while uid <= highest and len(users) < limit:
+            ids = list(range(uid, min(uid + 100, highest + 1)))
+            keys_ = [to_item({"pk": user_pk(i), "sk": PROFILE}) for i in ids]
+            found: list[dict[str, Any]] = []
+            while keys_:
+                answer = self._db.batch_get_item(RequestItems={self.table: {"Keys": keys_, "ConsistentRead": True}})
+                found.extend(from_item(item) for item in answer.get("Responses", {}).get(self.table, []))
+                keys_ = answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+            for user in sorted(found, key=lambda u: int(u["id"])):
+                if len(users) < limit:
+                    users.append(user)
+            uid = ids[-1] + 1
+        last = int(users[-1]["id"]) if users else None
+        more = last is not None and last < highest
+        return users, last if more else None
+
+    # Passwords, console sessions, sign-in attempts -------------------------------------------
+
+    def set_password(self, user_id: int, password_hash: str) -> None:
+        """Stores a user's password hash and makes its username a sign-in name (unique: a second
+        user of the same name cannot have a password)."""
+        user = self.get_user(user_id, consistent=True)
+        if user is None:
+            raise UserNotFound(user_id)
+        try:
+            self._db.transact_write_items(TransactItems=[
+                {"Put": {"TableName": self.table, "Item": to_item(
+                    {"pk": f"USERNAME#{user['username']}", "sk": "USERNAME", "user_id": user_id}),
+                    "ConditionExpression": "attribute_not_exists(pk) OR user_id = :u",
+                    "ExpressionAttributeValues": to_values({":u": user_id})}},
+                {"Update": {"TableName": self.table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                            "UpdateExpression": "SET password_hash = :h", "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeValues": to_values({":h": password_hash})}},
+            ])
+        except Exception as exc:
+            if is_condition_failure(exc):
+                raise ValueError(f"username '{user['username']}' already signs in as another user") from None
+            raise
+
+    def user_id_for_username(self, username: str) -> int | None:
+        found = self._get(f"USERNAME#{username}", "USERNAME", consistent=True)
+        return int(found["user_id"]) if found else None
+
+    def put_session(self, token_hash: str, user_id: int, expires_at: int) -> None:
+        self._db.put_item(TableName=self.table, Item=to_item({
+            "pk": f"SESSION#{token_hash}", "sk": "SESSION", "user_id": user_id, "created_at": int(time.time()),
+            "expires_at": expires_at, "expires_ttl": expires_at}))
+
+    def get_session(self, token_hash: str) -> dict[str, Any] | None:
+        return self._get(f"SESSION#{token_hash}", "SESSION", consistent=True)
+
+    def delete_session(self, token_hash: str) -> None:
+        self._db.delete_item(TableName=self.table, Key=to_item({"pk": f"SESSION#{token_hash}", "sk": "SESSION"}))
+
+    def failed_sign_ins(self, subject: str, window_start: int) -> int:
+        """Failed sign-ins of `subject` (`user:<name>`, `addr:<ip>`) in the window starting then."""
+        found = self._get(f"SIGNIN#{subject}", str(window_start), consistent=True)
+        return int(found.get("failures", 0)) if found else 0
+
+    def count_failed_sign_in(self, subject: str, window_start: int, window_seconds: int) -> int:
+        answer = self._db.update_item(
+            TableName=self.table, Key=to_item({"pk": f"SIGNIN#{subject}", "sk": str(window_start)}),
+            UpdateExpression="ADD failures :one SET expires_ttl = :ttl",
+            ExpressionAttributeValues=to_values({":one": 1, ":ttl": window_start + 2 * window_seconds}),
+            ReturnValues="UPDATED_NEW")
+        return int(answer["Attributes"]["failures"]["N"])
+
+    def day_totals(self, user_id: int, first: date, last: date) -> list[dict[str, Any]]:
+        """A user's day items from `first` to `last` (inclusive): `units`, `requests` and the
+        per-key and per-model counters (`model:<name>:units`, ...)."""
+        params: dict[str, Any] = {
+            "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            "ExpressionAttributeValues": to_values({":pk": days_pk(user_id), ":low": first.isoformat(),
+                                                    ":high": last.isoformat()}),
+            "ConsistentRead": True,
+        }
+        return self._query_all(params)
+
     # Ledger --------------------------------------------------------------------------------
 
     def ledger(self, user_id: int, *, start: datetime | None = None, end: datetime | None = None,
@@ -469,12 +642,7 @@ class AccountsRepository:
             if key_id:
                 params["FilterExpression"] = "key_id = :k"
                 params["ExpressionAttributeValues"].update(to_values({":k": key_id}))
-            while True:
-                answer = self._db.query(**params)
-                entries.extend(from_item(item) for item in answer.get("Items", []))
-                if "LastEvaluatedKey" not in answer:
-                    break
-                params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+            entries.extend(self._query_all(params))
         return sorted(entries, key=lambda entry: str(entry["sk"]))
 
     def log_query(self, user_id: int, path: tuple[str | None, str, str], partition: str, *, low: str, high: str,
@@ -592,11 +760,6 @@ class AccountsRepository:
             "ConsistentRead": True,
         }
         total = UsageTotal()
-        while True:
-            answer = self._db.query(**params)
-            for item in answer.get("Items", []):
-                day = from_item(item)
-                total += UsageTotal(int(day.get(counters[0], 0)), int(day.get(counters[1], 0)))
-            if "LastEvaluatedKey" not in answer:
-                return total
-            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        for day in self._query_all(params):
+            total += UsageTotal(int(day.get(counters[0], 0)), int(day.get(counters[1], 0)))
+        return total

@@ -1,0 +1,73 @@
+// The console's one way to the gateway: the same JSON API a script uses. Every call names the
+// user in X-Api-User (the gateway's CSRF guard for the session cookie); a sign-in with the
+// access token sends it in Authorization instead of the cookie.
+export const UNITS_PER_USD = 500000;
+const base = new URL("../", window.location.href);
+const store = window.sessionStorage;
+
+export class ApiError extends Error {
+  constructor(message, status, param) {
+    super(message);
+    this.status = status;
+    this.param = param;
+  }
+}
+
+export function who() {
+  const id = store.getItem("gateway.user");
+  return id ? { id, token: store.getItem("gateway.token") } : null;
+}
+
+export function remember(id, token) {
+  store.setItem("gateway.user", String(id));
+  if (token) store.setItem("gateway.token", token);
+  else store.removeItem("gateway.token");
+}
+
+export function forget() {
+  store.removeItem("gateway.user");
+  store.removeItem("gateway.token");
+}
+
+export async function call(method, path, { body, query, user } = {}) {
+  const url = new URL(path.replace(/^\//, ""), base);
+  for (const [name, value] of Object.entries(query || {})) {
+    if (value !== undefined && value !== null && value !== "") url.searchParams.set(name, value);
+  }
+  const caller = user || who();
+  const headers = { Accept: "application/json" };
+  if (caller) headers["X-Api-User"] = caller.id;
+  if (caller && caller.token) headers.Authorization = caller.token;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const answer = await fetch(url, {
+    method, headers, credentials: "same-origin", body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let data = null;
+  try {
+    data = await answer.json();
+  } catch {
+    throw new ApiError(`the gateway answered ${answer.status} without JSON`, answer.status);
+  }
+  if (!answer.ok || data.success === false) {
+    const message = data.message || (data.error && data.error.message) || `HTTP ${answer.status}`;
+    const param = (data.error && data.error.param) || paramOf(message);
+    throw new ApiError(message, answer.status, param);
+  }
+  return data;
+}
+
+// The account envelope has no param field: its message starts with the field it names.
+function paramOf(message) {
+  const found = /^([a-z_]+)(\.[a-z_0-9]+)*: /.exec(message || "");
+  return found ? found[1] : null;
+}
+
+export function usd(units) {
+  const value = Number(units || 0) / UNITS_PER_USD;
+  return `$${value.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: value < 1 ? 6 : 2 })}`;
+}
+
+export function when(seconds) {
+  if (!seconds) return "never";
+  return new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+}

@@ -1,0 +1,146 @@
+// The user's own keys: /api/token/ (new-api's shape). A new key is shown once, with a copy button.
+import { useState } from "preact/hooks";
+import { call, UNITS_PER_USD, usd, when } from "./api.js";
+import { Field, FormError, Pager } from "./ui.jsx";
+import { useLoad } from "./user.jsx";
+
+const STATUS = { 1: "enabled", 2: "disabled", 3: "expired", 4: "quota used up" };
+const KEY_FIELDS = ["name", "model_limits", "expired_time", "remain_quota", "rpm", "tpm", "max_parallel",
+  "budget_usd", "budget_period"];
+
+function number(form, name) {
+  const text = String(form.get(name) || "").trim();
+  return text === "" ? undefined : Number(text);
+}
+
+function NewKey({ onMade }) {
+  const [error, setError] = useState(null);
+  const [made, setMade] = useState(null);
+  const [copied, setCopied] = useState(false);
+  async function submit(event) {
+    event.preventDefault();
+    const formEl = event.currentTarget;
+    const form = new FormData(formEl);
+    const models = String(form.get("model_limits") || "").trim();
+    const expiry = String(form.get("expired_time") || "");
+    const quotaUsd = number(form, "remain_quota");
+    const budget = number(form, "budget_usd");
+    const body = {
+      name: String(form.get("name") || ""),
+      model_limits_enabled: Boolean(models), model_limits: models,
+      expired_time: expiry ? Math.floor(Date.parse(expiry + "T23:59:59Z") / 1000) : -1,
+      unlimited_quota: quotaUsd === undefined,
+      rpm: number(form, "rpm"), tpm: number(form, "tpm"), max_parallel: number(form, "max_parallel"),
+    };
+    if (quotaUsd !== undefined) body.remain_quota = Math.round(quotaUsd * UNITS_PER_USD);
+    if (budget !== undefined) {
+      body.budget_usd = budget;
+      body.budget_period = form.get("budget_period");
+    }
+    setError(null);
+    setCopied(false);
+    try {
+      const answer = await call("POST", "/api/token/", { body });
+      setMade(answer.data);
+      formEl.reset();
+      onMade();
+    } catch (err) {
+      setError(err);
+    }
+  }
+  async function copy() {
+    await navigator.clipboard.writeText(made.key);
+    setCopied(true);
+  }
+  return (
+    <>
+      {made && (
+        <section class="card secret" aria-label="New key">
+          <p>Your new key <strong>{made.name}</strong>. It is shown only now: copy it somewhere safe.</p>
+          <code aria-label="The new key">{made.key}</code>
+          <div class="row">
+            <button type="button" onClick={copy}>Copy</button>
+            <button type="button" onClick={() => setMade(null)}>Done</button>
+            {copied && <span role="status">Copied.</span>}
+          </div>
+        </section>
+      )}
+      <form class="card" onSubmit={submit} aria-label="Create key">
+        <h2>Create key</h2>
+        <Field label="Name" name="name" required maxLength={50} error={error} />
+        <Field label="Models (comma-separated; empty: all)" name="model_limits" error={error} />
+        <Field label="Expires on (UTC; empty: never)" name="expired_time" type="date" error={error} />
+        <Field label="Quota in USD (empty: the account's)" name="remain_quota" type="number" min="0" step="0.01"
+          error={error} />
+        <div class="row">
+          <Field label="Requests per minute" name="rpm" type="number" min="0" error={error} />
+          <Field label="Tokens per minute" name="tpm" type="number" min="0" error={error} />
+          <Field label="Parallel requests" name="max_parallel" type="number" min="0" error={error} />
+        </div>
+        <div class="row">
+          <Field label="Budget in USD" name="budget_usd" type="number" min="0" step="0.01" error={error} />
+          <label class="field"><span>Budget period</span>
+            <select name="budget_period"><option value="daily">daily</option><option value="weekly">weekly</option>
+              <option value="monthly">monthly</option></select></label>
+        </div>
+        <FormError error={error} fields={KEY_FIELDS} />
+        <button type="submit">Create key</button>
+      </form>
+    </>
+  );
+}
+
+export function Keys({ reload }) {
+  const [page, setPage] = useState(0);
+  const [tick, setTick] = useState(0);
+  const [error, setError] = useState(null);
+  const { data, error: loadError } = useLoad(() => call("GET", "/api/token/", { query: { p: page, size: 20 } }),
+    [page, tick]);
+  const refresh = () => { setTick(tick + 1); reload(); };
+  async function act(promise) {
+    setError(null);
+    try {
+      await promise();
+      refresh();
+    } catch (err) {
+      setError(err);
+    }
+  }
+  const items = (data && data.data.items) || [];
+  const total = (data && data.data.total) || 0;
+  return (
+    <>
+      <NewKey onMade={refresh} />
+      {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
+      <div class="table">
+        <table aria-label="Keys">
+          <thead><tr><th>Name</th><th>Key</th><th>Status</th><th>Models</th><th>Quota</th><th>Used</th><th>Limits</th><th>Expires</th><th>Last used</th><th>Actions</th></tr></thead>
+          <tbody>
+            {items.map((t) => (
+              <tr key={t.id}>
+                <td>{t.name}</td><td><code>{t.key}</code></td><td>{STATUS[t.status] || t.status}</td>
+                <td>{t.model_limits || "all"}</td><td>{t.unlimited_quota ? "account's" : usd(t.remain_quota)}</td>
+                <td>{usd(t.used_quota)}</td>
+                <td>{[t.rpm && `${t.rpm} rpm`, t.tpm && `${t.tpm} tpm`, t.max_parallel && `${t.max_parallel} parallel`,
+                  t.budget_usd && `$${t.budget_usd} ${t.budget_period}`].filter(Boolean).join(", ") || "none"}</td>
+                <td>{t.expired_time === -1 ? "never" : when(t.expired_time)}</td><td>{when(t.accessed_time)}</td>
+                <td><div class="actions">
+                  <button type="button" aria-label={`${t.status === 1 ? "Disable" : "Enable"} key ${t.name}`}
+                    onClick={() => act(() => call("PUT", "/api/token/", { query: { status_only: "true" },
+                      body: { id: t.id, status: t.status === 1 ? 2 : 1 } }))}>
+                    {t.status === 1 ? "Disable" : "Enable"}
+                  </button>
+                  <button type="button" class="danger" aria-label={`Delete key ${t.name}`}
+                    onClick={() => act(() => call("DELETE", `/api/token/${encodeURIComponent(t.id)}`))}>Delete</button>
+                </div></td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {data && !items.length && <p>No keys yet.</p>}
+      <Pager hasPrevious={page > 0} hasNext={(page + 1) * 20 < total} onFirst={() => setPage(0)}
+        onNext={() => setPage(page + 1)} />
+    </>
+  );
+}

@@ -1,0 +1,132 @@
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { call, forget, remember, who } from "./api.js";
+import { Keys } from "./keys.jsx";
+import { Account, Dashboard, Log } from "./user.jsx";
+import { Channels, Spend, Users } from "./operator.jsx";
+import { Field, FormError } from "./ui.jsx";
+import "./style.css";
+
+const USER_PAGES = [["dashboard", "Dashboard", Dashboard], ["keys", "Keys", Keys], ["log", "Request log", Log],
+  ["account", "Account", Account]];
+const OPERATOR_PAGES = [["users", "Users", Users], ["channels", "Channels", Channels], ["spend", "Spend", Spend]];
+
+function route() {
+  return (window.location.hash.replace(/^#\/?/, "") || "dashboard").split("?")[0];
+}
+
+function SignIn({ onIn }) {
+  const [mode, setMode] = useState("password");
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  async function submit(event) {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    setBusy(true);
+    setError(null);
+    try {
+      if (mode === "password") {
+        const answer = await call("POST", "/api/user/login",
+          { body: { username: form.get("username"), password: form.get("password") }, user: null });
+        remember(answer.data.id, null);
+      } else {
+        const user = { id: String(form.get("user_id")).trim(), token: String(form.get("access_token")).trim() };
+        await call("GET", "/api/user/self", { user });
+        remember(user.id, user.token);
+      }
+      onIn();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  }
+  return (
+    <main class="signin">
+      <h1>Gateway console</h1>
+      <form onSubmit={submit} aria-label="Sign in">
+        {mode === "password" ? (
+          <>
+            <Field label="Username" name="username" autocomplete="username" required error={error} />
+            <Field label="Password" name="password" type="password" autocomplete="current-password" required
+              error={error} />
+          </>
+        ) : (
+          <>
+            <Field label="User id" name="user_id" inputmode="numeric" required error={error} />
+            <Field label="Access token" name="access_token" type="password" required error={error} />
+          </>
+        )}
+        <FormError error={error} fields={["username", "password", "user_id", "access_token"]} />
+        <button type="submit" disabled={busy}>Sign in</button>
+        <button type="button" class="link" onClick={() => { setError(null); setMode(mode === "password" ? "token" : "password"); }}>
+          {mode === "password" ? "Use an access token instead" : "Use a username and password instead"}
+        </button>
+      </form>
+    </main>
+  );
+}
+
+function App() {
+  const [me, setMe] = useState(null);
+  const [checked, setChecked] = useState(false);
+  const [page, setPage] = useState(route());
+  const [menu, setMenu] = useState(false);
+
+  async function load() {
+    if (!who()) {
+      setMe(null);
+      setChecked(true);
+      return;
+    }
+    try {
+      setMe((await call("GET", "/api/user/self")).data);
+    } catch {
+      forget();
+      setMe(null);
+    }
+    setChecked(true);
+  }
+  useEffect(() => {
+    load();
+    const onHash = () => { setPage(route()); setMenu(false); };
+    window.addEventListener("hashchange", onHash);
+    return () => window.removeEventListener("hashchange", onHash);
+  }, []);
+
+  async function signOut() {
+    try {
+      await call("GET", "/api/user/logout");
+    } finally {
+      forget();
+      setMe(null);
+    }
+  }
+
+  if (!checked) return <p class="loading">Loading…</p>;
+  if (!me) return <SignIn onIn={load} />;
+  const pages = me.role >= 10 ? [...USER_PAGES, ...OPERATOR_PAGES] : USER_PAGES;
+  const found = pages.find(([name]) => name === page) || pages[0];
+  const Page = found[2];
+  return (
+    <div class="shell">
+      <header>
+        <span class="brand">Gateway console</span>
+        <button type="button" class="menu" aria-expanded={menu} aria-controls="nav" onClick={() => setMenu(!menu)}>Menu</button>
+        <nav id="nav" aria-label="Console" class={menu ? "open" : ""}>
+          {pages.map(([name, label]) => (
+            <a href={`#/${name}`} aria-current={name === found[0] ? "page" : undefined}>{label}</a>
+          ))}
+        </nav>
+        <span class="who">{me.display_name || me.username} (#{me.id})</span>
+        <button type="button" onClick={signOut}>Sign out</button>
+      </header>
+      <main>
+        <h1>{found[1]}</h1>
+        <Page me={me} reload={load} />
+      </main>
+    </div>
+  );
+}
+
+render(<App />, document.getElementById("app"));

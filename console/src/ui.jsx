@@ -1,0 +1,28 @@
+// Form parts: a labelled field whose error (from the API) appears next to it, and the form's
+// own error when the API names no field of the form.
+export function Field({ label, name, error, ...input }) {
+  const mine = error && error.param === name;
+  return (
+    <label class="field">
+      <span>{label}</span>
+      <input name={name} aria-invalid={mine ? "true" : undefined}
+        aria-describedby={mine ? `${name}-error` : undefined} {...input} />
+      {mine && <span class="error" id={`${name}-error`} role="alert">{error.message}</span>}
+    </label>
+  );
+}
+
+export function FormError({ error, fields = [] }) {
+  if (!error) return null;
+  if (error.param && fields.includes(error.param)) return null;
+  return <p class="error" role="alert">{error.message}</p>;
+}
+
+export function Pager({ onNext, onFirst, hasNext, hasPrevious }) {
+  return (
+    <div class="pager">
+      <button type="button" onClick={onFirst} disabled={!hasPrevious}>First page</button>
+      <button type="button" onClick={onNext} disabled={!hasNext}>Next page</button>
+    </div>
+  );
+}

@@ -1,0 +1,146 @@
+"""The operator's routes of the console (`/api/admin/...`, role 10 or more): users (list by
+page, create with a password, enable or disable, add quota), the channels with their health, and
+spend across all users per day and model, and each user's limits. Each answers new-api's envelope
+(`{"success", "message", "data"}`); who may call is `session.require_operator`'s rule."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+from gateway.admission.limits import Limits
+from gateway.api.account import spend_answer, spend_rows, spend_span
+from gateway.api.session import hash_password
+from gateway.api.tokens import changed_limits
+from gateway.errors import Conflict, InvalidRequest, NotFound, shown
+from gateway.keys import new_secret
+from gateway.routing.channels import get_catalog
+from gateway.routing.health import book, channels_view
+from gateway.schemas.account import NewUser, QuotaAddition, UserLimits, UserStatus
+from gateway.store.accounts import AccountsRepository, UserNotFound
+from gateway.validation import parse_body
+
+PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
+#: Spend across users reads each user's day totals: at most this many users per answer.
+SPEND_USERS_MAX = 1000
+_USER_FIELDS = ("id", "username", "display_name", "email", "role", "status", "quota", "used_quota",
+                "request_count", "group", "created_at")
+
+
+def _user_view(user: dict[str, Any]) -> dict[str, Any]:
+    return {**{name: user.get(name) for name in _USER_FIELDS}, **Limits.of(user).view()}
+
+
+def _ok(data: Any) -> dict[str, Any]:
+    return {"success": True, "message": "", "data": data}
+
+
+def _number(query: dict[str, str] | None, name: str, default: int | None, low: int, high: int) -> int | None:
+    text = ((query or {}).get(name) or "").strip()
+    if not text:
+        return default
+    if not (text.isascii() and text.isdigit() and len(text) <= 19 and low <= int(text) <= high):
+        raise InvalidRequest(f"{name}: must be a whole number from {low} to {high}, got '{shown(text, 40)}'",
+                             param=name)
+    return int(text)
+
+
+def user_id_of(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and len(text) <= 19):
+        raise InvalidRequest(f"id: must be a user id (digits), got '{shown(text, 40)}'", param="id")
+    return int(text)
+
+
+def users(query: dict[str, str] | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """GET /api/admin/users?page_size=&after=: users by id, a page at a time."""
+    size = _number(query, "page_size", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX) or PAGE_SIZE_DEFAULT
+    after = _number(query, "after", None, 0, 2**63 - 1)
+    page, last = (accounts or AccountsRepository()).users_page(size, after)
+    return _ok({"items": [_user_view(user) for user in page],
+                "next_after": last})
+
+
+def create_user(body: str | bytes | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """POST /api/admin/users: a user with a password (it signs in at once) and its access token."""
+    accounts = accounts or AccountsRepository()
+    request = parse_body(NewUser, body)
+    if accounts.user_id_for_username(request.username) is not None:
+        raise Conflict(f"username: '{request.username}' is taken", param="username")
+    token = new_secret()
+    user = accounts.create_user(username=request.username, display_name=request.display_name,
+                                email=request.email, role=request.role, quota=request.quota, access_token=token)
+    try:
+        accounts.set_password(int(user["id"]), hash_password(request.password))
+    except ValueError:  # another operator took the name in between: this user stays without a password
+        accounts.set_user_enabled(int(user["id"]), False)
+        raise Conflict(f"username: '{request.username}' is taken", param="username") from None
+    return _ok({**_user_view(user), "access_token": token})
+
+
+def set_status(user_id: int, body: str | bytes | None, *, operator_id: int,
+               accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """PUT /api/admin/users/{id}/status: 2 disables the user and refuses each of its keys at
+    once; 1 enables it again (and the keys disabling took). An operator never disables itself
+    (it would lock itself out of the console)."""
+    request = parse_body(UserStatus, body)
+    if user_id == operator_id and request.status != 1:
+        raise InvalidRequest("id: an operator cannot disable its own account", param="id")
+    try:
+        changed = (accounts or AccountsRepository()).set_user_enabled(user_id, request.status == 1)
+    except UserNotFound:
+        raise NotFound(f"id: no user {user_id}", param="id") from None
+    return _ok({"id": user_id, "status": request.status, "keys_changed": changed})
+
+
+def add_quota(user_id: int, body: str | bytes | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """POST /api/admin/users/{id}/quota: units added on top of what the user has left."""
+    request = parse_body(QuotaAddition, body)
+    try:
+        quota = (accounts or AccountsRepository()).add_user_quota(user_id, request.quota)
+    except UserNotFound:
+        raise NotFound(f"id: no user {user_id}", param="id") from None
+    return _ok({"id": user_id, "quota": quota})
+
+
+def set_limits(user_id: int, body: str | bytes | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """PUT /api/admin/users/{id}/limits: the user's rpm, tpm, max_parallel and budget."""
+    accounts = accounts or AccountsRepository()
+    request = parse_body(UserLimits, body)
+    user = accounts.get_user(user_id, consistent=True)
+    if user is None:
+        raise NotFound(f"id: no user {user_id}", param="id")
+    limits = changed_limits(request, Limits.of(user))
+    try:
+        accounts.set_limits(limits=limits.attributes(clearing=True), user_id=user_id)
+    except UserNotFound:
+        raise NotFound(f"id: no user {user_id}", param="id") from None
+    return _ok({"id": user_id, **limits.view()})
+
+
+def channels() -> dict[str, Any]:
+    """GET /api/admin/channels: every channel (never its key) with its health as every instance
+    sees it (`routing/health`: healthy, cooling until when, disabled; failures, last error, last
+    probe), read from the store itself."""
+    return _ok(channels_view(get_catalog(), book().store.all()))
+
+
+def spend(query: dict[str, str] | None, accounts: AccountsRepository | None = None,
+          today: date | None = None) -> dict[str, Any]:
+    """GET /api/admin/spend?days=7|30|90: every user's spend per UTC day and model, added up (one
+    Query per user, up to SPEND_USERS_MAX users)."""
+    accounts = accounts or AccountsRepository()
+    first, last = spend_span(query, today)
+    rows: dict[tuple[str, str], list[int]] = {}
+    page, after = accounts.users_page(PAGE_SIZE_MAX, None)
+    seen = 0
+    while page and seen < SPEND_USERS_MAX:
+        for user in page:
+            for key, (units, count) in spend_rows(accounts.day_totals(int(user["id"]), first, last)).items():
+                row = rows.setdefault(key, [0, 0])
+                row[0] += units
+                row[1] += count
+        seen += len(page)
+        if after is None:
+            break
+        page, after = accounts.users_page(PAGE_SIZE_MAX, after)
+    return spend_answer(rows, first, last)

@@ -1,0 +1,205 @@
+"""Who is calling the console's JSON API: passwords, sign-in, sessions and the operator's role.
+
+- A password is stored as a salted scrypt hash (`hash_password`); the admin command line sets it
+  (`set-password`), the user changes it (`PUT /api/user/self`, the current one required).
+- `POST /api/user/login` (new-api's shape) checks a username and password and opens a session:
+  a random token in an HttpOnly, SameSite=Strict cookie (Secure when the request came over https);
+  only its SHA-256 is stored, with a TTL at its expiry. `GET /api/user/logout` deletes it.
+- Failed sign-ins are counted per username and per address in fixed windows; past the limit a
+  sign-in is a 429 with Retry-After before the password is even checked.
+- `caller(headers)`: every account route is reached either with the system access token in
+  `Authorization` or with the session cookie, and always with `X-Api-User` naming the same user.
+  That header is also the CSRF guard: a page of another site can neither read the cookie nor
+  send a custom header with it (a cross-site request with one needs a CORS preflight, which the
+  gateway never grants), and the cookie is SameSite=Strict besides.
+- `require_operator`: role 10 or more (new-api's admin), for `/api/admin/...`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway import keys
+from gateway.api.account import account_record, token_owner
+from gateway.errors import AuthenticationFailed, InvalidRequest, PermissionDenied, RateLimited
+from gateway.schemas.account import PasswordChange, SignIn
+from gateway.store.accounts import AccountsRepository
+from gateway.validation import parse_body
+
+SESSION_COOKIE = "gateway_session"
+SESSION_SECONDS = 7 * 86400
+OPERATOR_ROLE = 10
+
+# scrypt at n=2**14, r=8, p=1 (16 MiB, tens of milliseconds): the parameters travel with each hash.
+_SCRYPT_N, _SCRYPT_R, _SCRYPT_P, _SCRYPT_LEN = 2**14, 8, 1, 32
+
+SIGN_IN_WINDOW_SECONDS = 900
+MAX_FAILURES_PER_USER = 10
+MAX_FAILURES_PER_ADDRESS = 50
+
+
+def hash_password(password: str) -> str:
+    salt = secrets.token_bytes(16)
+    digest = _scrypt(password, salt, _SCRYPT_N, _SCRYPT_R, _SCRYPT_P)
+    return f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}${_b64(salt)}${_b64(digest)}"
+
+
+def verify_password(password: str, stored: str | None) -> bool:
+    """Whether `password` matches the stored hash; with no hash, the same work is done (a user
+    without a password takes as long to refuse as a wrong password) and False is answered."""
+    try:
+        scheme, n, r, p, salt, digest = (stored or "").split("$")
+        if scheme != "scrypt":
+            raise ValueError(scheme)
+        expected, salt_bytes, params = _unb64(digest), _unb64(salt), (int(n), int(r), int(p))
+    except ValueError:
+        _scrypt(password, b"\0" * 16, _SCRYPT_N, _SCRYPT_R, _SCRYPT_P)
+        return False
+    return hmac.compare_digest(_scrypt(password, salt_bytes, *params), expected)
+
+
+def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
+    return hashlib.scrypt(password.encode("utf-8", "surrogatepass"), salt=salt, n=n, r=r, p=p,
+                          dklen=_SCRYPT_LEN, maxmem=64 * 1024 * 1024)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def set_password(user_id: int, password: str, accounts: AccountsRepository | None = None) -> None:
+    """The admin command line's `set-password` (the same rules as the API's)."""
+    if not 8 <= len(password) <= 256:
+        raise ValueError("a password has 8 to 256 characters")
+    (accounts or AccountsRepository()).set_password(user_id, hash_password(password))
+
+
+# ---- sign-in ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SignedIn:
+    body: dict[str, Any]
+    cookie: str
+
+
+def _cookie(value: str, max_age: int, secure: bool) -> str:
+    parts = [f"{SESSION_COOKIE}={value}", "Path=/", f"Max-Age={max_age}", "HttpOnly", "SameSite=Strict"]
+    if secure:
+        parts.append("Secure")
+    return "; ".join(parts)
+
+
+def is_https(headers: Mapping[str, str]) -> bool:
+    """API Gateway says how the client came in (X-Forwarded-Proto); the local runner is plain http."""
+    return (headers.get("x-forwarded-proto") or "").lower() == "https"
+
+
+def _window(now: float) -> tuple[int, int]:
+    start = int(now) // SIGN_IN_WINDOW_SECONDS * SIGN_IN_WINDOW_SECONDS
+    return start, start + SIGN_IN_WINDOW_SECONDS - int(now)
+
+
+def sign_in(body: str | bytes | None, address: str, https: bool, accounts: AccountsRepository | None = None,
+            now: float | None = None) -> SignedIn:
+    accounts = accounts or AccountsRepository()
+    request = parse_body(SignIn, body)
+    now = time.time() if now is None else now
+    window, retry_after = _window(now)
+    subjects = (f"user:{request.username.lower()}", f"addr:{address or 'unknown'}")
+    for subject, limit in zip(subjects, (MAX_FAILURES_PER_USER, MAX_FAILURES_PER_ADDRESS), strict=True):
+        if accounts.failed_sign_ins(subject, window) >= limit:
+            raise RateLimited(f"too many failed sign-ins for this {subject.split(':')[0].replace('addr', 'address')}; "
+                              f"try again in {retry_after} s", headers={"Retry-After": str(retry_after)},
+                              param="username", code="sign_in_limited")
+    user_id = accounts.user_id_for_username(request.username)
+    user = accounts.get_user(user_id, consistent=True) if user_id is not None else None
+    if not verify_password(request.password, (user or {}).get("password_hash")):
+        for subject in subjects:
+            accounts.count_failed_sign_in(subject, window, SIGN_IN_WINDOW_SECONDS)
+        raise AuthenticationFailed("wrong username or password", param="password")
+    assert user is not None and user_id is not None
+    if int(user.get("status", 1)) != 1:
+        raise AuthenticationFailed("this user is disabled", param="username")
+    token = keys.new_secret()
+    accounts.put_session(keys.hash_secret(token), user_id, int(now) + SESSION_SECONDS)
+    record = {name: user.get(name) for name in ("id", "username", "display_name", "role", "status", "group")}
+    return SignedIn({"data": record, "message": "", "success": True}, _cookie(token, SESSION_SECONDS, https))
+
+
+def _session_token(headers: Mapping[str, str]) -> str | None:
+    for part in (headers.get("cookie") or "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == SESSION_COOKIE and value:
+            return value
+    return None
+
+
+def sign_out(headers: Mapping[str, str], accounts: AccountsRepository | None = None) -> str:
+    """Deletes the session of the cookie, named by `X-Api-User` as every cookie call is (else a
+    401: no other site ends a session); returns the Set-Cookie that clears the cookie. Without
+    a session there is nothing to end, and the cookie is cleared all the same."""
+    accounts = accounts or AccountsRepository()
+    token = _session_token(headers)
+    session = accounts.get_session(keys.hash_secret(token)) if token else None
+    if session is not None:
+        if (headers.get("x-api-user") or "").strip() != str(session["user_id"]):
+            raise AuthenticationFailed("X-Api-User must be the id of the signed-in user")
+        accounts.delete_session(keys.hash_secret(token or ""))
+    return _cookie("", 0, is_https(headers))
+
+
+# ---- who is calling ----------------------------------------------------------------------------
+
+def caller(headers: Mapping[str, str], accounts: AccountsRepository | None = None) -> tuple[int, dict[str, Any]]:
+    """The enabled user calling an account route: by the system access token in Authorization,
+    else by the session cookie; either way `X-Api-User` must name that user (else a 401)."""
+    accounts = accounts or AccountsRepository()
+    api_user = (headers.get("x-api-user") or "").strip()
+    if (headers.get("authorization") or "").strip() or not _session_token(headers):
+        return token_owner(headers.get("authorization"), api_user, accounts)
+    token = _session_token(headers) or ""
+    session = accounts.get_session(keys.hash_secret(token))
+    if session is None or int(session.get("expires_at", 0)) <= time.time():
+        raise AuthenticationFailed("the session has ended; sign in again")
+    user_id = int(session["user_id"])
+    if api_user != str(user_id):
+        raise AuthenticationFailed("X-Api-User must be the id of the signed-in user")
+    user = accounts.get_user(user_id, consistent=True)
+    if user is None or int(user.get("status", 1)) != 1:
+        raise AuthenticationFailed("the signed-in user is disabled or gone")
+    return user_id, user
+
+
+def require_operator(headers: Mapping[str, str], accounts: AccountsRepository | None = None) -> tuple[int, dict]:
+    user_id, user = caller(headers, accounts)
+    if int(user.get("role", 1)) < OPERATOR_ROLE:
+        raise PermissionDenied(f"this needs an operator (role {OPERATOR_ROLE} or more)")
+    return user_id, user
+
+
+def self_record(headers: Mapping[str, str], accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """GET /api/user/self."""
+    return account_record(caller(headers, accounts)[1])
+
+
+def change_password(headers: Mapping[str, str], body: str | bytes | None,
+                    accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """PUT /api/user/self: a new password, the current one required (also for a token caller)."""
+    accounts = accounts or AccountsRepository()
+    request = parse_body(PasswordChange, body)
+    user_id, user = caller(headers, accounts)
+    if not verify_password(request.original_password, user.get("password_hash")):
+        raise InvalidRequest("original_password: is not the current password", param="original_password")
+    accounts.set_password(user_id, hash_password(request.password))
+    return {"data": None, "message": "", "success": True}

@@ -1,0 +1,196 @@
+"""The console and the API docs in a real browser: Debian's Chromium, headless, driven by
+Playwright against the local gateway (`python -m gateway_local`, what `make run` starts), every
+control found by its accessible name, at 1280 px and at 375 px."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import httpx
+import openai
+import pytest
+
+from tests.e2e.browser_support import DESKTOP, PHONE, browser, chromium_missing, go_to, sign_in
+from tests.e2e.conftest import DEMO_KEY, LocalGateway
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
+
+OPERATOR_PASSWORD = "operator password"
+ANN_PASSWORD = "ann's password"
+
+
+@pytest.fixture(scope="module")
+def site():
+    """A local gateway whose demo user (1, role 100) and ann (a user with 5 USD) have passwords."""
+    server = LocalGateway()
+    try:
+        server.admin("set-password", "--user", "1", "--password", OPERATOR_PASSWORD)
+        ann = server.admin("create-user", "--username", "ann", "--quota-usd", "5")
+        server.admin("set-password", "--user", str(ann["user_id"]), "--password", ANN_PASSWORD)
+        server.ann_id = ann["user_id"]
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def chromium(site):
+    with browser() as launched:
+        yield launched
+
+
+def fits(page, viewport) -> bool:
+    """Nothing on the page is wider than the screen (a wide table scrolls inside its own box)."""
+    return page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+
+
+def chat(site, key: str) -> str:
+    with openai.OpenAI(api_key=key, base_url=f"{site.url}/v1", max_retries=0, timeout=60) as sdk:
+        answer = sdk.chat.completions.create(model="m-small", messages=[{"role": "user", "content": "hello there"}])
+    return answer.choices[0].message.content or ""
+
+
+def balance_units(page) -> int:
+    """The dashboard's balance, in quota units (the card's second line: "5,000,000 units")."""
+    card = page.get_by_role("term").filter(has_text="Balance").locator("xpath=..")
+    return int(card.get_by_text(re.compile(r"units$")).inner_text().split()[0].replace(",", ""))
+
+
+def test_the_docs_page_lists_every_operation_and_tries_chat_completions_with_a_pasted_key(site, chromium):
+    document = httpx.get(f"{site.url}/openapi.json").json()
+    page = chromium.new_page(viewport=DESKTOP)
+    page.goto(f"{site.url}/docs")  # redirected to /docs/, whose assets are relative
+    operation = page.get_by_role("button", name=re.compile(r"^POST\W*v1\W*chat\W*completions$"))
+    operation.wait_for()
+    assert page.get_by_text("Unable to render this definition").count() == 0
+    shown = page.locator(".opblock").count()
+    assert shown == sum(len(methods) for methods in document["paths"].values())
+
+    page.get_by_role("button", name="Authorize").first.click()
+    page.get_by_label("auth-bearer-value").fill(DEMO_KEY)
+    page.get_by_role("button", name="Apply credentials").first.click()  # the first scheme: bearer
+    page.get_by_role("button", name="Close").first.click()
+    operation.click()
+    page.get_by_role("button", name="Try it out").click()
+    body = {"model": "m-small", "messages": [{"role": "user", "content": "hi from the docs"}]}
+    page.locator(".body-param textarea").fill(json.dumps(body))
+    page.get_by_role("button", name="Execute").click()
+    result = page.locator(".live-responses-table tbody .response-col_status").first
+    result.wait_for()
+    assert result.inner_text().strip() == "200"
+    assert "chat.completion" in page.locator(".live-responses-table .highlight-code").first.inner_text()
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280px", "375px"])
+def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_and_deletes_it(
+        site, chromium, viewport):
+    context = chromium.new_context(viewport=viewport)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site.url)
+    page = context.new_page()
+    sign_in(page, site.url, "ann", ANN_PASSWORD)
+    page.get_by_role("img", name=re.compile(r"^Your spend per day, last 7 days")).wait_for()
+    assert page.locator("figure canvas").count() >= 1
+    assert fits(page, viewport)
+
+    name = f"laptop-{viewport['width']}"
+    go_to(page, "Keys")
+    form = page.get_by_role("form", name="Create key")
+    form.get_by_label("Name").fill(name)
+    form.get_by_label("Models (comma-separated; empty: all)").fill("m-small")
+    form.get_by_role("button", name="Create key").click()
+    key = page.get_by_label("The new key").inner_text().strip()
+    assert key.startswith("sk-")
+    page.get_by_role("button", name="Copy", exact=True).click()
+    page.get_by_role("status").filter(has_text="Copied.").wait_for()
+    assert page.evaluate("navigator.clipboard.readText()") == key
+    page.get_by_role("button", name="Done").click()
+    assert fits(page, viewport)
+    assert page.get_by_text(key).count() == 0  # shown once: the list has its hint only
+
+    assert chat(site, key)
+
+    go_to(page, "Request log")
+    filters = page.get_by_role("form", name="Filter the log")
+    filters.get_by_label("Key name").fill(name)
+    filters.get_by_role("button", name="Apply filters").click()
+    row = page.get_by_role("table", name="Requests").get_by_role("row").filter(has_text=name)
+    row.first.wait_for()
+    assert row.count() == 1 and "m-small" in row.inner_text() and "consume" in row.inner_text()
+    assert fits(page, viewport)
+
+    go_to(page, "Dashboard")
+    chart = page.get_by_role("img", name=re.compile(r"^Your spend per day, last 7 days"))
+    chart.wait_for()
+    assert "$0.00 over" not in chart.get_attribute("aria-label")
+    assert "m-small" in page.locator("figure figcaption").inner_text()
+    page.get_by_role("button", name="30 days").click()
+    page.get_by_role("img", name=re.compile(r"^Your spend per day, last 30 days")).wait_for()
+
+    go_to(page, "Keys")
+    page.get_by_role("button", name=f"Delete key {name}").click()
+    page.get_by_role("table", name="Keys").get_by_text(name).wait_for(state="detached")
+    deadline = time.monotonic() + 30  # a warm function may reuse a key lookup for its cache time (5 s)
+    while True:
+        try:
+            chat(site, key)
+        except openai.AuthenticationError:
+            break
+        assert time.monotonic() < deadline, "the deleted key still answers"
+        time.sleep(1)
+    context.close()
+
+
+def test_an_operator_adds_quota_to_a_user_and_the_users_page_shows_it(site, chromium):
+    user = chromium.new_context(viewport=PHONE).new_page()  # the user on a phone, the operator on a desktop
+    sign_in(user, site.url, "ann", ANN_PASSWORD)
+    before = balance_units(user)
+    assert not user.get_by_role("link", name="Users").is_visible()  # not an operator
+
+    operator = chromium.new_context(viewport=DESKTOP).new_page()
+    sign_in(operator, site.url, "demo", OPERATOR_PASSWORD)
+    go_to(operator, "Users")
+    row = operator.get_by_role("table", name="Users").get_by_role("row").filter(has_text="ann")
+    row.get_by_label("USD to add to ann").fill("10")
+    with operator.expect_response(lambda r: r.url.endswith("/quota") and r.status == 200):
+        row.get_by_role("button", name="Add quota").click()
+
+    user.reload()
+    user.get_by_role("button", name="Sign out").wait_for()
+    assert balance_units(user) == before + 10 * 500_000
+
+    go_to(operator, "Channels")
+    channel = operator.get_by_role("table", name="Channels").get_by_role("row").filter(has_text="simulator-chat")
+    channel.wait_for()
+    assert "healthy" in channel.inner_text()
+    go_to(operator, "Spend")
+    operator.get_by_role("img", name=re.compile(r"^Spend of all users per day")).wait_for()
+
+
+def test_errors_appear_next_to_their_field_and_sign_out_ends_the_session(site, chromium):
+    page = chromium.new_context(viewport=DESKTOP).new_page()
+    page.goto(f"{site.url}/console/")
+    page.get_by_label("Username").fill("ann")
+    page.get_by_label("Password").fill("not the password")
+    page.get_by_role("button", name="Sign in").click()
+    alert = page.get_by_role("form", name="Sign in").get_by_role("alert")
+    alert.wait_for()
+    assert alert.inner_text() == "wrong username or password"
+
+    sign_in(page, site.url, "ann", ANN_PASSWORD)
+    cookie = next(c for c in page.context.cookies() if c["name"] == "gateway_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    go_to(page, "Keys")
+    page.get_by_role("form", name="Create key").get_by_label("Name").fill("x")
+    page.get_by_role("form", name="Create key").get_by_label("Models (comma-separated; empty: all)").fill("no-such")
+    page.get_by_role("button", name="Create key").click()
+    error = page.get_by_role("form", name="Create key").get_by_role("alert")
+    error.wait_for()
+    assert "model_limits" in error.inner_text()
+
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_role("button", name="Sign in").wait_for()
+    answer = httpx.get(f"{site.url}/api/user/self", headers={
+        "Cookie": f"gateway_session={cookie['value']}", "X-Api-User": str(site.ann_id)})
+    assert answer.status_code == 401

@@ -1,0 +1,157 @@
+"""Self-service keys (/api/token/): new-api's shape, and the ownership rules a user cannot get around."""
+
+import json
+import time
+
+import pytest
+
+from gateway.auth import authenticate
+from gateway.errors import AuthenticationFailed
+from tests.conftest import api_event, load_function
+
+
+@pytest.fixture(scope="module")
+def account_fn(aws):
+    return load_function("account")
+
+
+@pytest.fixture
+def users(demo, accounts):
+    """User 1 (the demo, 1000 USD) and user 2 (10 USD, rpm 60, a daily budget of 2 USD), each with an access token."""
+    accounts.create_user(username="other", user_id=2, quota=5_000_000, access_token="other-access-token")
+    accounts.set_limits(user_id=2, limits={"rpm": 60, "max_parallel": 4, "budget_units": 1_000_000,
+                                           "budget_period": "daily"})
+    return {1: {"Authorization": demo["access_token"], "X-Api-User": "1"},
+            2: {"Authorization": "other-access-token", "X-Api-User": "2"}}
+
+
+def call(fn, ctx, method, path, headers, body=None, query=None):
+    resource = "/api/token/{id}" if path.rstrip("/").count("/") == 3 else "/api/token"
+    answer = fn.lambda_handler(api_event(method, path, resource=resource, headers=headers, query=query,
+                                         body=None if body is None else json.dumps(body)), ctx)
+    return answer["statusCode"], json.loads(answer["body"])
+
+
+def test_a_created_key_is_shown_once_and_listed_newest_first_in_new_apis_shape(account_fn, users, lambda_context):
+    status, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {
+        "name": "laptop", "expired_time": -1, "remain_quota": 1000, "unlimited_quota": False, "rpm": 10})
+    assert status == 200 and created["success"] is True
+    token = created["data"]
+    assert token["key"].startswith("sk-") and len(token["key"]) == 51
+    assert (token["name"], token["remain_quota"], token["rpm"], token["user_id"], token["status"]) == (
+        "laptop", 1000, 10, 2, 1)
+    call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "second"})
+    status, listed = call(account_fn, lambda_context, "GET", "/api/token/", users[2], query={"p": "0", "size": "1"})
+    assert status == 200 and listed["success"] is True
+    page = listed["data"]
+    assert (page["total"], page["page"], page["page_size"], len(page["items"])) == (2, 0, 1, 1)
+    _, second_page = call(account_fn, lambda_context, "GET", "/api/token/", users[2], query={"p": "1", "size": "1"})
+    (first,) = second_page["data"]["items"]
+    assert first["id"] == token["id"] and first["key"] != token["key"] and token["key"].endswith(first["key"][-4:])
+    # The key works as an API key at once.
+    assert authenticate({"Authorization": f"Bearer {token['key']}"}).user_id == 2
+
+
+def test_a_user_never_sees_or_touches_another_users_key(account_fn, users, lambda_context):
+    _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "mine"})
+    theirs = created["data"]["id"]
+    _, listed = call(account_fn, lambda_context, "GET", "/api/token/", users[1])
+    assert theirs not in [t["id"] for t in listed["data"]["items"]]
+    for method, path, body, query in (
+            ("PUT", "/api/token/", {"id": theirs, "name": "stolen"}, None),
+            ("PUT", "/api/token/", {"id": theirs, "status": 2}, {"status_only": "true"}),
+            ("DELETE", f"/api/token/{theirs}", None, None)):
+        status, answer = call(account_fn, lambda_context, method, path, users[1], body, query)
+        assert status == 404 and answer["success"] is False and "no key" in answer["message"], (method, answer)
+    _, mine = call(account_fn, lambda_context, "GET", "/api/token/", users[2])
+    assert [t["name"] for t in mine["data"]["items"]] == ["mine"]
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"rpm": 61}, "rpm"), ({"max_parallel": 5}, "max_parallel"), ({"budget_usd": 3, "budget_period": "daily"},
+                                                                   "budget_usd"),
+    ({"remain_quota": 5_000_001}, "remain_quota"), ({"model_limits_enabled": True, "model_limits": "no-such-model"},
+                                                    "model_limits"),
+    ({"model_limits_enabled": True, "model_limits": " , "}, "model_limits"),
+    ({"expired_time": 0}, "expired_time"), ({"expired_time": 1000}, "expired_time"),
+    ({"budget_usd": 1}, "budget_period"), ({"rpm": -1}, "rpm"), ({"rpm": "5"}, "rpm"), ({"quota": 1}, "quota"),
+    ({"used_quota": 0}, "used_quota"), ({"user_id": 1}, "user_id"), ({"name": "n" * 51}, "name"),
+    ({"budget_usd": 1, "budget_period": "hourly"}, "budget_period"),
+])
+def test_a_key_never_allows_more_than_its_user_and_bad_fields_are_named(account_fn, users, accounts, lambda_context,
+                                                                         body, field):
+    status, answer = call(account_fn, lambda_context, "POST", "/api/token/", users[2], body)
+    assert status == 400 and answer["success"] is False and field in answer["message"], answer
+    assert accounts.list_keys(2) == []
+
+
+def test_updating_a_key_keeps_it_within_the_user_and_never_raises_the_users_quota(account_fn, users, accounts,
+                                                                                  lambda_context):
+    _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "k", "rpm": 5})
+    token_id = created["data"]["id"]
+    status, answer = call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": token_id, "rpm": 61})
+    assert status == 400 and "rpm" in answer["message"]
+    status, answer = call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {
+        "id": token_id, "name": "renamed", "remain_quota": 5_000_000, "budget_usd": 1.5, "budget_period": "daily"})
+    assert status == 200, answer
+    data = answer["data"]
+    assert (data["name"], data["rpm"], data["remain_quota"], data["budget_usd"], data["budget_period"]) == (
+        "renamed", 5, 5_000_000, 1.5, "daily")
+    assert accounts.get_user(2, consistent=True)["quota"] == 5_000_000  # the user's own quota never moves
+    status, answer = call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": token_id, "rpm": 0})
+    assert status == 200 and answer["data"]["rpm"] == 0 and "rpm" not in accounts.user_key(2, token_id)
+
+
+def test_disabling_and_deleting_a_key_refuse_it_once_the_key_cache_has_passed(account_fn, users, lambda_context):
+    _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "k"})
+    token, secret = created["data"]["id"], created["data"]["key"]
+    auth = {"Authorization": f"Bearer {secret}"}
+    assert authenticate(auth).key_id == token
+    status, answer = call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": token, "status": 2},
+                          {"status_only": "true"})
+    assert status == 200 and answer["data"]["status"] == 2
+    from gateway import auth as auth_module
+
+    auth_module.clear_cache()  # what the key cache's 5 s do in a warm function
+    with pytest.raises(AuthenticationFailed):
+        authenticate(auth)
+    status, answer = call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": token, "status": 1},
+                          {"status_only": "true"})
+    assert status == 200 and answer["data"]["status"] == 1
+    auth_module.clear_cache()
+    assert authenticate(auth).key_id == token
+    status, answer = call(account_fn, lambda_context, "DELETE", f"/api/token/{token}", users[2])
+    assert (status, answer) == (200, {"success": True, "message": ""})
+    auth_module.clear_cache()
+    with pytest.raises(AuthenticationFailed):
+        authenticate(auth)
+    assert call(account_fn, lambda_context, "DELETE", f"/api/token/{token}", users[2])[0] == 404
+
+
+def test_a_key_the_operator_revoked_cannot_be_enabled_by_its_user(account_fn, users, accounts, lambda_context):
+    _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "k"})
+    accounts.revoke_key(created["data"]["id"])
+    status, answer = call(account_fn, lambda_context, "PUT", "/api/token/", users[2],
+                          {"id": created["data"]["id"], "status": 1}, {"status_only": "true"})
+    assert status == 400 and "revoked" in answer["message"]
+    assert accounts.user_key(2, created["data"]["id"])["status"] == "revoked"
+
+
+@pytest.mark.parametrize("headers", [
+    {}, {"Authorization": "other-access-token"}, {"Authorization": "other-access-token", "X-Api-User": "1"},
+    {"Authorization": "Bearer sk-" + "d" * 48, "X-Api-User": "1"},
+])
+def test_the_token_routes_want_the_users_access_token(account_fn, users, lambda_context, headers):
+    for method, path, body in (("GET", "/api/token/", None), ("POST", "/api/token/", {"name": "x"}),
+                               ("DELETE", "/api/token/abc", None)):
+        status, answer = call(account_fn, lambda_context, method, path, headers, body)
+        assert status == 401 and answer["success"] is False
+
+
+def test_pages_and_expiry_are_checked(account_fn, users, lambda_context):
+    for query in ({"p": "-1"}, {"size": "0"}, {"size": "101"}, {"p": "x"}):
+        status, answer = call(account_fn, lambda_context, "GET", "/api/token/", users[2], query=query)
+        assert status == 400 and list(query)[0] in answer["message"]
+    later = int(time.time()) + 3600
+    _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "k", "expired_time": later})
+    assert created["data"]["expired_time"] == later
