@@ -34,7 +34,11 @@ LAYER = "layers/gateway/gateway"
 # name: (module path, the tests that cover it). Billing is the module the "money at scale"
 # rebuild replaces: the module that replaces it takes its line here.
 MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side by side
-    "engine": (f"{LAYER}/tasks/engine.py", ["tests/integration/test_task_faults.py"]),
+    "engine": (f"{LAYER}/tasks/engine.py", [
+        "tests/integration/test_task_faults.py",  # and a parked task's claim given back when its hold is refused,
+        "tests/integration/test_imgtask.py::test_a_modal_refused_for_quota_waits_again_and_two_completions_never_both_run",
+        # a callback for each change of a task's status, none for a poll that changed nothing
+        "tests/integration/test_alpha.py::test_a_callback_follows_every_status_change_with_the_upstreams_payload_signed"]),
     "billing": (f"{LAYER}/admission/billing.py",
                 ["tests/integration/test_billing.py", "tests/integration/test_billing_conflicts.py"]),
     "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/text/test_relay.py"]),
