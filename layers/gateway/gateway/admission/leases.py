@@ -52,7 +52,7 @@ from typing import Any
 from gateway import observability
 from gateway.admission import steps
 from gateway.admission.ledger import LOG_CONSUME, REFUNDED, REQUEST_HOLD_SECONDS, SETTLED, Reservation, entry
-from gateway.auth import Principal
+from gateway.auth import USER_DISABLED, Principal, key_refusal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
 from gateway.settings import get_settings
@@ -275,8 +275,8 @@ class LeasePool:
                 return self._grant_once(principal, want)
             except _Short as short:
                 if short.left < units or short.left <= 0:
-                    if short.left < 0:
-                        raise AuthenticationFailed("the API key has been revoked") from None
+                    if short.refusal:
+                        raise AuthenticationFailed(short.refusal) from None
                     if short.key_left is not None and short.key_left < units:
                         raise InsufficientQuota(f"this key's remaining quota is {short.key_left} units; "
                                                 f"the request needs up to {units}") from None
@@ -385,22 +385,25 @@ class LeasePool:
 
 
 class _Short(Exception):
-    def __init__(self, left: int, key_left: int | None):
-        self.left, self.key_left = left, key_left
+    def __init__(self, left: int, key_left: int | None, refusal: str = ""):
+        self.left, self.key_left, self.refusal = left, key_left, refusal
 
 
 def _short(principal: Principal) -> _Short:
-    """Why a grant was refused: what the account (and a limited key) have left; -1: the key is
-    not active (revoked since the key cache read it)."""
+    """Why a grant was refused: what the account (and a limited key) have left, or the refusal
+    that names the real cause (a key revoked, deleted or disabled since the key cache read it; a
+    user disabled meanwhile)."""
     def read(pk: str, sk: str) -> dict[str, Any]:
         return from_item(_db().get_item(TableName=_table(), Key=to_item({"pk": pk, "sk": sk}),
                                         ConsistentRead=True).get("Item")) or {}
 
     key = read(key_pk(principal.key_hash), "KEY")
     if key.get("status") != "active":
-        return _Short(-1, None)
+        return _Short(-1, None, key_refusal(key or None))
     user = read(user_pk(principal.user_id), PROFILE)
-    left = int(user.get("quota", 0)) if int(user.get("status", 0)) == 1 else 0
+    if int(user.get("status", 0)) != 1:
+        return _Short(-1, None, USER_DISABLED)
+    left = int(user.get("quota", 0))
     key_left = None if principal.unlimited else int(key.get("remain_quota", 0))
     return _Short(min(left, key_left) if key_left is not None else left, key_left)
 

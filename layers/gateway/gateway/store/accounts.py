@@ -614,14 +614,24 @@ class AccountsRepository:
 
     def day_totals(self, user_id: int, first: date, last: date) -> list[dict[str, Any]]:
         """A user's day items from `first` to `last` (inclusive): `units`, `requests` and the
-        per-key and per-model counters (`model:<name>:units`, ...)."""
+        per-key and per-model counters (`model:<name>:units`, ...), with what the user's open
+        quota leases have counted for those days and not yet folded into them."""
+        from gateway.admission import leases
+
         params: dict[str, Any] = {
             "TableName": self.table, "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
             "ExpressionAttributeValues": to_values({":pk": days_pk(user_id), ":low": first.isoformat(),
                                                     ":high": last.isoformat()}),
             "ConsistentRead": True,
         }
-        return self._query_all(params)
+        stored, open_leases = leases.with_open_leases(user_id, lambda: self._query_all(params))
+        days = {str(item["sk"]): dict(item) for item in stored}
+        for day, counted in leases.open_day_counters(open_leases).items():
+            if first <= day <= last:
+                into = days.setdefault(day.isoformat(), {"pk": days_pk(user_id), "sk": day.isoformat()})
+                for name, value in counted.items():
+                    into[name] = int(into.get(name, 0)) + value
+        return [days[day] for day in sorted(days)]
 
     # Ledger --------------------------------------------------------------------------------
 
