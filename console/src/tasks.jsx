@@ -11,6 +11,11 @@ const PAGE_SIZE = 20;
 const OPEN = ["submitted", "queued", "in_progress"];
 const REFRESH_MS = 5000; // while a task on the page is unfinished, the page reads itself again
 
+// Only web links become anchors: an upstream's relayed URL is data, never a script to run.
+function web(link) {
+  return /^https?:\/\//i.test(link);
+}
+
 function cost(item) {
   if (item.units_charged !== null && item.units_charged !== undefined) return `${usd(item.units_charged)} charged`;
   return `${usd(item.units_held)} held`;
@@ -50,21 +55,21 @@ export function Tasks() {
       </form>
       <FormError error={error} fields={["family", "status", "start_timestamp", "end_timestamp"]} />
       <div class="table">
-        <table aria-label="Tasks">
-          <thead><tr><th>Created</th><th>Task</th><th>Model</th><th>Status</th><th>Progress</th><th>Cost</th><th>Result</th></tr></thead>
+        <table class="stack" aria-label="Tasks">
+          <thead><tr><th>Task</th><th>Status</th><th>Cost</th><th>Result</th></tr></thead>
           <tbody>
             {items.map((item) => (
               <tr key={item.task_id}>
-                <td>{when(item.created_at)}</td>
-                <td><code>{item.task_id}</code><br /><span class="note">{item.family}</span></td>
-                <td>{item.model}</td>
+                <td class="task"><code>{item.task_id}</code>
+                  <br /><span class="note">{item.family} · {item.model}</span>
+                  <br /><span class="note">created {when(item.created_at)}</span></td>
                 <td><span class={`status ${item.status}`}>{item.status.replace("_", " ")}</span>
                   {item.public_status !== item.status && <span class="note"> ({item.public_status})</span>}
+                  <br /><progress max="100" value={item.progress} aria-label={`Progress of ${item.task_id}`}>{item.progress}%</progress> {item.progress}%
                   <br /><span class="note">updated {when(item.updated_at)}</span></td>
-                <td><progress max="100" value={item.progress} aria-label={`Progress of ${item.task_id}`}>{item.progress}%</progress> {item.progress}%</td>
                 <td>{cost(item)}</td>
                 <td class="what">
-                  {item.result_links.map((link, n) => (
+                  {item.result_links.filter(web).map((link, n) => (
                     <a href={link} target="_blank" rel="noopener noreferrer"
                       aria-label={`Open result ${n + 1} of ${item.task_id}`}>{`Result ${n + 1}`}</a>
                   ))}
