@@ -24,7 +24,7 @@ def _traffic(url: str) -> None:
         for n, model in enumerate(["m-small", "m-large", "m-small", "m-large", "m-small"]):
             sdk.chat.completions.create(model=model, messages=[{"role": "user", "content": "hello " * (n + 1) * 20}])
         sdk.embeddings.create(model="m-embed", input="a fern")
-    # Tasks for the Tasks page: beta images (a signed result link once done) submitted a few seconds before the pages are taken.
+    # Beta image tasks for the Tasks page: each shows a signed result link once done.
     for prompt in ("a red boat", "a lighthouse in fog"):
         httpx.post(f"{url}/beta/v1/beta-2-pro", headers={"x-key": DEMO_KEY}, timeout=60, json={
             "model": "beta-2-pro", "prompt": prompt, "width": 512, "height": 512, "output_format": "png"})
