@@ -52,17 +52,27 @@ _TYPE_VALUES: dict[int, dict[str, Any]] = {LOG_CONSUME: {":settled": SETTLED}, L
 
 # --- the query ---------------------------------------------------------------------------------
 
-class LogQuery:
-    """The parameters of one log request, each checked (a 400 names the parameter)."""
+class PagedQuery:
+    """What every paged list of the account takes (the log, the tasks): `p`, `page_size` and a
+    window of unix seconds, each checked (a 400 names the parameter); `params` holds the rest,
+    blank values dropped."""
 
     def __init__(self, params: Mapping[str, Any] | None):
-        params = {k: v for k, v in (params or {}).items() if v is not None and str(v).strip() != ""}
+        self.params = params = {k: v for k, v in (params or {}).items() if v is not None and str(v).strip() != ""}
         self.page = integer_param(params, "p", 1, 1, None)
         self.page_size = integer_param(params, "page_size", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX)
         self.start = integer_param(params, "start_timestamp", None, 0, MAX_TIMESTAMP)
         self.end = integer_param(params, "end_timestamp", None, 0, MAX_TIMESTAMP)
         if self.start is not None and self.end is not None and self.start > self.end:
             raise InvalidRequest("start_timestamp: must not be after end_timestamp", param="start_timestamp")
+
+
+class LogQuery(PagedQuery):
+    """The parameters of one log request, each checked (a 400 names the parameter)."""
+
+    def __init__(self, params: Mapping[str, Any] | None):
+        super().__init__(params)
+        params = self.params
         kind = integer_param(params, "type", 0, 0, None)
         if kind not in (0, *TYPES):
             raise InvalidRequest(f"type: must be 2 (consume), 5 (error), 6 (refund) or 0 (all); got {kind}",

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.admission.billing import REFUNDED, SETTLED
-from gateway.api.requestlog import MAX_TIMESTAMP, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, integer_param
+from gateway.api.requestlog import PagedQuery
 from gateway.errors import InvalidRequest
 from gateway.store.tasks import Task, TasksRepository
 from gateway.tasks.adapter import UNIFIED
@@ -26,19 +26,13 @@ from gateway.tasks.families import FAMILIES, family_of
 MAX_EXAMINED = 1000
 
 
-class TaskQuery:
+class TaskQuery(PagedQuery):
     """The parameters of one tasks request, each checked (a 400 names the parameter)."""
 
     def __init__(self, params: Mapping[str, Any] | None):
-        params = {k: v for k, v in (params or {}).items() if v is not None and str(v).strip() != ""}
-        self.page = integer_param(params, "p", 1, 1, None)
-        self.page_size = integer_param(params, "page_size", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX)
-        self.start = integer_param(params, "start_timestamp", None, 0, MAX_TIMESTAMP)
-        self.end = integer_param(params, "end_timestamp", None, 0, MAX_TIMESTAMP)
-        if self.start is not None and self.end is not None and self.start > self.end:
-            raise InvalidRequest("start_timestamp: must not be after end_timestamp", param="start_timestamp")
-        self.family = _one_of(params, "family", FAMILIES)
-        self.status = _one_of(params, "status", UNIFIED)
+        super().__init__(params)
+        self.family = _one_of(self.params, "family", FAMILIES)
+        self.status = _one_of(self.params, "status", UNIFIED)
         self.offset = (self.page - 1) * self.page_size
         if self.offset + self.page_size > MAX_EXAMINED:
             raise InvalidRequest(f"p: pages reach back at most {MAX_EXAMINED} tasks (p x page_size); "
