@@ -3,12 +3,13 @@ import { useEffect, useState } from "preact/hooks";
 import { call, forget, remember, who } from "./api.js";
 import { Keys } from "./keys.jsx";
 import { Account, Dashboard, Log } from "./user.jsx";
+import { Tasks } from "./tasks.jsx";
 import { Channels, Spend, Users } from "./operator.jsx";
 import { Field, FormError } from "./ui.jsx";
 import "./style.css";
 
 const USER_PAGES = [["dashboard", "Dashboard", Dashboard], ["keys", "Keys", Keys], ["log", "Request log", Log],
-  ["account", "Account", Account]];
+  ["tasks", "Tasks", Tasks], ["account", "Account", Account]];
 const OPERATOR_PAGES = [["users", "Users", Users], ["channels", "Channels", Channels], ["spend", "Spend", Spend]];
 
 function route() {

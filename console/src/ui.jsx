@@ -26,3 +26,18 @@ export function Pager({ onNext, onFirst, hasNext, hasPrevious }) {
     </div>
   );
 }
+
+// A labelled choice of values ("all" first), with the API's error about it next to it.
+export function Choice({ label, name, options, error }) {
+  const mine = error && error.param === name;
+  return (
+    <label class="field">
+      <span>{label}</span>
+      <select name={name} aria-invalid={mine ? "true" : undefined} aria-describedby={mine ? `${name}-error` : undefined}>
+        <option value="">all</option>
+        {options.map((option) => <option value={option}>{option}</option>)}
+      </select>
+      {mine && <span class="error" id={`${name}-error`} role="alert">{error.message}</span>}
+    </label>
+  );
+}

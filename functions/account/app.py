@@ -6,7 +6,7 @@
 from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import observability
-from gateway.api import account, operator, requestlog, session, tokens
+from gateway.api import account, operator, requestlog, session, tasks, tokens
 from gateway.http import authenticate, body_model, create_app, json_response
 from gateway.schemas.tokens import NewToken, TokenStatus, TokenUpdate
 
@@ -68,6 +68,12 @@ def log_self():
 @app.get("/api/log/token")
 def log_token():
     return json_response(requestlog.key_log(authenticate(app), app.current_event.query_string_parameters))
+
+
+@app.get("/api/task/self")
+def task_self():
+    user_id, _ = session.caller(_headers())
+    return json_response(tasks.own_tasks(user_id, app.current_event.query_string_parameters))
 
 
 @app.get("/api/admin/users")

@@ -16,6 +16,8 @@ from typing import Any
 
 from gateway.errors import Dialect, GatewayError, dialect_for_path, render
 from gateway.http import CATCH_ALL_RESOURCES
+from gateway.tasks.adapter import UNIFIED
+from gateway.tasks.families import FAMILIES
 from gateway_local.template import read_template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,6 +190,14 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
                             enum=["video", "thumbnail", "spritesheet"]))
     elif path in ("/api/data/self", "/api/admin/spend"):
         params.append(param("days", "query", "the span, today included", enum=["7", "30", "90"]))
+    elif path == "/api/task/self":
+        params += [param("p", "query", "page, from 1", type="integer", minimum=1),
+                   param("page_size", "query", "tasks per page (1 to 100, 20 by default)", type="integer",
+                         minimum=1, maximum=100),
+                   param("family", "query", "only this task family's tasks", enum=list(FAMILIES)),
+                   param("status", "query", "only tasks in this unified status", enum=list(UNIFIED)),
+                   param("start_timestamp", "query", "created at or after (unix seconds)", type="integer", minimum=0),
+                   param("end_timestamp", "query", "created at or before (unix seconds)", type="integer", minimum=0)]
     elif path == "/api/admin/users":
         params += [param("page_size", "query", "users per page (1 to 100, default 20)"),
                    param("after", "query", "next_after of the page before")]
@@ -207,7 +217,7 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
 
 
 # Routes reached with the system access token or the console's session (plus X-Api-User).
-_ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token")
+_ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token", "/api/task/self")
 
 
 def _documented_paths(template_path: str) -> list[tuple[str, str]]:

@@ -5,8 +5,10 @@ traffic so the charts and the log have something to show."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import openai
 
 from tests.e2e.browser_support import DESKTOP, PHONE, browser, chromium_missing, go_to, sign_in
@@ -14,7 +16,7 @@ from tests.e2e.conftest import DEMO_KEY, ROOT, LocalGateway
 
 OUT = ROOT / "docs" / "screenshots"
 PASSWORD = "screenshot password"
-PAGES = ["Dashboard", "Keys", "Request log", "Account", "Users", "Channels", "Spend"]
+PAGES = ["Dashboard", "Keys", "Request log", "Tasks", "Account", "Users", "Channels", "Spend"]
 
 
 def _traffic(url: str) -> None:
@@ -22,6 +24,11 @@ def _traffic(url: str) -> None:
         for n, model in enumerate(["m-small", "m-large", "m-small", "m-large", "m-small"]):
             sdk.chat.completions.create(model=model, messages=[{"role": "user", "content": "hello " * (n + 1) * 20}])
         sdk.embeddings.create(model="m-embed", input="a fern")
+    # Beta image tasks for the Tasks page: each shows a signed result link once done.
+    for prompt in ("a red boat", "a lighthouse in fog"):
+        httpx.post(f"{url}/beta/v1/beta-2-pro", headers={"x-key": DEMO_KEY}, timeout=60, json={
+            "model": "beta-2-pro", "prompt": prompt, "width": 512, "height": 512, "output_format": "png"})
+    time.sleep(5)  # the simulator finishes a task in 2 s under the local gateway the tests start
 
 
 def main() -> int:

@@ -194,3 +194,47 @@ def test_errors_appear_next_to_their_field_and_sign_out_ends_the_session(site, c
     answer = httpx.get(f"{site.url}/api/user/self", headers={
         "Cookie": f"gateway_session={cookie['value']}", "X-Api-User": str(site.ann_id)})
     assert answer.status_code == 401
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280px", "375px"])
+def test_a_user_submits_a_task_and_sees_its_status_then_its_result_link_on_the_tasks_page(
+        site, chromium, viewport):
+    key = site.admin("issue-key", "--user", str(site.ann_id), "--name", f"tasks-{viewport['width']}")["key"]
+    submitted = httpx.post(f"{site.url}/beta/v1/beta-2-pro", headers={"x-key": key}, timeout=60, json={
+        "model": "beta-2-pro", "prompt": "a red boat", "width": 512, "height": 512, "output_format": "png"})
+    assert submitted.status_code == 200, submitted.text
+    task_id = submitted.json()["id"]
+
+    page = chromium.new_context(viewport=viewport).new_page()
+    sign_in(page, site.url, "ann", ANN_PASSWORD)
+    go_to(page, "Tasks")
+    filters = page.get_by_role("form", name="Filter the tasks")
+    filters.get_by_label("Family").select_option("beta")
+    filters.get_by_role("button", name="Apply filters").click()
+    row = page.get_by_role("table", name="Tasks").get_by_role("row").filter(has_text=task_id)
+    row.wait_for()
+    assert "beta-2-pro" in row.inner_text()
+    link = row.get_by_role("link", name=f"Open result 1 of {task_id}")
+    deadline = time.monotonic() + 60  # the simulator finishes a task in 2 s; the poller's schedule is 1 s
+    while not link.count():
+        assert "failed" not in row.inner_text()
+        assert time.monotonic() < deadline, f"the task never showed a result link: {row.inner_text()}"
+        time.sleep(1)
+        filters.get_by_role("button", name="Refresh").click()
+        page.wait_for_timeout(500)
+    assert "succeeded" in row.inner_text() and "Ready" in row.inner_text()
+    assert fits(page, viewport)
+    # The link is the gateway's signed sample link, and it serves the image with no key
+    href = link.get_attribute("href") or ""
+    assert href.startswith(site.url) and f"/beta/v1/results/{task_id}/sample" in href
+    image = httpx.get(href, headers={"Accept": "image/png"})
+    assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
+
+    # A filter the API refuses shows its error next to that filter
+    filters.get_by_label("From (UTC)").fill("2030-01-02T00:00")
+    filters.get_by_label("To (UTC)").fill("2030-01-01T00:00")
+    filters.get_by_role("button", name="Apply filters").click()
+    error = filters.get_by_role("alert")
+    error.wait_for()
+    assert "start_timestamp" in error.inner_text()
+    page.context.close()

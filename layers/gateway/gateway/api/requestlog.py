@@ -36,7 +36,7 @@ PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
 MAX_EXAMINED = 1000
 TYPES = (LOG_CONSUME, LOG_ERROR, LOG_REFUND)
 _NAME_MAX = 200
-_MAX_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z, the last second an entry's sort key can hold
+MAX_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z, the last second an entry's sort key can hold
 _POSITION = re.compile(r"USAGE#\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#[\x21-\x7e]{1,200}")
 _TYPE_FILTERS = {
     LOG_CONSUME: "#outcome = :settled",
@@ -52,18 +52,28 @@ _TYPE_VALUES: dict[int, dict[str, Any]] = {LOG_CONSUME: {":settled": SETTLED}, L
 
 # --- the query ---------------------------------------------------------------------------------
 
-class LogQuery:
+class PagedQuery:
+    """What every paged list of the account takes (the log, the tasks): `p`, `page_size` and a
+    window of unix seconds, each checked (a 400 names the parameter); `params` holds the rest,
+    blank values dropped."""
+
+    def __init__(self, params: Mapping[str, Any] | None):
+        self.params = params = {k: v for k, v in (params or {}).items() if v is not None and str(v).strip() != ""}
+        self.page = integer_param(params, "p", 1, 1, None)
+        self.page_size = integer_param(params, "page_size", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX)
+        self.start = integer_param(params, "start_timestamp", None, 0, MAX_TIMESTAMP)
+        self.end = integer_param(params, "end_timestamp", None, 0, MAX_TIMESTAMP)
+        if self.start is not None and self.end is not None and self.start > self.end:
+            raise InvalidRequest("start_timestamp: must not be after end_timestamp", param="start_timestamp")
+
+
+class LogQuery(PagedQuery):
     """The parameters of one log request, each checked (a 400 names the parameter)."""
 
     def __init__(self, params: Mapping[str, Any] | None):
-        params = {k: v for k, v in (params or {}).items() if v is not None and str(v).strip() != ""}
-        self.page = _integer(params, "p", 1, 1, None)
-        self.page_size = _integer(params, "page_size", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX)
-        self.start = _integer(params, "start_timestamp", None, 0, _MAX_TIMESTAMP)
-        self.end = _integer(params, "end_timestamp", None, 0, _MAX_TIMESTAMP)
-        if self.start is not None and self.end is not None and self.start > self.end:
-            raise InvalidRequest("start_timestamp: must not be after end_timestamp", param="start_timestamp")
-        kind = _integer(params, "type", 0, 0, None)
+        super().__init__(params)
+        params = self.params
+        kind = integer_param(params, "type", 0, 0, None)
         if kind not in (0, *TYPES):
             raise InvalidRequest(f"type: must be 2 (consume), 5 (error), 6 (refund) or 0 (all); got {kind}",
                                  param="type")
@@ -93,10 +103,10 @@ def _at(seconds: int) -> datetime:
 
 
 @overload
-def _integer(params: Mapping[str, Any], name: str, default: int, low: int, high: int | None) -> int: ...
+def integer_param(params: Mapping[str, Any], name: str, default: int, low: int, high: int | None) -> int: ...
 @overload
-def _integer(params: Mapping[str, Any], name: str, default: None, low: int, high: int | None) -> int | None: ...
-def _integer(params: Mapping[str, Any], name: str, default: int | None, low: int, high: int | None) -> int | None:
+def integer_param(params: Mapping[str, Any], name: str, default: None, low: int, high: int | None) -> int | None: ...
+def integer_param(params: Mapping[str, Any], name: str, default: int | None, low: int, high: int | None) -> int | None:
     if name not in params:
         return default
     text = str(params[name]).strip()

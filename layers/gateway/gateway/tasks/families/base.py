@@ -163,6 +163,14 @@ class TaskFamily:
     def query_answer(self, task: Task) -> dict[str, Any]:
         raise NotImplementedError
 
+    def answer_links(self, answer: Mapping[str, Any]) -> list[str]:
+        """The links to a task's results in its `query_answer` (what the console's tasks page
+        shows, `api/tasks`): only links the family's own answer hands out (a signed link of the
+        gateway's, an upstream link the answer relays), never a stored URL it would not. By
+        default those of a `generic_result` answer; none from any other answer (a family whose
+        results are served behind the key, as epsilon's content)."""
+        return [url for url in answer.get("video_results") or [] if isinstance(url, str) and url]
+
     def callback_payload(self, task: Task) -> dict[str, Any]:
         """The body of a task's callback: what its query answers, unless the family says otherwise."""
         return self.query_answer(task)

@@ -114,6 +114,11 @@ class AlphaFamily(TaskFamily):
                 "created_at": task.created_at * 1000, "updated_at": task.updated_at * 1000,
                 "final_unit_deduction": str(self.units_charged(task))}
 
+    def answer_links(self, answer: Mapping[str, Any]) -> list[str]:
+        result = answer.get("task_result") or {}
+        return [item["url"] for item in [*(result.get("images") or []), *(result.get("videos") or [])]
+                if isinstance(item, dict) and isinstance(item.get("url"), str) and item["url"]]
+
     def units_to_settle(self, task: Task, price: Any) -> int:
         """The hold, less the share of the images an omni-image task did not deliver: from the
         task alone, so its answers and callbacks (the callback sender reads no price table) show

@@ -142,6 +142,10 @@ class BetaFamily(TaskFamily):
             answer["details"] = {**task.details.get("details", {}), "error": task.error or status}
         return answer
 
+    def answer_links(self, answer: Mapping[str, Any]) -> list[str]:
+        sample = (answer.get("result") or {}).get("sample")
+        return [sample] if isinstance(sample, str) and sample else []
+
     def not_found(self, task_id: str) -> dict[str, Any]:
         return {"id": task_id, "status": NOT_FOUND, "result": None, "progress": None}
 

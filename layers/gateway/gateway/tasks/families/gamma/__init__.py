@@ -91,6 +91,10 @@ class GammaFamily(TaskFamily):
             answer["usage"] = {"video_duration": int(task.duration or 0), "video_count": 1}
         return answer
 
+    def answer_links(self, answer: Mapping[str, Any]) -> list[str]:
+        url = answer["output"].get("video_url")
+        return [url] if isinstance(url, str) and url else []
+
     def query(self, principal: Principal, task_id: str) -> dict[str, Any]:
         """The caller's task, or the upstream's answer for an id it does not know."""
         try:

@@ -119,6 +119,9 @@ class ImgtaskFamily(TaskFamily):
     def query_answer(self, task: Task) -> dict[str, Any]:
         return self.record(task, str(task.public.get("base_url") or ""))
 
+    def answer_links(self, answer: Mapping[str, Any]) -> list[str]:
+        return [answer["imageUrl"]] if answer.get("imageUrl") else []
+
     def record(self, task: Task, base_url: str) -> dict[str, Any]:
         """The image task record of the spec; `imageUrl` a signed link of this gateway (`base_url`)."""
         public, details = task.public, task.details
