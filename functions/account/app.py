@@ -5,7 +5,7 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import observability
 from gateway.api import account, requestlog, tokens
-from gateway.http import authenticate, body_model, create_app, json_response
+from gateway.http import authenticate, body_model, create_app, json_response, single_credential
 from gateway.schemas.tokens import NewToken, TokenStatus, TokenUpdate
 
 app = create_app()
@@ -25,12 +25,14 @@ def billing_subscription():
 
 @app.get("/api/user/self")
 def user_self():
+    single_credential(app)
     headers = app.current_event.headers
     return json_response(account.user_self(headers.get("authorization"), headers.get("x-api-user")))
 
 
 @app.get("/api/log/self")
 def log_self():
+    single_credential(app)
     headers = app.current_event.headers
     user_id = account.access_token_user(headers.get("authorization"), headers.get("x-api-user"))
     return json_response(requestlog.account_log(user_id, app.current_event.query_string_parameters))
@@ -42,6 +44,7 @@ def log_token():
 
 
 def _token_user() -> int:
+    single_credential(app)
     headers = app.current_event.headers
     return account.access_token_user(headers.get("authorization"), headers.get("x-api-user"))
 

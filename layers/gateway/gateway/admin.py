@@ -84,6 +84,8 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
         return {"user_id": user["id"], "username": user["username"], "quota": user["quota"],
                 "access_token": token}
     if args.command == "issue-key":
+        if args.expires_in_days is not None and args.expires_in_days < 1:
+            raise ValueError("--expires-in-days must be at least 1 (omit it for a key that never expires)")
         expires_at = args.expires_at or (int(time.time()) + args.expires_in_days * 86400 if args.expires_in_days else 0)
         models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
         secret, record = accounts.create_key(args.user, name=args.name, quota=_units(args),
@@ -180,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True)
     amount(p, False, "--quota", "--quota-usd")
     p.add_argument("--expires-at", type=int, default=0, help="epoch seconds")
-    p.add_argument("--expires-in-days", type=int, default=0)
+    p.add_argument("--expires-in-days", type=int, help="days from now, at least 1 (omit: never expires)")
     p.add_argument("--models", help="comma-separated allowlist (default: every model)")
 
     p = commands.add_parser("list-keys", help="list a user's keys")

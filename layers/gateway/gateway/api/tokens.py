@@ -77,7 +77,8 @@ def list_tokens(user_id: int, query: Mapping[str, str] | None,
     """One page of the user's keys, newest first (`p` from 0)."""
     page, size = _page(query)
     records = sorted((accounts or AccountsRepository()).list_keys(user_id),
-                     key=lambda r: (int(r.get("created_at") or 0), r["key_id"]), reverse=True)
+                     key=lambda r: (int(r.get("created_ms") or int(r.get("created_at") or 0) * 1000),
+                                    r["key_id"]), reverse=True)
     now = int(time.time())
     items = [token_view(r, now) for r in records[page * size:(page + 1) * size]]
     return _ok({"items": items, "total": len(records), "page": page, "page_size": size})
