@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway import observability
+from gateway.admission.limits import PERIODS, Admission, give_back, window_ids
 from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota, RateLimited
 from gateway.observability import logger
@@ -77,6 +78,8 @@ class Reservation:
     status: str = RESERVED
     created_at: int = 0
     hold_until: int = 0  # 0: reserved before holds had a deadline (never swept)
+    parallel: bool = False  # counted under max_parallel until it closes
+    budget_ids: tuple[str, ...] = ()  # the budget windows current when it was held (`limits.window_ids`)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Reservation:
@@ -84,7 +87,8 @@ class Reservation:
                    key_hash=record["key_hash"], key_id=record["key_id"], limited_key=bool(record["limited_key"]),
                    units=int(record["units"]), model=record["model"], route=record["route"],
                    status=record["status"], created_at=int(record.get("created_at") or 0),
-                   hold_until=int(record.get("hold_until") or 0))
+                   hold_until=int(record.get("hold_until") or 0), parallel=bool(record.get("parallel")),
+                   budget_ids=tuple(record.get("budget_ids") or ()))
 
 
 def _table() -> str:
@@ -100,71 +104,115 @@ def task_hold_seconds() -> int:
 
 
 def reserve(principal: Principal, units: int, *, model: str, route: str, reservation_id: str,
-            hold_seconds: int = REQUEST_HOLD_SECONDS) -> Reservation:
+            hold_seconds: int = REQUEST_HOLD_SECONDS, parallel: bool = False) -> Reservation:
     """Holds `units` of the principal's quota for one request or task, until it is closed or,
-    `hold_seconds` from now, swept. Raises `InsufficientQuota`, or `Conflict` for an id that
-    already has a reservation (whoever's, open or closed): nothing is held twice under one id.
+    `hold_seconds` from now, swept. Raises `InsufficientQuota` (the quota, or a budget of the user
+    or the key), `RateLimited` (an `rpm` or, for a `parallel` request, a `max_parallel` limit), or
+    `Conflict` for an id that already has a reservation (whoever's, open or closed): nothing is
+    held twice under one id. The limits are conditions of the same transaction (`limits.Admission`):
+    no extra round trip; one more only when a window starts afresh or something refuses.
     """
     if units < 0:
         raise ValueError("a reservation cannot be negative")
-    table, now = _table(), int(time.time())
+    moment = clock()
+    now = int(moment.timestamp())
+    ids = window_ids(moment)
     record = {
         "pk": reservation_pk(reservation_id), "sk": "RES", "reservation_id": reservation_id,
         "user_id": principal.user_id, "key_hash": principal.key_hash, "key_id": principal.key_id,
         "limited_key": not principal.unlimited, "units": units, "model": model, "route": route,
         "status": RESERVED, "created_at": now, "hold_until": now + int(hold_seconds),
+        "parallel": parallel, "budget_ids": [ids[p] for p in PERIODS],
         **hold_index_keys(reservation_id, now + int(hold_seconds)),
     }
-    key_update: dict[str, Any] = {
-        "TableName": table, "Key": to_item({"pk": key_pk(principal.key_hash), "sk": "KEY"}),
-        "ExpressionAttributeNames": {"#s": "status"},
-    }
+    user, key = Admission(units, moment, parallel), Admission(units, moment, parallel)
+    for _ in range(_ADMISSION_ATTEMPTS):
+        try:
+            _transact([
+                {"Put": {"TableName": _table(), "Item": to_item(record),
+                         "ConditionExpression": "attribute_not_exists(pk)"}},
+                _admitted(user_pk(principal.user_id), PROFILE, user, "quota >= :u AND #s = :enabled",
+                          "quota :neg", {":u": units, ":neg": -units, ":enabled": 1}),
+                _admitted(key_pk(principal.key_hash), "KEY", key, *_key_terms(principal, units, now)),
+            ])
+            return Reservation.from_record(record)
+        except Exception as exc:
+            if not is_condition_failure(exc):
+                raise
+            reasons = _reasons(exc)
+            if reasons and reasons[0] == "ConditionalCheckFailed":
+                # Whether it is open or closed, and whose it is, is not the caller's business.
+                raise Conflict(f"request id {reservation_id} has already been used; a request is billed once "
+                               "under its own id", code="duplicate_request") from None
+            if len(reasons) > 2 and reasons[2] == "ConditionalCheckFailed":
+                _refused_by_key(principal, units, key)
+            else:
+                _refused_by_user(principal, units, user)
+    raise RateLimited("the account's limits are changing at this moment; retry", code="account_busy",
+                      headers={"Retry-After": "1"})
+
+
+# A reservation that finds a window over asks again with it renewed (user and key: at most twice).
+_ADMISSION_ATTEMPTS = 4
+
+
+def clock() -> datetime:
+    """The moment limits and budgets are counted at (tests freeze it)."""
+    return datetime.now(UTC)
+
+
+def _key_terms(principal: Principal, units: int, now: int) -> tuple[str, str, dict[str, Any]]:
+    """The key's own condition and additions: active, and for a limited key enough quota."""
     if principal.unlimited:
-        key_update.update(UpdateExpression="SET last_used_at = :now",
-                          ConditionExpression="#s = :active",
-                          ExpressionAttributeValues=to_values({":now": now, ":active": "active"}))
-    else:
-        key_update.update(UpdateExpression="SET last_used_at = :now ADD remain_quota :neg",
-                          ConditionExpression="#s = :active AND remain_quota >= :u",
-                          ExpressionAttributeValues=to_values(
-                              {":now": now, ":active": "active", ":u": units, ":neg": -units}))
-    try:
-        _transact([
-            {"Put": {"TableName": table, "Item": to_item(record),
-                     "ConditionExpression": "attribute_not_exists(pk)"}},
-            {"Update": {"TableName": table, "Key": to_item({"pk": user_pk(principal.user_id), "sk": PROFILE}),
-                        "UpdateExpression": "ADD quota :neg",
-                        "ConditionExpression": "quota >= :u AND #s = :enabled",
-                        "ExpressionAttributeNames": {"#s": "status"},
-                        "ExpressionAttributeValues": to_values({":u": units, ":neg": -units, ":enabled": 1})}},
-            {"Update": key_update},
-        ])
-    except Exception as exc:
-        if not is_condition_failure(exc):
-            raise
-        reasons = _reasons(exc)
-        if reasons and reasons[0] == "ConditionalCheckFailed":
-            # Whether it is open or closed, and whose it is, is not the caller's business.
-            raise Conflict(f"request id {reservation_id} has already been used; a request is billed once under "
-                           "its own id", code="duplicate_request") from None
-        if len(reasons) > 2 and reasons[2] == "ConditionalCheckFailed":
-            key = from_item(_db().get_item(TableName=table, Key=to_item(
-                {"pk": key_pk(principal.key_hash), "sk": "KEY"}), ConsistentRead=True).get("Item"))
-            if not key or key.get("status") != "active":
-                raise AuthenticationFailed("the API key has been revoked") from None
-            raise InsufficientQuota(
-                f"this key's remaining quota is {key.get('remain_quota', 0)} units; "
-                f"the request needs up to {units}") from None
+        return "#s = :active", "", {":now": now, ":active": "active"}
+    return "#s = :active AND remain_quota >= :u", "remain_quota :neg", {
+        ":now": now, ":active": "active", ":u": units, ":neg": -units}
+
+
+def _admitted(pk: str, sk: str, admission: Admission, condition: str, add: str,
+              values: dict[str, Any]) -> dict[str, Any]:
+    """The reservation's update of a profile or a key: its own condition and addition, and the
+    limits' (`Admission.parts`)."""
+    conditions, sets, adds, more = admission.parts()
+    if sk == "KEY":
+        sets = ["last_used_at = :now", *sets]
+    expression = " ".join(part for part in (
+        "SET " + ", ".join(sets) if sets else "", "ADD " + ", ".join(([add] if add else []) + adds)) if part)
+    return {"Update": {"TableName": _table(), "Key": to_item({"pk": pk, "sk": sk}), "UpdateExpression": expression,
+                       "ConditionExpression": " AND ".join([condition, *conditions]),
+                       "ExpressionAttributeNames": {"#s": "status"},
+                       "ExpressionAttributeValues": to_values({**values, **more})}}
+
+
+def _read(pk: str, sk: str) -> dict[str, Any]:
+    return from_item(_db().get_item(TableName=_table(), Key=to_item({"pk": pk, "sk": sk}),
+                                    ConsistentRead=True).get("Item")) or {}
+
+
+def _refused_by_key(principal: Principal, units: int, admission: Admission) -> None:
+    """Returns when another attempt may pass (a window renewed); else raises the refusal."""
+    key = _read(key_pk(principal.key_hash), "KEY")
+    if not key or key.get("status") != "active":
+        raise AuthenticationFailed("the API key has been revoked") from None
+    if not principal.unlimited and int(key.get("remain_quota", 0)) < units:
+        raise InsufficientQuota(f"this key's remaining quota is {key.get('remain_quota', 0)} units; "
+                                f"the request needs up to {units}") from None
+    admission.verdict(key, "this key's")  # raises a refusal; else another attempt may pass
+
+
+def _refused_by_user(principal: Principal, units: int, admission: Admission) -> None:
+    user = _read(user_pk(principal.user_id), PROFILE)
+    if int(user.get("status", 1)) != 1 or int(user.get("quota", 0)) < units:
         raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to {units} "
                                 "units") from None
-    return Reservation.from_record(record)
+    admission.verdict(user, "the account's")
 
 
 def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str) -> Reservation:
     """`reserve` for a synchronous request, keyed by the gateway's request id and held no longer
     than a request can run."""
     return reserve(principal, units, model=model, route=route, reservation_id=request_id,
-                   hold_seconds=REQUEST_HOLD_SECONDS)
+                   hold_seconds=REQUEST_HOLD_SECONDS, parallel=True)
 
 
 # DynamoDB cancels a transaction that meets another one on the same item (a user's profile and
@@ -248,14 +296,16 @@ def _left(reservation: Reservation) -> int:
 
 
 def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None, *,
-           wanted: int | None = None, log_type: int = LOG_CONSUME) -> bool:
+           wanted: int | None = None, log_type: int = LOG_CONSUME, budget_back: bool = True) -> bool:
     """One transaction: the reservation leaves `reserved`, the quotas take `units` and get the
-    rest of the hold back, the ledger entry is written. False if it was already closed."""
+    rest of the hold back (and the budgets, while the window it was held in lasts), its place
+    under `max_parallel` is freed, the ledger entry is written. False if it was already closed."""
     now = datetime.now(UTC)
+    back = max(reservation.units - units, 0) if budget_back else 0
     writes = [
         _closed_reservation(reservation, outcome, units, now),
-        _user_counts(reservation, outcome, units),
-        _key_counts(reservation, units),
+        _user_counts(reservation, outcome, units, back),
+        _key_counts(reservation, units, back),
         _ledger_entry(reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0),
                       log_type=log_type),
     ]
@@ -268,6 +318,9 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
             raise
         reasons = _reasons(exc)
         quota_refused = "ConditionalCheckFailed" in reasons[1:3] and reasons[0] != "ConditionalCheckFailed"
+        if quota_refused and back and reservation.budget_ids:
+            # The budget window the hold was taken in is over: the new one owes it nothing.
+            return _close(reservation, outcome, units, detail, wanted=wanted, log_type=log_type, budget_back=False)
         if units > reservation.units and quota_refused:
             raise _QuotaShort() from None
         return False  # already settled or refunded: nothing moves twice
@@ -286,36 +339,39 @@ def _closed_reservation(reservation: Reservation, outcome: str, units: int, now:
                                                 ":now": int(now.timestamp())})}}
 
 
-def _user_counts(reservation: Reservation, outcome: str, units: int) -> dict[str, Any]:
+def _user_counts(reservation: Reservation, outcome: str, units: int, budget_back: int) -> dict[str, Any]:
     """The user's quota gets the rest of the hold back (or pays what the price exceeds it by,
     only if it has that much left), and a settlement counts the request."""
     back, over = reservation.units - units, max(units - reservation.units, 0)
-    key = to_item({"pk": user_pk(reservation.user_id), "sk": PROFILE})
-    update: dict[str, Any] = {"TableName": _table(), "Key": key}
-    if outcome == SETTLED:
-        update.update(UpdateExpression="ADD quota :back, used_quota :used, request_count :one",
-                      ExpressionAttributeValues={":back": back, ":used": units, ":one": 1})
-    else:
-        update.update(UpdateExpression="ADD quota :back", ExpressionAttributeValues={":back": back})
-    if over:
-        update.update(ConditionExpression="quota >= :over")
-        update["ExpressionAttributeValues"][":over"] = over
-    update["ExpressionAttributeValues"] = to_values(update["ExpressionAttributeValues"])
-    return {"Update": update}
+    adds = ["quota :back", *(["used_quota :used", "request_count :one"] if outcome == SETTLED else [])]
+    values: dict[str, Any] = {":back": back, **({":used": units, ":one": 1} if outcome == SETTLED else {})}
+    return _counts(user_pk(reservation.user_id), PROFILE, reservation, adds, values,
+                   "quota >= :over" if over else "", over, budget_back)
 
 
-def _key_counts(reservation: Reservation, units: int) -> dict[str, Any]:
+def _key_counts(reservation: Reservation, units: int, budget_back: int) -> dict[str, Any]:
     back, over = reservation.units - units, max(units - reservation.units, 0)
-    update: dict[str, Any] = {"TableName": _table(), "Key": to_item({"pk": key_pk(reservation.key_hash), "sk": "KEY"})}
     if reservation.limited_key:
-        update.update(UpdateExpression="ADD remain_quota :back, used_quota :used",
-                      ExpressionAttributeValues={":back": back, ":used": units})
-        if over:
-            update.update(ConditionExpression="remain_quota >= :over")
-            update["ExpressionAttributeValues"][":over"] = over
+        adds, values = ["remain_quota :back", "used_quota :used"], {":back": back, ":used": units}
+        condition = "remain_quota >= :over" if over else ""
     else:
-        update.update(UpdateExpression="ADD used_quota :used", ExpressionAttributeValues={":used": units})
-    update["ExpressionAttributeValues"] = to_values(update["ExpressionAttributeValues"])
+        adds, values, condition = ["used_quota :used"], {":used": units}, ""
+    return _counts(key_pk(reservation.key_hash), "KEY", reservation, adds, values, condition, over, budget_back)
+
+
+def _counts(pk: str, sk: str, reservation: Reservation, adds: list[str], values: dict[str, Any], condition: str,
+            over: int, budget_back: int) -> dict[str, Any]:
+    """A closing update of a profile or a key: its own additions, and what goes back to its limits."""
+    limit_condition, limit_adds, limit_values = give_back(list(reservation.budget_ids), budget_back,
+                                                          reservation.parallel)
+    update: dict[str, Any] = {"TableName": _table(), "Key": to_item({"pk": pk, "sk": sk}),
+                              "UpdateExpression": "ADD " + ", ".join(adds + limit_adds)}
+    conditions = [c for c in (condition, limit_condition) if c]
+    if conditions:
+        update["ConditionExpression"] = " AND ".join(conditions)
+    if over:
+        values[":over"] = over
+    update["ExpressionAttributeValues"] = to_values({**values, **limit_values})
     return {"Update": update}
 
 

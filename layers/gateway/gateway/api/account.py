@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from gateway.admission import limits
 from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, InvalidRequest
 from gateway.prices import UNITS_PER_USD, units_to_whole_usd
@@ -68,10 +69,13 @@ def subscription(principal: Principal, accounts: AccountsRepository | None = Non
         limit = UNLIMITED_USD
     else:
         limit = units_to_whole_usd(int(key.get("remain_quota", 0)) + int(key.get("used_quota", 0)))
-    return {
+    answer = {
         "object": "billing_subscription", "has_payment_method": True, "soft_limit_usd": limit,
         "hard_limit_usd": limit, "system_hard_limit_usd": limit, "access_until": int(key.get("expires_at") or 0),
     }
+    if limits.Limits.of(key).any:  # the key's rate limits and budget, beside the spec's fields
+        answer["limits"] = limits.shown(key, datetime.now(UTC))
+    return answer
 
 
 def access_token_user(authorization: str | None, api_user: str | None,
@@ -110,4 +114,6 @@ def user_self(authorization: str | None, api_user: str | None,
     """The account envelope for the user named by both the access token and `X-Api-User`."""
     _, user = _token_owner(authorization, api_user, accounts or AccountsRepository())
     record = {name: _FIXED[name] if name in _FIXED else user.get(name) for name in _ACCOUNT_FIELDS}
+    if limits.Limits.of(user).any:  # the user's rate limits and budget, beside the spec's fields
+        record["limits"] = limits.shown(user, datetime.now(UTC))
     return {"data": record, "message": "", "success": True}

@@ -117,7 +117,8 @@ def update_token(user_id: int, body: TokenUpdate, accounts: AccountsRepository |
         changes["remain_quota"] = _quota(body.remain_quota, user)
     if body.model_limits_enabled is not None or body.model_limits is not None:
         changes["allowed_models"] = _models(body, record.get("allowed_models") or []) or None
-    changes.update(_limits(body, Limits.of(record), user).attributes(clearing=True))
+    limits = _limits(body, Limits.of(record), user)
+    changes.update({**limits.attributes(clearing=True), **limits.renewing(Limits.of(record))})
     try:
         updated = accounts.update_key(record["pk"].removeprefix("KEY#"), user_id, changes)
     except KeyNotFound:
@@ -223,7 +224,7 @@ def _limits(body: TokenFields, current: Limits, user: dict[str, Any]) -> Limits:
     if budget_units == 0:
         period = ""
     try:
-        limits = current.replace(rpm=body.rpm, tpm=body.tpm, max_parallel=body.max_parallel,
+        limits = current.replace(rpm=body.rpm, max_parallel=body.max_parallel,
                                  budget_units=budget_units, budget_period=period)
     except ValueError as exc:
         raise InvalidRequest(str(exc), param="budget_period") from None

@@ -29,7 +29,6 @@ class TokenFields(StrictBody):
     model_limits: Annotated[StrictStr, Field(max_length=10_000, description="comma-separated model ids")] | None \
         = None
     rpm: Rate | None = None
-    tpm: Rate | None = None
     max_parallel: Rate | None = None
     budget_usd: Annotated[StrictInt | StrictFloat, Field(ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False,
                                                           description="0 for no budget")] | None = None
