@@ -292,6 +292,10 @@ class AccountsRepository:
         params: dict[str, Any] = {
             "TableName": self.table, "IndexName": "gsi1", "KeyConditionExpression": "gsi1pk = :p",
             "ExpressionAttributeValues": to_values({":p": f"{user_pk(user_id)}#KEYS"})}
+        return self._every_item(params)
+
+    def _every_item(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every item a Query finds, page after page."""
         found: list[dict[str, Any]] = []
         while True:
             answer = self._db.query(**params)
@@ -438,13 +442,7 @@ class AccountsRepository:
         if key_id:
             params["FilterExpression"] = "key_id = :k"
             params["ExpressionAttributeValues"].update(to_values({":k": key_id}))
-        entries: list[dict[str, Any]] = []
-        while True:
-            answer = self._db.query(**params)
-            entries.extend(from_item(item) for item in answer.get("Items", []))
-            if "LastEvaluatedKey" not in answer:
-                return entries
-            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        return self._every_item(params)
 
     def log_query(self, user_id: int, path: tuple[str | None, str, str], partition: str, *, low: str, high: str,
                   limit: int, start_after: str | None = None, count_only: bool = False,
