@@ -115,7 +115,7 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
         models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
         secret, record = accounts.create_key(args.user, name=args.name, quota=_units(args),
                                              expires_at=expires_at, allowed_models=models,
-                                             limits=_limits(args, Limits()).attributes())
+                                             limits=_limits(args, Limits.defaults()).attributes())
         return {"key": secret, **_key_view(record)}
     if args.command == "list-keys":
         return {"user_id": args.user, "keys": [_key_view(k) for k in accounts.list_keys(args.user)]}

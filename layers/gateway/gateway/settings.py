@@ -44,6 +44,11 @@ class Settings:
     task_poll_max_seconds: float = 60.0
     task_sweep_grace_seconds: float = 120.0
     task_max_age_seconds: float = 7200.0
+    # The limits a new key gets unless it is given its own (0: none; `admission.limits.Limits.defaults`).
+    default_key_rpm: int = 0
+    default_key_max_parallel: int = 0
+    default_key_budget_usd: float = 0.0
+    default_key_budget_period: str = "daily"
 
 
 # Setting -> environment variable.
@@ -62,6 +67,9 @@ ENVIRONMENT = {
     "task_poll_seconds": "GATEWAY_TASK_POLL_SECONDS", "task_poll_max_seconds": "GATEWAY_TASK_POLL_MAX_SECONDS",
     "task_sweep_grace_seconds": "GATEWAY_TASK_SWEEP_GRACE_SECONDS",
     "task_max_age_seconds": "GATEWAY_TASK_MAX_AGE_SECONDS",
+    "default_key_rpm": "GATEWAY_DEFAULT_KEY_RPM", "default_key_max_parallel": "GATEWAY_DEFAULT_KEY_MAX_PARALLEL",
+    "default_key_budget_usd": "GATEWAY_DEFAULT_KEY_BUDGET_USD",
+    "default_key_budget_period": "GATEWAY_DEFAULT_KEY_BUDGET_PERIOD",
 }
 
 

@@ -56,6 +56,26 @@ class Limits:
                    budget_units=int(record.get("budget_units") or 0),
                    budget_period=str(record.get("budget_period") or ""))
 
+    @classmethod
+    def defaults(cls) -> Limits:
+        """What a new key gets unless it is given its own (the `GATEWAY_DEFAULT_KEY_*` settings)."""
+        from gateway.prices import usd_to_units
+        from gateway.settings import get_settings
+
+        settings = get_settings()
+        budget = usd_to_units(Decimal(str(settings.default_key_budget_usd)))
+        return cls(rpm=settings.default_key_rpm, max_parallel=settings.default_key_max_parallel,
+                   budget_units=budget, budget_period=settings.default_key_budget_period if budget else "")
+
+    def capped(self, outer: Limits) -> Limits:
+        """These limits, each no more than `outer`'s where `outer` has one."""
+        def cap(mine: int, theirs: int) -> int:
+            return min(mine, theirs) if mine and theirs else mine
+
+        budget = cap(self.budget_units, outer.budget_units)
+        return Limits(rpm=cap(self.rpm, outer.rpm), max_parallel=cap(self.max_parallel, outer.max_parallel),
+                      budget_units=budget, budget_period=self.budget_period if budget else "")
+
     @property
     def any(self) -> bool:
         return any(getattr(self, f.name) for f in fields(self))

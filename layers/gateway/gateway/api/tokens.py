@@ -90,7 +90,7 @@ def create_token(user_id: int, body: NewToken, accounts: AccountsRepository | No
     user = _user(accounts, user_id)
     if len(accounts.list_keys(user_id)) >= MAX_KEYS_PER_USER:
         raise Conflict(f"a user has at most {MAX_KEYS_PER_USER} keys: delete one first", code="too_many_keys")
-    limits = _limits(body, Limits(), user)
+    limits = _limits(body, Limits.defaults().capped(Limits.of(user)), user)
     expires_at = _expiry(body.expired_time) if body.expired_time is not None else 0
     # Neither given: the key spends from the user's quota without a share of its own.
     unlimited = body.unlimited_quota if body.unlimited_quota is not None else body.remain_quota is None
