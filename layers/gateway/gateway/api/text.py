@@ -363,7 +363,8 @@ def _prepare(operation: str, dialect: str, inbound: Inbound) -> _Prepared:
     observability.set_model(call.model)  # a metric dimension only once the catalog knows the model
     hold = token_cost(price, input_tokens=call.input_tokens, output_tokens=call.worst_output_tokens)
     reservation = billing.reserve_request(principal, hold, model=call.model, route=call.route,
-                                          request_id=inbound.request_id)
+                                          request_id=inbound.request_id,
+                                          tokens=call.input_tokens + call.worst_output_tokens)
     return _Prepared(call, principal, price, channels, reservation)
 
 
