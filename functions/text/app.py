@@ -41,7 +41,8 @@ class Relayed(Response):
         self.answer = answer
         self.status_code = answer.status
         self.background = None
-        self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers.items()]
+        self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1"))
+                            for k, v in {**answer.headers, **answer.limit_headers()}.items()]
 
     async def __call__(self, scope, receive, send) -> None:
         gone = False

@@ -79,3 +79,30 @@ def test_max_parallel_1_refuses_the_second_of_two_concurrent_streams(limited):
             time.sleep(0.2)
     assert done.is_set()
     server.admin("set-limits", "--key", key["key_id"], "--max-parallel", "0")
+
+
+def test_a_limited_keys_answers_carry_the_rate_limit_headers_in_each_sdks_names(limited):
+    server, user, _ = limited
+    key = server.admin("issue-key", "--user", str(user["user_id"]), "--name", "headers", "--rpm", "50",
+                       "--tpm", "100000")["key"]
+    if datetime.now(UTC).second > 50:  # both requests within one minute
+        time.sleep(61 - datetime.now(UTC).second)
+    sdk = openai.OpenAI(api_key=key, base_url=f"{server.url}/v1", max_retries=0, timeout=30)
+    raw = sdk.chat.completions.with_raw_response.create(model="m-small", max_tokens=16,
+                                                        messages=[{"role": "user", "content": "hi"}])
+    assert raw.headers["x-ratelimit-limit-requests"] == "50"
+    assert raw.headers["x-ratelimit-remaining-requests"] == "49"
+    assert raw.headers["x-ratelimit-limit-tokens"] == "100000"
+    assert 0 < int(raw.headers["x-ratelimit-remaining-tokens"]) < 100000  # the request's hold counted
+    assert raw.headers["x-ratelimit-reset-requests"].endswith("s")
+    messages = anthropic.Anthropic(api_key=key, base_url=server.url, max_retries=0)
+    answered = messages.messages.with_raw_response.create(model="m-small", max_tokens=16,
+                                                          messages=[{"role": "user", "content": "hi"}])
+    assert answered.headers["anthropic-ratelimit-requests-limit"] == "50"
+    assert answered.headers["anthropic-ratelimit-requests-remaining"] == "48"
+    assert answered.headers["anthropic-ratelimit-tokens-limit"] == "100000"
+    assert answered.headers["anthropic-ratelimit-requests-reset"].endswith("Z")
+    unlimited = server.admin("issue-key", "--user", str(user["user_id"]), "--name", "plain")["key"]
+    plain = openai.OpenAI(api_key=unlimited, base_url=f"{server.url}/v1", max_retries=0, timeout=30)
+    assert "x-ratelimit-limit-requests" not in plain.chat.completions.with_raw_response.create(
+        model="m-small", max_tokens=16, messages=[{"role": "user", "content": "hi"}]).headers

@@ -175,7 +175,7 @@ class LeasePool:
         reservation = Reservation(reservation_id=request_id, user_id=principal.user_id, key_hash=principal.key_hash,
                                   key_id=principal.key_id, limited_key=not principal.unlimited, units=units,
                                   model=model, route=route, created_at=now, hold_until=lease.hold_until,
-                                  lease_id=lease.lease_id)
+                                  lease_id=lease.lease_id, ratelimit=request.notes.get("ratelimit", ()))
         with self._lock:
             if request_id in self._open:
                 self._give_back(lease, units)

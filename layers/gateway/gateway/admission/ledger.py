@@ -43,6 +43,7 @@ class Reservation:
     hold_until: int = 0  # 0: reserved before holds had a deadline (never swept)
     lease_id: str = ""
     limit_budgets: tuple[tuple[str, str], ...] = ()  # a task's budget windows (`limits.durable_notes`)
+    ratelimit: tuple[tuple[str, int, int, int], ...] = ()  # what the limits left at admission (`limits.RateState`)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Reservation:

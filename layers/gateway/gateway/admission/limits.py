@@ -215,10 +215,10 @@ def _counter(scope: str, sk: str, name: str) -> int:
 
 
 def _add(scope: str, sk: str, name: str, amount: int, *, at_most: int | None = None,
-         expires: int | None = None, extra: dict[str, Any] | None = None) -> bool:
+         expires: int | None = None, extra: dict[str, Any] | None = None) -> int | None:
     """Adds `amount` to a counter item's `name`; with `at_most`, only while the result stays at or
-    below it (one conditional write). False when the condition refused it."""
-    from gateway.store.aws import is_condition_failure, to_item, to_values
+    below it (one conditional write). The counter after it, or None when the condition refused it."""
+    from gateway.store.aws import from_item, is_condition_failure, to_item, to_values
 
     sets = [f"{k} = :{k}" for k in (extra or {})] + (["expires_ttl = :ttl"] if expires else [])
     values: dict[str, Any] = {":n": amount, **{f":{k}": v for k, v in (extra or {}).items()}}
@@ -226,18 +226,19 @@ def _add(scope: str, sk: str, name: str, amount: int, *, at_most: int | None = N
         values[":ttl"] = expires
     params: dict[str, Any] = {
         "TableName": _table(), "Key": to_item({"pk": scope, "sk": sk}),
-        "UpdateExpression": ("SET " + ", ".join(sets) + " " if sets else "") + f"ADD {name} :n"}
+        "UpdateExpression": ("SET " + ", ".join(sets) + " " if sets else "") + f"ADD {name} :n",
+        "ReturnValues": "UPDATED_NEW"}
     if at_most is not None:
         params["ConditionExpression"] = f"attribute_not_exists({name}) OR {name} <= :cap"
         values[":cap"] = at_most - amount
     params["ExpressionAttributeValues"] = to_values(values)
     try:
-        _db().update_item(**params)
+        answer = _db().update_item(**params)
     except Exception as exc:
         if not is_condition_failure(exc):
             raise
-        return False
-    return True
+        return None
+    return int(from_item(answer.get("Attributes") or {}).get(name) or 0)
 
 
 @dataclass
@@ -245,12 +246,43 @@ class _Slice:
     left: int
     used_at: float
     full_until: float = 0.0  # the minute was found spent: refused locally until then
+    seen: int = 0  # the minute's `taken` as this instance last wrote it
 
 
 def _rpm_refusal(whose: str, rpm: int, now: datetime) -> RateLimited:
     wait = 60 - now.astimezone(UTC).second
     return RateLimited(f"{whose} rpm limit of {rpm} requests per minute is reached; retry in {wait} s",
-                       headers={"Retry-After": str(wait)})
+                       headers={"Retry-After": str(wait), **openai_headers(
+                           (("requests", rpm, 0, _minute_end(now)),))})
+
+
+def _minute_end(now: datetime) -> int:
+    return int(now.timestamp()) // 60 * 60 + 60
+
+
+RateState = tuple[tuple[str, int, int, int], ...]  # (requests|tokens, limit, remaining, resets at epoch s)
+
+
+def openai_headers(state: RateState, now: float | None = None) -> dict[str, str]:
+    """`x-ratelimit-{limit,remaining,reset}-{requests,tokens}` (the reset as openai writes it: `12s`)."""
+    now = time.time() if now is None else now
+    headers = {}
+    for kind, limit, remaining, resets in state:
+        headers[f"x-ratelimit-limit-{kind}"] = str(limit)
+        headers[f"x-ratelimit-remaining-{kind}"] = str(max(remaining, 0))
+        headers[f"x-ratelimit-reset-{kind}"] = f"{max(int(resets - now), 0)}s"
+    return headers
+
+
+def anthropic_headers(state: RateState) -> dict[str, str]:
+    """`anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}` (the reset in RFC 3339)."""
+    headers = {}
+    for kind, limit, remaining, resets in state:
+        headers[f"anthropic-ratelimit-{kind}-limit"] = str(limit)
+        headers[f"anthropic-ratelimit-{kind}-remaining"] = str(max(remaining, 0))
+        headers[f"anthropic-ratelimit-{kind}-reset"] = datetime.fromtimestamp(resets, UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ")
+    return headers
 
 
 @dataclass
@@ -330,12 +362,19 @@ class LimitStep:
     def enter(self, request: Any) -> None:
         now = clock()
         held = _Held()
+        seen: dict[str, tuple[int, int]] = {}  # kind -> the tightest (limit, remaining) of key and user
+
+        def see(kind: str, limit: int, remaining: int) -> None:
+            if kind not in seen or remaining < seen[kind][1]:
+                seen[kind] = (limit, remaining)
+
         try:
             for scope, whose, limits in self.scopes(request.principal):
                 if limits.rpm:
-                    self._admit_rpm(scope, whose, limits.rpm, now)
-                if limits.tpm and request.tokens:
-                    self._hold_tokens(scope, whose, limits.tpm, request.tokens, now, held)
+                    see("requests", limits.rpm, self._admit_rpm(scope, whose, limits.rpm, now))
+                if limits.tpm:
+                    see("tokens", limits.tpm, self._hold_tokens(scope, whose, limits.tpm, request.tokens, now, held)
+                        if request.tokens else limits.tpm)
                 if limits.budget_units:
                     self._hold_budget(scope, whose, limits, request.units, now, held)
                 if limits.max_parallel and request.parallel:
@@ -344,6 +383,8 @@ class LimitStep:
             self._release(held, request.units, None, request.tokens, None)
             raise
         request.notes["limits"] = held
+        request.notes["ratelimit"] = tuple((kind, limit, remaining, _minute_end(now))
+                                           for kind, (limit, remaining) in sorted(seen.items()))
         with self._lock:
             self._held[request.request_id] = held
 
@@ -365,7 +406,7 @@ class LimitStep:
                 _add(scope, window, "spent", charged - hold)
             else:  # above the hold: as far as the budget goes
                 limit = self._budget_of(scope)
-                if limit and not _add(scope, window, "spent", charged - hold, at_most=limit):
+                if limit and _add(scope, window, "spent", charged - hold, at_most=limit) is None:
                     spent = _counter(scope, window, "spent")
                     if limit > spent:
                         _add(scope, window, "spent", min(limit - spent, charged - hold), at_most=limit)
@@ -381,21 +422,22 @@ class LimitStep:
         repo = AccountsRepository()
         return Limits.of(repo.get_key(repo.key_hash_for_id(ident), balances=False)).budget_units
 
-    def _admit_rpm(self, scope: str, whose: str, rpm: int, now: datetime) -> None:
+    def _admit_rpm(self, scope: str, whose: str, rpm: int, now: datetime) -> int:
+        """Admits one request under `rpm`; what is left of the minute as this instance sees it."""
         minute = window_ids(now)["minute"]
         with self._lock:
             self._return_idle(time.monotonic(), minute)
-            if self._take_local(scope, minute, now, whose, rpm):
-                return
+            if (left := self._take_local(scope, minute, now, whose, rpm)) is not None:
+                return left
             taking = self._taking.setdefault(scope, threading.Lock())
         with taking:  # one write per principal at a time: the others wait for its slice
             with self._lock:
-                if self._take_local(scope, minute, now, whose, rpm):
-                    return
+                if (left := self._take_local(scope, minute, now, whose, rpm)) is not None:
+                    return left
             want = 1 if rpm < SLICE_FROM_RPM else max(rpm // SLICES_PER_MINUTE, 1)
             expires = int(now.timestamp()) + _MINUTE_TTL_SECONDS
             sk = "RPM#" + minute
-            while not _add(scope, sk, "taken", want, at_most=rpm, expires=expires):
+            while (taken := _add(scope, sk, "taken", want, at_most=rpm, expires=expires)) is None:
                 left = rpm - _counter(scope, sk, "taken")
                 if left < 1:
                     with self._lock:  # refused here without a write for a second, then asked again
@@ -408,31 +450,36 @@ class LimitStep:
                     mine = self._slices[(scope, minute)] = _Slice(0, time.monotonic())
                 mine.left += want - 1
                 mine.used_at = time.monotonic()
+                mine.seen = taken
+                return max(rpm - taken, 0) + mine.left
 
-    def _take_local(self, scope: str, minute: str, now: datetime, whose: str, rpm: int) -> bool:
-        """Under the lock: True when this instance's slice admits the request; raises while the
-        minute is known to be spent."""
+    def _take_local(self, scope: str, minute: str, now: datetime, whose: str, rpm: int) -> int | None:
+        """Under the lock: what is left of the minute when this instance's slice admits the
+        request, else None; raises while the minute is known to be spent."""
         mine = self._slices.get((scope, minute))
         if mine is None:
-            return False
+            return None
         if mine.left > 0:
             mine.left -= 1
             mine.used_at = time.monotonic()
-            return True
+            return max(rpm - mine.seen, 0) + mine.left
         if mine.full_until and time.monotonic() < mine.full_until:
             raise _rpm_refusal(whose, rpm, now)
-        return False
+        return None
 
-    def _hold_tokens(self, scope: str, whose: str, tpm: int, tokens: int, now: datetime, held: _Held) -> None:
+    def _hold_tokens(self, scope: str, whose: str, tpm: int, tokens: int, now: datetime, held: _Held) -> int:
         """A request's worst case in tokens is held on the minute's `TPM#` counter (never past the
         limit); its close replaces the hold with the tokens billed."""
         minute = "TPM#" + window_ids(now)["minute"]
-        if tokens > tpm or not _add(scope, minute, "tokens", tokens, at_most=tpm,
-                                    expires=int(now.timestamp()) + _MINUTE_TTL_SECONDS):
+        used = _add(scope, minute, "tokens", tokens, at_most=tpm, expires=int(now.timestamp()) + _MINUTE_TTL_SECONDS) \
+            if tokens <= tpm else None
+        if used is None:
             wait = 60 - now.astimezone(UTC).second
             raise RateLimited(f"{whose} tpm limit of {tpm} tokens per minute is reached (this request may use up to "
-                              f"{tokens}); retry in {wait} s", headers={"Retry-After": str(wait)})
+                              f"{tokens}); retry in {wait} s", headers={"Retry-After": str(wait), **openai_headers(
+                                  (("tokens", tpm, 0, _minute_end(now)),))})
         held.tokens.append((scope, minute))
+        return tpm - used
 
     def _return_idle(self, mono: float, minute: str) -> None:
         """Under the lock: drops slices of past minutes and gives back idle ones of this minute."""
@@ -448,9 +495,9 @@ class LimitStep:
         period = limits.budget_period
         window = "BUDGET#" + window_ids(now)[period]
         _, resets = period_bounds(period, now)
-        if units > limits.budget_units or not _add(
+        if units > limits.budget_units or _add(
                 scope, window, "spent", units, at_most=limits.budget_units,
-                expires=int(resets.timestamp()) + _BUDGET_TTL_SECONDS):
+                expires=int(resets.timestamp()) + _BUDGET_TTL_SECONDS) is None:
             raise InsufficientQuota(
                 f"{whose} {period} budget of {limits.budget_usd} USD is spent (this request needs up to "
                 f"{Decimal(units) / UNITS_PER_USD} USD); it resets at {resets.strftime('%Y-%m-%dT%H:%M:%SZ')}",
@@ -462,7 +509,7 @@ class LimitStep:
         from gateway.store.aws import from_item, is_condition_failure, to_item, to_values
 
         now = int(time.time())
-        if not _add(scope, "PAR", "inflight", 1, at_most=limit, extra={"touched_at": now}):
+        if _add(scope, "PAR", "inflight", 1, at_most=limit, extra={"touched_at": now}) is None:
             item = from_item(_db().get_item(TableName=_table(), Key=to_item({"pk": scope, "sk": "PAR"}),
                                             ConsistentRead=True).get("Item")) or {}
             stale = int(item.get("touched_at") or 0)

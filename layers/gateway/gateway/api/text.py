@@ -191,6 +191,15 @@ class Answer:
     async def send_to(self, send: Send) -> None:
         raise NotImplementedError
 
+    def limit_headers(self) -> dict[str, str]:
+        """A limited principal's rate-limit headers: anthropic's names on /v1/messages, openai's elsewhere."""
+        from gateway.admission import limits
+
+        state = self.reservation.ratelimit
+        if not state:
+            return {}
+        return limits.anthropic_headers(state) if self.call.dialect == MESSAGES else limits.openai_headers(state)
+
     async def _close(self, usage: Usage, outcome: str) -> None:
         """Settles once, whatever happens to the client or the process.
 
