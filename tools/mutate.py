@@ -34,9 +34,17 @@ LAYER = "layers/gateway/gateway"
 # name: (module path, the tests that cover it). Billing is the module the "money at scale"
 # rebuild replaces: the module that replaces it takes its line here.
 MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side by side
-    "engine": (f"{LAYER}/tasks/engine.py", ["tests/integration/test_task_faults.py"]),
+    "engine": (f"{LAYER}/tasks/engine.py", [
+        "tests/integration/test_task_faults.py",  # and a parked task's claim given back when its hold is refused,
+        "tests/integration/test_imgtask.py::test_a_modal_refused_for_quota_waits_again_and_two_completions_never_both_run",
+        # a callback for each change of a task's status, none for a poll that changed nothing
+        "tests/integration/test_alpha.py::test_a_callback_follows_every_status_change_with_the_upstreams_payload_signed"]),
     "billing": (f"{LAYER}/admission/billing.py",
                 ["tests/integration/test_billing.py", "tests/integration/test_billing_conflicts.py"]),
+    # The quota leases every synchronous request is held against (the "money at scale" design).
+    "leases": (f"{LAYER}/admission/leases.py",
+               ["tests/integration/test_money_model.py", "tests/integration/test_billing.py",
+                "tests/integration/test_metering.py"]),
     "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/text/test_relay.py"]),
     "usage": (f"{LAYER}/formats/usage.py", ["tests/unit/formats/test_usage.py", "tests/unit/formats/test_responses.py",
                                             "tests/unit/formats/test_streams.py"]),
@@ -48,6 +56,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
 # Mutants per module where it differs from MUTATE_SAMPLE: the modules whose covering tests start
 # the AWS emulator take longer per mutant, so fewer of theirs fit in the time.
 SAMPLES = {"billing": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
+           "leases": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "engine": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20"))}
 
 

@@ -231,6 +231,8 @@ def test_a_callback_follows_every_status_change_with_the_upstreams_payload_signe
         clock.advance(15)
         queues.polls(lambda_context, rounds=1)
         queues.callbacks(lambda_context)
+        queues.polls(lambda_context, rounds=1)  # a poll that finds nothing changed tells nobody
+        queues.callbacks(lambda_context)
         clock.advance()
         queues.polls(lambda_context)
         queues.callbacks(lambda_context)

@@ -75,3 +75,15 @@ def test_a_conflict_that_never_clears_is_a_429_to_retry_and_moves_nothing(princi
                         reservation_id="conflict-forever")
     assert caught.value.headers == {"Retry-After": "1"}
     assert accounts.get_user(1, consistent=True)["quota"] == before
+
+
+def test_the_pause_before_each_new_attempt_doubles(principal, accounts, monkeypatch):
+    # Given a reservation that meets three conflicts, with each pause's upper bound recorded
+    conflicting = _Conflicting(billing._db(), 3)
+    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    bounds: list[float] = []
+    monkeypatch.setattr(billing.random, "uniform", lambda low, high: bounds.append(high) or 0.0)
+    monkeypatch.setattr(billing.time, "sleep", lambda _: None)
+    billing.reserve(principal, 10, model="m-small", route="/v1/chat/completions", reservation_id="conflict-pauses")
+    # Then the pauses grow 10 ms, 20 ms, 40 ms: contention eases instead of hammering the item
+    assert bounds == [0.01, 0.02, 0.04]

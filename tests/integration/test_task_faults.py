@@ -116,6 +116,8 @@ def test_a_lost_poll_message_is_re_enqueued_by_the_sweeper_and_settled_once(
     # And once it is overdue, it re-enqueues it
     overdue = time.time() + get_settings().task_sweep_grace_seconds + 5
     assert engine.sweep(now=overdue)["requeued"] == 1
+    # (once, not at every sweep: the requeued poll's time is moved a grace period on)
+    assert engine.sweep(now=overdue)["requeued"] == 0
     queues.polls(lambda_context)
     assert result(functions, lambda_context, task_id, demo["key"])[1]["task_status"] == "succeeded"
     assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", DELTA_UNITS)]
@@ -388,3 +390,12 @@ def test_a_sweep_that_finds_the_task_moved_meanwhile_counts_it_stale_and_enqueue
     overdue = time.time() + get_settings().task_sweep_grace_seconds + 5
     assert engine.sweep(now=overdue) == {"requeued": 0, "timed_out": 0, "finished": 0, "stale": 1}
     assert queues.depth("TaskPollQueue") == 0 and stored(task_id)["status"] == "submitted"
+
+
+def test_a_submit_the_upstream_refuses_is_refunded_and_holds_nothing(tasks_env, functions, demo, accounts,
+                                                                     lambda_context):
+    before = quota(accounts)
+    status, answer = submit(functions, lambda_context, {**DELTA, "instances": [{"prompt": "no #fault=reject"}]},
+                            demo["key"])
+    assert status == 400, answer
+    assert_nothing_held(accounts, before)

@@ -39,6 +39,11 @@ def test_a_prompt_without_cache_counts_is_priced_at_the_input_rate_alone():
     assert token_cost(price, input_tokens=1, output_tokens=0) == usd_to_units(Decimal(1))
 
 
+def test_a_price_without_an_output_rate_charges_nothing_for_output():
+    price = PriceTable({"p": {"input_per_million": 2}}).get("p")
+    assert token_cost(price, input_tokens=1_000_000, output_tokens=1_000_000) == usd_to_units(Decimal(2))
+
+
 def test_the_shipped_text_prices_carry_the_upstreams_cache_ratios():
     for model in ("m-small", "m-large"):
         price = PriceTable().get(model)

@@ -67,6 +67,10 @@ def test_failover_with_every_channel_failed_or_no_time_left_answers_once():
         first_success([Channel("a")], lambda channel: (_ for _ in ()).throw(
             UpstreamError(429, "slow down", retry_after=0.2)))
     assert caught.value.headers == {"Retry-After": "1"}
+    with pytest.raises(RateLimited) as caught:  # "retry at once" is still told as one second
+        first_success([Channel("a")], lambda channel: (_ for _ in ()).throw(
+            UpstreamError(429, "slow down", retry_after=0.0)))
+    assert caught.value.headers == {"Retry-After": "1"}
     with pytest.raises(UpstreamFailed, match="2 upstream attempts failed"):
         first_success([Channel("a"), Channel("b")], lambda channel: (_ for _ in ()).throw(UpstreamError(500, "x")))
     with pytest.raises(Exception, match="no time left"):
@@ -81,6 +85,17 @@ def test_the_summary_of_every_channel_failing_names_the_last_failure():
 
     with pytest.raises(UpstreamFailed, match="2 upstream attempts failed; last: second down"):
         first_success([Channel("a"), Channel("b")], attempt)
+
+
+def test_the_async_walk_tries_every_channel_unless_told_there_is_no_time():
+    import asyncio
+
+    from gateway.upstreams.verdict import first_success_async
+
+    async def attempt(channel):
+        return channel.name
+
+    assert asyncio.run(first_success_async([Channel("a")], attempt))[0] == "a"
 
 
 def test_once_no_time_is_left_no_further_channel_is_tried():

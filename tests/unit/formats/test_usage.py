@@ -59,6 +59,11 @@ def test_messages_input_tokens_never_go_below_zero_when_the_cache_counts_exceed_
     assert usage_to_messages(Usage(10, 1, cached_input_tokens=8, cache_creation_input_tokens=5))["input_tokens"] == 0
 
 
+def test_content_candidates_never_count_below_zero_when_all_output_was_thought():
+    rendered = usage_to_content(Usage(10, 5, reasoning_tokens=5))
+    assert (rendered["candidatesTokenCount"], rendered["thoughtsTokenCount"]) == (0, 5)
+
+
 def test_content_thoughts_count_as_output_because_they_are_billed_as_output():
     # Given content usage metadata with cached prompt tokens and thoughts
     metadata = {"promptTokenCount": 1000, "cachedContentTokenCount": 200, "candidatesTokenCount": 50,
