@@ -7,13 +7,15 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import observability
 from gateway.api import account, operator, requestlog, session, tasks, tokens
-from gateway.http import authenticate, body_model, create_app, json_response
+from gateway.http import authenticate, body_model, create_app, json_response, single_credential
 from gateway.schemas.tokens import NewToken, TokenStatus, TokenUpdate
 
 app = create_app()
 
 
 def _headers():
+    """The request's headers, once the one credential rule has passed (`auth.single_credential`)."""
+    single_credential(app)
     return app.current_event.headers
 
 

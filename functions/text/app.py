@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway import observability
+from gateway import auth, observability
 from gateway.api import count_tokens, text
 from gateway.api import models as model_list
 from gateway.errors import GatewayError, NotFound, dialect_for_path, render
@@ -41,7 +41,8 @@ class Relayed(Response):
         self.answer = answer
         self.status_code = answer.status
         self.background = None
-        self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers.items()]
+        self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1"))
+                            for k, v in {**answer.headers, **answer.limit_headers()}.items()]
 
     async def __call__(self, scope, receive, send) -> None:
         gone = False
@@ -98,8 +99,15 @@ class RequestIds:
         await self.app(scope, receive, named)
 
 
+def _headers(request: Request) -> dict[str, str]:
+    """The request's headers (the first value of each), once its credentials pass the one rule."""
+    pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+    auth.single_credential(pairs, request.query_params.getlist("key"))
+    return auth.first_values(pairs)
+
+
 async def _inbound(request: Request) -> text.Inbound:
-    return text.Inbound(path=request.url.path, headers=dict(request.headers), query=dict(request.query_params),
+    return text.Inbound(path=request.url.path, headers=_headers(request), query=dict(request.query_params),
                         body=await request.body(), request_id=_request_id(request),
                         proxy=request.path_params.get("proxy"))
 
@@ -114,7 +122,7 @@ def _route(path: str, serve, methods=("POST",)) -> Route:
 async def models(request: Request) -> Response:
     """The model list and one model, in the shape of the SDK that asks (and its error envelope)."""
     try:
-        body = await anyio.to_thread.run_sync(model_list.answer, request.url.path, dict(request.headers),
+        body = await anyio.to_thread.run_sync(model_list.answer, request.url.path, _headers(request),
                                               dict(request.query_params), request.path_params.get("model"))
     except GatewayError as error:
         observability.note_error(error)

@@ -29,6 +29,7 @@ import os
 import queue
 import sys
 import threading
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -98,23 +99,69 @@ class FunctionPool:
             self._idle.put(handler)
 
 
+class FairGate:
+    """At most `limit` requests inside at once; those that wait are let in round-robin across
+    principals (one of each waiting principal in turn), so that a principal with thirty requests
+    queued delays another's one request by at most one turn, not thirty. Used on one event loop."""
+
+    def __init__(self, limit: int):
+        self.limit, self.busy = limit, 0
+        self._waiting: OrderedDict[str, deque[asyncio.Future]] = OrderedDict()
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(q) for q in self._waiting.values())
+
+    async def acquire(self, principal: str) -> None:
+        if self.busy < self.limit and not self._waiting:
+            self.busy += 1
+            return
+        turn: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(principal, deque()).append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.release()  # let in, then cancelled: pass the place on
+            else:
+                line = self._waiting.get(principal)
+                if line is not None and turn in line:
+                    line.remove(turn)
+                    if not line:
+                        del self._waiting[principal]
+            raise
+
+    def release(self) -> None:
+        while self._waiting:
+            principal, line = next(iter(self._waiting.items()))
+            turn = line.popleft()
+            if line:
+                self._waiting.move_to_end(principal)  # its next request waits for everyone else's turn
+            else:
+                del self._waiting[principal]
+            if not turn.done():
+                turn.set_result(None)  # the place passes on: `busy` stays
+                return
+        self.busy -= 1
+
+
 class AsgiPool:
-    """The instances of the streaming function: an ASGI app that lends each request one instance."""
+    """The instances of the streaming function: an ASGI app that lends each request one instance,
+    admitted fairly across principals (`FairGate`)."""
 
     def __init__(self, function: Function, limit: int):
         self.function, self.limit = function, limit
         self._idle: list[Any] = [load_module(function).app]
         self._made = 1
-        self._free: asyncio.Semaphore | None = None  # made on the serving loop
+        self.gate = FairGate(limit)
 
     @property
     def instances(self) -> int:
         return self._made
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if self._free is None:
-            self._free = asyncio.Semaphore(self.limit)
-        async with self._free:
+    async def __call__(self, scope: dict, receive: Callable, send: Callable, principal: str = "") -> None:
+        await self.gate.acquire(principal)
+        try:
             if self._idle:
                 app = self._idle.pop()
             else:
@@ -124,6 +171,8 @@ class AsgiPool:
                 await app(scope, receive, send)
             finally:
                 self._idle.append(app)
+        finally:
+            self.gate.release()
 
 
 _isolated = False

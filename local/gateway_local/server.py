@@ -27,6 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import anyio
 import uvicorn
@@ -49,6 +50,44 @@ _FORBIDDEN = json.dumps({"message": "Missing Authentication Token"}).encode()
 _TOO_LONG = json.dumps({"message": "Request Too Long"}).encode()
 EMPTY_QUEUE_PAUSE = 0.5  # at most, before an empty queue is asked again (a send wakes it at once)
 SHUTDOWN_SETTLE_SECONDS = 10
+
+
+_TIMEOUT = json.dumps({"message": "Request Timeout"}).encode()
+# What API Gateway takes of a request's headers (REST: 10240 bytes for the request line and the
+# header values); the count bounds a flood of tiny headers.
+MAX_HEADER_BYTES = 10_240
+MAX_HEADERS = 100
+BODY_TIMEOUT_SECONDS = 10.0
+# The streaming function's routes that need no key.
+KEYLESS_STREAMING_PATHS = ("/health", "/healthz")
+
+
+def body_timeout() -> float:
+    """Seconds a request's body may take to arrive: `GATEWAY_LOCAL_BODY_TIMEOUT_SECONDS` (10)."""
+    return float(os.environ.get("GATEWAY_LOCAL_BODY_TIMEOUT_SECONDS") or BODY_TIMEOUT_SECONDS)
+
+
+def front_door_refusal(scope: dict) -> Any:
+    """The error (431) for headers API Gateway would not take, else None: counted in one pass."""
+    from gateway.errors import PayloadTooLarge
+
+    headers = scope["headers"]
+    if len(headers) > MAX_HEADERS:
+        return PayloadTooLarge(f"more than {MAX_HEADERS} request headers", status=431,
+                               code="request_header_fields_too_large")
+    if sum(len(k) + len(v) for k, v in headers) > MAX_HEADER_BYTES:
+        return PayloadTooLarge(f"the request headers are larger than {MAX_HEADER_BYTES} bytes", status=431,
+                               code="request_header_fields_too_large")
+    return None
+
+
+def _check_key(pairs: list[tuple[str, str]], query_string: bytes) -> None:
+    """What the function will check first: one credential, and a valid key."""
+    from gateway import auth
+
+    raw_query = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    auth.single_credential(pairs, [v for k, v in raw_query if k == "key"])
+    auth.authenticate(auth.first_values(pairs), dict(raw_query))
 
 
 class GatewayApp:
@@ -81,31 +120,107 @@ class GatewayApp:
                 status_seen.append(message["status"])
             await send(message)
 
+        refused = front_door_refusal(scope)
         found = self.template.route_for(method, path)
-        if found is None:  # only without the template's catch-all route
+        if refused is not None:
+            await self._refuse(logged_send, path, refused, request_id)
+        elif found is None:  # only without the template's catch-all route
             await self._answer(logged_send, 403, [("content-type", "application/json")], _FORBIDDEN, request_id)
         else:
             route, params = found
             if route.function in self.streaming_apps:
-                await self.streaming_apps[route.function](scope, receive, logged_send)
+                await self._stream(scope, receive, logged_send, route.function, request_id)
             else:
                 await self._invoke(scope, receive, logged_send, route.function, route.path, params, request_id)
         self.log(f"{method} {path} {status_seen[0] if status_seen else '-'} "
                  f"{(time.perf_counter() - started) * 1000:.1f}ms")
 
+    async def _stream(self, scope: dict, receive: Callable, send: Callable, function_id: str,
+                      request_id: str) -> None:
+        """The streaming function, as API Gateway and the Lambda Web Adapter hand it a request: the
+        key checked before the body is read, the whole body (at most 10 MB, within the body
+        timeout) before an instance is lent, instances lent fairly across principals."""
+        from gateway import auth, keys
+        from gateway.errors import GatewayError
+
+        pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
+        if scope["path"] not in KEYLESS_STREAMING_PATHS:
+            try:
+                await anyio.to_thread.run_sync(_check_key, pairs, scope.get("query_string", b""))
+            except GatewayError as error:
+                await self._refuse(send, scope["path"], error, request_id)
+                return
+        body = await self._read_body(scope, receive, send, request_id)
+        if body is None:
+            return
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()  # then the client's disconnect, as the app watches for it
+
+        credential = auth.extract_key(auth.first_values(pairs), query)
+        principal = ("key:" + keys.hash_secret(credential)) if credential else \
+            "ip:" + (scope.get("client") or ("", 0))[0]
+        await self.streaming_apps[function_id](scope, replay, send, principal)
+
+    async def _read_body(self, scope: dict, receive: Callable, send: Callable, request_id: str) -> bytearray | None:
+        """The request's whole body, or None once it has answered 413 (more than API Gateway's
+        10 MB, refused as soon as it is seen) or 408 (not all there within the body timeout)."""
+        from gateway.errors import InvalidRequest, PayloadTooLarge
+
+        body = bytearray()
+        try:
+            with anyio.fail_after(body_timeout()):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return None
+                    body += message.get("body", b"")
+                    if len(body) > apigw.API_PAYLOAD_LIMIT:
+                        await self._refuse(send, scope["path"], PayloadTooLarge(
+                            f"the request body is larger than {apigw.API_PAYLOAD_LIMIT} bytes (10 MB), "
+                            "API Gateway's limit"), request_id)
+                        return None
+                    if not message.get("more_body"):
+                        return body
+        except TimeoutError:
+            await self._refuse(send, scope["path"], InvalidRequest(
+                f"the request body did not arrive within {body_timeout():g} s", status=408, code="request_timeout"),
+                request_id)
+            return None
+
+    async def _refuse(self, send: Callable, path: str, error: Any, request_id: str) -> None:
+        from gateway.errors import dialect_for_path, render
+
+        rendered = render(error, dialect_for_path(path), request_id)
+        headers = [("content-type", "application/json"), *rendered.headers.items()]
+        if rendered.status == 408:
+            headers.append(("connection", "close"))
+        await self._answer(send, rendered.status, headers, json.dumps(rendered.body).encode(), request_id)
+
     async def _invoke(self, scope: dict, receive: Callable, send: Callable, function_id: str, resource: str,
                       params: dict[str, str], request_id: str) -> None:
-        body = bytearray()
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if len(body) > apigw.API_PAYLOAD_LIMIT:
-                await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG, request_id)
-                return
-            if not message.get("more_body"):
-                break
+        try:
+            with anyio.fail_after(body_timeout()):
+                body = bytearray()
+                while True:
+                    message = await receive()
+                    body += message.get("body", b"")
+                    if len(body) > apigw.API_PAYLOAD_LIMIT:
+                        await self._answer(send, 413, [("content-type", "application/json")], _TOO_LONG, request_id)
+                        return
+                    if not message.get("more_body"):
+                        break
+        except TimeoutError:
+            await self._answer(send, 408, [("content-type", "application/json"), ("connection", "close")],
+                               _TIMEOUT, request_id)
+            return
         raw_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
-        from urllib.parse import parse_qsl
         raw_query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         event = apigw.build_event(
             method=scope["method"], path=scope["path"], resource=resource, path_parameters=params,

@@ -41,3 +41,10 @@ def test_main_prints_json_and_fails_cleanly_on_unknown_ids(store, capsys):
 def test_amounts_must_be_valid(store):
     with pytest.raises(SystemExit):
         admin.run(["create-user", "--username", "x", "--quota-usd", "-1"])
+
+
+@pytest.mark.parametrize("days", ["0", "-3"])
+def test_issue_key_refuses_an_expiry_of_no_days_rather_than_issuing_a_key_that_never_expires(accounts, demo, days):
+    with pytest.raises(ValueError, match="expires-in-days"):
+        admin.run(["issue-key", "--user", "1", "--name", "x", "--expires-in-days", days], accounts=accounts)
+    assert [k["name"] for k in accounts.list_keys(1)] == ["demo"]

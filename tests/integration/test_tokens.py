@@ -155,3 +155,28 @@ def test_pages_and_expiry_are_checked(account_fn, users, lambda_context):
     later = int(time.time()) + 3600
     _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "k", "expired_time": later})
     assert created["data"]["expired_time"] == later
+
+
+@pytest.fixture
+def key_defaults():
+    from tests.conftest import use_environment
+
+    saved = use_environment(GATEWAY_DEFAULT_KEY_RPM="30", GATEWAY_DEFAULT_KEY_MAX_PARALLEL="8",
+                            GATEWAY_DEFAULT_KEY_BUDGET_USD="5", GATEWAY_DEFAULT_KEY_BUDGET_PERIOD="weekly")
+    yield
+    use_environment(**saved)
+
+
+def test_a_new_key_gets_the_default_limits_capped_by_its_users_own(account_fn, users, lambda_context,
+                                                                    key_defaults):
+    from gateway import admin
+
+    _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "defaults"})
+    token = created["data"]
+    # User 2 allows rpm 60, max_parallel 4 and 2 USD a day: the defaults above it are cut to it.
+    assert (token["rpm"], token["max_parallel"], token["budget_usd"], token["budget_period"]) == (
+        30, 4, 2.0, "weekly")
+    _, own = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "own", "rpm": 5})
+    assert own["data"]["rpm"] == 5 and own["data"]["max_parallel"] == 4
+    issued = admin.run(["issue-key", "--user", "1", "--name", "ops"])
+    assert issued["limits"] == {"rpm": 30, "tpm": 0, "max_parallel": 8, "budget_usd": 5.0, "budget_period": "weekly"}

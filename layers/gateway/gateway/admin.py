@@ -3,7 +3,9 @@
 
     python -m gateway.admin create-user --username alice --quota-usd 20
     python -m gateway.admin issue-key --user 2 --name laptop [--quota-usd 5] [--expires-in-days 30]
-        [--models m-small,m-large]
+        [--models m-small,m-large] [--rpm 60] [--tpm 100000] [--max-parallel 4] [--budget-usd 10 --budget-period daily]
+    python -m gateway.admin set-limits (--user 2 | --key KEY_ID) [--rpm N] [--tpm N] [--max-parallel N]
+        [--budget-usd USD --budget-period daily|weekly|monthly]   (0 clears one)
     python -m gateway.admin list-keys --user 2
     python -m gateway.admin revoke-key <key id>
     python -m gateway.admin add-quota --user 2 --usd 10        (or --key <key id>, or --units N)
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway import keys
+from gateway.admission.limits import PERIODS, Limits
 from gateway.api import requestlog
 from gateway.api.account import parse_date
 from gateway.errors import GatewayError
@@ -84,9 +87,32 @@ def _usd(text: str) -> Decimal:
 
 
 def _key_view(record: dict[str, Any]) -> dict[str, Any]:
-    return {name: record.get(name) for name in (
+    return {**{name: record.get(name) for name in (
         "key_id", "user_id", "name", "status", "unlimited", "remain_quota", "used_quota", "expires_at",
-        "allowed_models", "created_at", "last_used_at")}
+        "allowed_models", "created_at", "last_used_at")}, "limits": Limits.of(record).view()}
+
+
+def _limits(args: argparse.Namespace, current: Limits) -> Limits:
+    """The limits after the flags given (0 clears one; a budget needs its period)."""
+    budget = usd_to_units(args.budget_usd) if args.budget_usd is not None else None
+    period = args.budget_period if budget != 0 else ""
+    return current.replace(rpm=args.rpm, tpm=args.tpm, max_parallel=args.max_parallel, budget_units=budget,
+                           budget_period=period)
+
+
+def set_limits(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    if args.user is not None:
+        record = accounts.get_user(args.user, consistent=True)
+        if record is None:
+            raise UserNotFound(args.user)
+    else:
+        record = accounts.get_key(accounts.key_hash_for_id(args.key))
+    before = Limits.of(record)
+    after = _limits(args, before)
+    accounts.set_limits(limits=after.attributes(clearing=True), user_id=args.user,
+                        key_id=args.key)
+    return {("user_id" if args.user is not None else "key_id"): args.user if args.user is not None else args.key,
+            "limits": after.view()}
 
 
 def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict[str, Any]:
@@ -99,10 +125,13 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
         return {"user_id": user["id"], "username": user["username"], "quota": user["quota"],
                 "access_token": token}
     if args.command == "issue-key":
+        if args.expires_in_days is not None and args.expires_in_days < 1:
+            raise ValueError("--expires-in-days must be at least 1 (omit it for a key that never expires)")
         expires_at = args.expires_at or (int(time.time()) + args.expires_in_days * 86400 if args.expires_in_days else 0)
         models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
         secret, record = accounts.create_key(args.user, name=args.name, quota=_units(args),
-                                             expires_at=expires_at, allowed_models=models)
+                                             expires_at=expires_at, allowed_models=models,
+                                             limits=_limits(args, Limits.defaults()).attributes())
         return {"key": secret, **_key_view(record)}
     if args.command == "list-keys":
         return {"user_id": args.user, "keys": [_key_view(k) for k in accounts.list_keys(args.user)]}
@@ -195,8 +224,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True)
     amount(p, False, "--quota", "--quota-usd")
     p.add_argument("--expires-at", type=int, default=0, help="epoch seconds")
-    p.add_argument("--expires-in-days", type=int, default=0)
+    p.add_argument("--expires-in-days", type=int, help="days from now, at least 1 (omit: never expires)")
     p.add_argument("--models", help="comma-separated allowlist (default: every model)")
+    _add_limit_options(p)
 
     p = commands.add_parser("list-keys", help="list a user's keys")
     p.add_argument("--user", type=int, required=True)
@@ -263,9 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 # ---- operator commands: users, key deletion, spend per model --------------------------------
 
 def list_users(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
-    return {"users": [{name: user.get(name) for name in (
-        "id", "username", "email", "status", "quota", "used_quota", "request_count", "created_at")}
-        for user in accounts.list_users()]}
+    return {"users": [{**{name: user.get(name) for name in (
+        "id", "username", "email", "status", "quota", "used_quota", "request_count", "created_at")},
+        "limits": Limits.of(user).view()} for user in accounts.list_users()]}
 
 
 def disable_user(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
@@ -343,12 +373,31 @@ def disable_channel(args: argparse.Namespace, accounts: AccountsRepository) -> d
     return _channel_command(args, enable=False)
 
 
-OPERATOR_COMMANDS = {"list-users": list_users, "disable-user": disable_user, "enable-user": enable_user,
-                     "delete-key": delete_key, "set-password": set_password, "channels": list_channels,
+OPERATOR_COMMANDS = {"set-limits": set_limits, "list-users": list_users, "disable-user": disable_user,
+                     "enable-user": enable_user, "delete-key": delete_key, "set-password": set_password,
+                     "channels": list_channels,
                      "channel-enable": enable_channel, "channel-disable": disable_channel}
 
 
+def _add_limit_options(parser: argparse.ArgumentParser) -> None:
+    def count(text: str) -> int:
+        if not text.isdigit():
+            raise argparse.ArgumentTypeError(f"not a whole number of at least 0: {text}")
+        return int(text)
+
+    parser.add_argument("--rpm", type=count, help="requests per minute (0: no limit)")
+    parser.add_argument("--tpm", type=count, help="tokens (prompt + completion) per minute (0: no limit)")
+    parser.add_argument("--max-parallel", type=count, help="concurrent requests (0: no limit)")
+    parser.add_argument("--budget-usd", type=_usd, help="spend cap per period in USD (0: no budget)")
+    parser.add_argument("--budget-period", choices=PERIODS, help="when the budget resets (UTC calendar)")
+
+
 def _add_operator_commands(commands: Any) -> None:
+    p = commands.add_parser("set-limits", help="set a user's or a key's limits (0 clears one)")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--user", type=int)
+    target.add_argument("--key", help="key id")
+    _add_limit_options(p)
     commands.add_parser("list-users", help="every user, with quota and spend")
     p = commands.add_parser("disable-user", help="disable a user and refuse each of its keys at once")
     p.add_argument("--user", type=int, required=True)

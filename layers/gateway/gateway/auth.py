@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gateway import keys, observability
+from gateway.admission.limits import Limits
 from gateway.errors import AuthenticationFailed, NotFound, shown
 from gateway.settings import get_settings
 from gateway.store.accounts import AccountsRepository
@@ -29,6 +30,7 @@ class Principal:
     unlimited: bool
     allowed_models: tuple[str, ...] | None
     expires_at: int
+    limits: Limits = Limits()  # the key's own (its user's are the admission step's to read)
 
     @property
     def fingerprint(self) -> str:
@@ -63,6 +65,39 @@ def extract_key(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | No
     if query and str(query.get("key") or "").strip():
         return str(query["key"]).strip()
     return None
+
+
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "x-key")
+
+
+def single_credential(header_pairs: Iterable[tuple[str, str]], query_keys: Iterable[str] = ()) -> None:
+    """The one rule for credentials on every route: a request may carry its credential in several
+    places (two SDK conventions at once), but all of them must be the same; two different ones
+    (two `Authorization` headers, a header and `?key=`) are a 401, whichever one a route reads.
+    Linear in the number of headers."""
+    seen: set[str] = set()
+    for name, value in header_pairs:
+        name = name.lower()
+        if name not in CREDENTIAL_HEADERS:
+            continue
+        value = value.strip()
+        if name == "authorization" and value[:7].lower() == "bearer ":
+            value = value[7:].strip()
+        if value:
+            seen.add(value)
+    seen.update(k.strip() for k in query_keys if k and k.strip())
+    if len(seen) > 1:
+        raise AuthenticationFailed("the request carries two different credentials; send one key (or one access "
+                                   "token) in one place", code="conflicting_credentials")
+
+
+def first_values(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Headers as a dict of lower-case names, the first value of each, in one pass (a request with
+    thousands of headers costs linear time)."""
+    found: dict[str, str] = {}
+    for name, value in pairs:
+        found.setdefault(name.lower(), value)
+    return found
 
 
 class _KeyCache:
@@ -155,4 +190,5 @@ def authenticate(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | N
     observability.log_keys(key="key:" + record["key_id"], user_id=int(record["user_id"]))
     return Principal(user_id=int(record["user_id"]), key_hash=key_hash, key_id=record["key_id"],
                      key_name=record.get("name", ""), unlimited=bool(record.get("unlimited")),
-                     allowed_models=tuple(allowed) if allowed else None, expires_at=expires_at)
+                     allowed_models=tuple(allowed) if allowed else None, expires_at=expires_at,
+                     limits=Limits.of(record))

@@ -119,7 +119,20 @@ def _multipart_boundary(headers: Mapping[str, Any] | None) -> str:
     return ""
 
 
+def single_credential(app: APIGatewayRestResolver) -> None:
+    """`auth.single_credential` over every value of the event's headers and `key` parameters."""
+    event = app.current_event
+    multi = event.multi_value_headers or {}
+    pairs = [(name, value) for name, values in multi.items() for value in values or ()] if multi \
+        else list((event.headers or {}).items())
+    query = event.multi_value_query_string_parameters or {}
+    keys = query.get("key") or ([event.query_string_parameters["key"]]
+                                if (event.query_string_parameters or {}).get("key") else [])
+    auth.single_credential(pairs, keys)
+
+
 def authenticate(app: APIGatewayRestResolver) -> auth.Principal:
+    single_credential(app)
     event = app.current_event
     principal = auth.authenticate(event.headers, event.query_string_parameters)  # logs its fingerprint
     return principal

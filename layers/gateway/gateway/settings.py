@@ -61,6 +61,11 @@ class Settings:
     stream_keepalive_seconds: float = 10.0
     # A custom domain's base path mapping (e.g. /ai): stripped before a buffered function routes.
     base_path: str = ""
+    # The limits a new key gets unless it is given its own (0: none; `admission.limits.Limits.defaults`).
+    default_key_rpm: int = 0
+    default_key_max_parallel: int = 0
+    default_key_budget_usd: float = 0.0
+    default_key_budget_period: str = "daily"
 
 
 # Setting -> environment variable.
@@ -87,6 +92,9 @@ ENVIRONMENT = {
     "channel_cooldown_max_seconds": "GATEWAY_CHANNEL_COOLDOWN_MAX_SECONDS",
     "channel_health_cache_seconds": "GATEWAY_CHANNEL_HEALTH_CACHE_SECONDS",
     "stream_keepalive_seconds": "GATEWAY_STREAM_KEEPALIVE_SECONDS", "base_path": "GATEWAY_BASE_PATH",
+    "default_key_rpm": "GATEWAY_DEFAULT_KEY_RPM", "default_key_max_parallel": "GATEWAY_DEFAULT_KEY_MAX_PARALLEL",
+    "default_key_budget_usd": "GATEWAY_DEFAULT_KEY_BUDGET_USD",
+    "default_key_budget_period": "GATEWAY_DEFAULT_KEY_BUDGET_PERIOD",
 }
 
 

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway import observability
-from gateway.admission import leases
+from gateway.admission import leases, limits, steps
 from gateway.admission.ledger import (
     LOG_CONSUME,
     LOG_ERROR,
@@ -64,6 +64,8 @@ from gateway.store.accounts import (
     user_pk,
 )
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
+
+steps.register(limits.step())  # rate limits and budgets: the admission step of every hold
 
 #: How long a closed reservation, and a finished task (`tasks.engine.finish`), is kept before TTL deletes it.
 CLOSED_KEPT_SECONDS = 30 * 86400
@@ -95,6 +97,18 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
     """
     if units < 0:
         raise ValueError("a reservation cannot be negative")
+    request = steps.AdmissionRequest(principal, units, model, route, reservation_id, parallel=False)
+    entered = steps.enter(request)  # a task counts under rpm and its budget, never max_parallel
+    try:
+        return _reserve(principal, units, model=model, route=route, reservation_id=reservation_id,
+                        hold_seconds=hold_seconds, notes=limits.durable_notes(request))
+    except BaseException:
+        steps.leave(request, entered, None)
+        raise
+
+
+def _reserve(principal: Principal, units: int, *, model: str, route: str, reservation_id: str,
+             hold_seconds: int, notes: list[list[str]]) -> Reservation:
     table, now = _table(), int(time.time())
     record = {
         "pk": reservation_pk(reservation_id), "sk": "RES", "reservation_id": reservation_id,
@@ -102,6 +116,7 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
         "limited_key": not principal.unlimited, "units": units, "model": model, "route": route,
         "status": RESERVED, "created_at": now, "hold_until": now + int(hold_seconds),
         **hold_index_keys(reservation_id, now + int(hold_seconds)),
+        **({"limit_budgets": notes} if notes else {}),
     }
     key_update: dict[str, Any] = {
         "TableName": table, "Key": to_item({"pk": key_pk(principal.key_hash), "sk": "KEY"}),
@@ -150,7 +165,7 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
 
 
 def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str,
-                    pool: leases.LeasePool | None = None, claim_id: bool = False) -> Reservation:
+                    pool: leases.LeasePool | None = None, claim_id: bool = False, tokens: int = 0) -> Reservation:
     """Holds a synchronous request's worst case on a quota lease of this instance (`pool`, by
     default the process's), keyed by the gateway's request id, after the admission steps
     (`gateway.admission.steps`) let it in. Raises `InsufficientQuota`, `AuthenticationFailed`,
@@ -162,7 +177,8 @@ def reserve_request(principal: Principal, units: int, *, model: str, route: str,
     id per request and claims nothing: no DynamoDB call before its upstream call."""
     if claim_id:
         _claim(request_id)
-    return (pool or leases.pool()).hold(principal, units, model=model, route=route, request_id=request_id)
+    return (pool or leases.pool()).hold(principal, units, model=model, route=route, request_id=request_id,
+                                              tokens=tokens)
 
 
 def _claim(request_id: str) -> None:
@@ -294,9 +310,18 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
         if units > reservation.units and quota_refused:
             raise _QuotaShort() from None
         return False  # already settled or refunded: nothing moves twice
+    if reservation.limit_budgets:  # the task's budget windows get back what it did not spend
+        request = steps.AdmissionRequest(_principal_of(reservation), reservation.units, reservation.model,
+                                         reservation.route, reservation.reservation_id, parallel=False)
+        limits.step().leave(limits.durable_request(request, [list(p) for p in reservation.limit_budgets]), units)
     if outcome == SETTLED:
         observability.units_billed(units, route=reservation.route, model=reservation.model)
     return True
+
+
+def _principal_of(reservation: Reservation) -> Principal:
+    return Principal(user_id=reservation.user_id, key_hash=reservation.key_hash, key_id=reservation.key_id,
+                     key_name="", unlimited=not reservation.limited_key, allowed_models=None, expires_at=0)
 
 
 def _closed_reservation(reservation: Reservation, outcome: str, units: int, now: datetime) -> dict[str, Any]:

@@ -152,13 +152,14 @@ class LeasePool:
 
     # --- hold -----------------------------------------------------------------------------------
 
-    def hold(self, principal: Principal, units: int, *, model: str, route: str, request_id: str) -> Reservation:
+    def hold(self, principal: Principal, units: int, *, model: str, route: str, request_id: str,
+             tokens: int = 0) -> Reservation:
         """Holds `units` for one request; a DynamoDB transaction only when no lease of this
         instance has the units free (then a new lease is granted). Raises `InsufficientQuota`,
         `AuthenticationFailed` (a key revoked since the cache read it) or a step's refusal."""
         if units < 0:
             raise ValueError("a hold cannot be negative")
-        request = steps.AdmissionRequest(principal, units, model, route, request_id)
+        request = steps.AdmissionRequest(principal, units, model, route, request_id, tokens=tokens)
         entered = steps.enter(request)
         self._count_hold(principal)
         try:
@@ -174,7 +175,7 @@ class LeasePool:
         reservation = Reservation(reservation_id=request_id, user_id=principal.user_id, key_hash=principal.key_hash,
                                   key_id=principal.key_id, limited_key=not principal.unlimited, units=units,
                                   model=model, route=route, created_at=now, hold_until=lease.hold_until,
-                                  lease_id=lease.lease_id)
+                                  lease_id=lease.lease_id, ratelimit=request.notes.get("ratelimit", ()))
         with self._lock:
             if request_id in self._open:
                 self._give_back(lease, units)
@@ -350,6 +351,9 @@ class LeasePool:
         finally:
             with self._lock:
                 lease.holds -= 1  # only now may the lease be folded
+            if detail:  # the tokens billed, for tpm
+                held.request.notes["tokens_used"] = int(detail.get("input_tokens") or 0) + int(
+                    detail.get("output_tokens") or 0)
             steps.leave(held.request, held.entered, charge)
         if outcome == SETTLED:
             observability.units_billed(charge, route=reservation.route, model=reservation.model)
@@ -658,8 +662,11 @@ def pool() -> LeasePool:
 def reset_pool(*, fold_first: bool = True) -> None:
     """Forgets this process's pool (tests: a fresh instance), folding what it can first."""
     global _pool
+    from gateway.admission import limits
+
     with _pool_lock:
         current, _pool = _pool, None
+    limits.step().reset()  # and what the instance held of rate limits
     if current is not None and fold_first:
         try:
             current.release_all()

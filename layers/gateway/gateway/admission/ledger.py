@@ -42,6 +42,8 @@ class Reservation:
     created_at: int = 0
     hold_until: int = 0  # 0: reserved before holds had a deadline (never swept)
     lease_id: str = ""
+    limit_budgets: tuple[tuple[str, str], ...] = ()  # a task's budget windows (`limits.durable_notes`)
+    ratelimit: tuple[tuple[str, int, int, int], ...] = ()  # what the limits left at admission (`limits.RateState`)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Reservation:
@@ -49,7 +51,8 @@ class Reservation:
                    key_hash=record["key_hash"], key_id=record["key_id"], limited_key=bool(record["limited_key"]),
                    units=int(record["units"]), model=record["model"], route=record["route"],
                    status=record["status"], created_at=int(record.get("created_at") or 0),
-                   hold_until=int(record.get("hold_until") or 0))
+                   hold_until=int(record.get("hold_until") or 0),
+                   limit_budgets=tuple((str(s), str(w)) for s, w in record.get("limit_budgets") or ()))
 
 
 def entry(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None, now: datetime, *,

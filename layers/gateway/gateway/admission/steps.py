@@ -13,8 +13,8 @@ counters (per key, per instance, or in its own items) keeps them off the account
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from gateway.auth import Principal
 
@@ -26,6 +26,9 @@ class AdmissionRequest:
     model: str
     route: str
     request_id: str
+    parallel: bool = True  # a synchronous request (counted under max_parallel); False for a task
+    tokens: int = 0  # its worst case in tokens (prompt + every output token it may produce), for tpm
+    notes: dict[str, Any] = field(default_factory=dict, compare=False)  # what steps took, for `leave`
 
 
 class AdmissionStep(Protocol):

@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from gateway.admission.limits import Limits
+from gateway.admission import limits
 from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, InvalidRequest, shown
 from gateway.prices import UNITS_PER_USD, units_to_whole_usd
@@ -69,10 +69,13 @@ def subscription(principal: Principal, accounts: AccountsRepository | None = Non
         limit = UNLIMITED_USD
     else:
         limit = units_to_whole_usd(int(key.get("remain_quota", 0)) + int(key.get("used_quota", 0)))
-    return {
+    answer = {
         "object": "billing_subscription", "has_payment_method": True, "soft_limit_usd": limit,
         "hard_limit_usd": limit, "system_hard_limit_usd": limit, "access_until": int(key.get("expires_at") or 0),
     }
+    if limits.Limits.of(key).any:  # the key's rate limits and budget, beside the spec's fields
+        answer["limits"] = limits.shown(key, limits.limit_scope(key_id=principal.key_id), datetime.now(UTC))
+    return answer
 
 
 def access_token_user(authorization: str | None, api_user: str | None,
@@ -120,8 +123,10 @@ def user_self(authorization: str | None, api_user: str | None,
 def account_record(user: dict[str, Any]) -> dict[str, Any]:
     """The account envelope of GET /api/user/self for a user profile (no secret, no hash)."""
     record = {name: _FIXED[name] if name in _FIXED else user.get(name) for name in _ACCOUNT_FIELDS}
-    # Beyond new-api's record: the user's own limits (rpm, tpm, max_parallel, budget_usd, budget_period).
-    return {"data": {**record, **Limits.of(user).view()}, "message": "", "success": True}
+    # Beyond new-api's record: the user's own limits (rpm, tpm, max_parallel, budget_usd, budget_period)
+    # and, under a budget, what is left of it and when it resets.
+    shown = limits.shown(user, limits.limit_scope(user_id=int(user["id"])), datetime.now(UTC))
+    return {"data": {**record, **shown}, "message": "", "success": True}
 
 
 #: The spend chart's spans (days, today included).

@@ -191,6 +191,15 @@ class Answer:
     async def send_to(self, send: Send) -> None:
         raise NotImplementedError
 
+    def limit_headers(self) -> dict[str, str]:
+        """A limited principal's rate-limit headers: anthropic's names on /v1/messages, openai's elsewhere."""
+        from gateway.admission import limits
+
+        state = self.reservation.ratelimit
+        if not state:
+            return {}
+        return limits.anthropic_headers(state) if self.call.dialect == MESSAGES else limits.openai_headers(state)
+
     async def _close(self, usage: Usage, outcome: str) -> None:
         """Settles once, whatever happens to the client or the process.
 
@@ -363,7 +372,8 @@ def _prepare(operation: str, dialect: str, inbound: Inbound) -> _Prepared:
     observability.set_model(call.model)  # a metric dimension only once the catalog knows the model
     hold = token_cost(price, input_tokens=call.input_tokens, output_tokens=call.worst_output_tokens)
     reservation = billing.reserve_request(principal, hold, model=call.model, route=call.route,
-                                          request_id=inbound.request_id)
+                                          request_id=inbound.request_id,
+                                          tokens=call.input_tokens + call.worst_output_tokens)
     return _Prepared(call, principal, price, channels, reservation)
 
 

@@ -77,7 +77,8 @@ def list_tokens(user_id: int, query: Mapping[str, str] | None,
     """One page of the user's keys, newest first (`p` from 0)."""
     page, size = _page(query)
     records = sorted((accounts or AccountsRepository()).list_keys(user_id),
-                     key=lambda r: (int(r.get("created_at") or 0), r["key_id"]), reverse=True)
+                     key=lambda r: (int(r.get("created_ms") or int(r.get("created_at") or 0) * 1000),
+                                    r["key_id"]), reverse=True)
     now = int(time.time())
     items = [token_view(r, now) for r in records[page * size:(page + 1) * size]]
     return _ok({"items": items, "total": len(records), "page": page, "page_size": size})
@@ -89,7 +90,7 @@ def create_token(user_id: int, body: NewToken, accounts: AccountsRepository | No
     user = _user(accounts, user_id)
     if len(accounts.list_keys(user_id)) >= MAX_KEYS_PER_USER:
         raise Conflict(f"a user has at most {MAX_KEYS_PER_USER} keys: delete one first", code="too_many_keys")
-    limits = _limits(body, Limits(), user)
+    limits = _limits(body, Limits.defaults().capped(Limits.of(user)), user)
     expires_at = _expiry(body.expired_time) if body.expired_time is not None else 0
     # Neither given: the key spends from the user's quota without a share of its own.
     unlimited = body.unlimited_quota if body.unlimited_quota is not None else body.remain_quota is None
@@ -116,7 +117,8 @@ def update_token(user_id: int, body: TokenUpdate, accounts: AccountsRepository |
         changes["remain_quota"] = _quota(body.remain_quota, user)
     if body.model_limits_enabled is not None or body.model_limits is not None:
         changes["allowed_models"] = _models(body, record.get("allowed_models") or []) or None
-    changes.update(_limits(body, Limits.of(record), user).attributes(clearing=True))
+    limits = _limits(body, Limits.of(record), user)
+    changes.update(limits.attributes(clearing=True))
     try:
         updated = accounts.update_key(record["pk"].removeprefix("KEY#"), user_id, changes)
     except KeyNotFound:

@@ -358,9 +358,11 @@ class AccountsRepository:
             raise ValueError("an API key is 'sk-' followed by at least 32 characters")
         key_hash = keys.hash_secret(secret)
         key_id = keys.key_id_of(key_hash)
-        now = int(time.time())
+        now_ms = time.time_ns() // 1_000_000
+        now = now_ms // 1000
         record = {
-            "pk": key_pk(key_hash), "sk": "KEY", "key_id": key_id, "user_id": user_id, "name": name,
+            "pk": key_pk(key_hash), "sk": "KEY", "created_ms": now_ms, "key_id": key_id, "user_id": user_id,
+            "name": name,
             "status": "active", "expires_at": int(expires_at), "unlimited": quota is None,
             "remain_quota": int(quota or 0), "used_quota": 0,
             "allowed_models": list(allowed_models) if allowed_models else None,

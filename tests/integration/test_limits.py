@@ -1,0 +1,274 @@
+"""Limits and budgets as an admission step of the lease path (and of tasks' durable reservations):
+never more than the limit however many callers and instances at once, exactly the limit for one
+caller at a time, no quota moved by a refusal, budgets that reset at the turn of their UTC period."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+import pytest
+
+from gateway import admin
+from gateway.admission import billing, leases, limits, steps
+from gateway.auth import authenticate
+from gateway.errors import InsufficientQuota, RateLimited
+
+USD = 500_000
+
+
+@pytest.fixture
+def frozen(monkeypatch):
+    """The limits' clock, set by the test."""
+    moment = {"now": datetime(2026, 11, 24, 12, 0, 5, tzinfo=UTC)}
+    monkeypatch.setattr(limits, "clock", lambda: moment["now"])
+    return moment
+
+
+@pytest.fixture
+def user(accounts):
+    """User 7 with 100 USD and an unlimited key."""
+    accounts.create_user(username="limited", user_id=7, quota=100 * USD)
+    key, record = accounts.create_key(7, name="k")
+    return {"key": key, "key_id": record["key_id"]}
+
+
+def limit(*args: str, accounts) -> dict:
+    """set-limits, and an instance that sees them (a key cache period later)."""
+    from gateway import auth
+
+    shown = admin.run(["set-limits", *args], accounts=accounts)
+    auth.clear_cache()
+    limits.step().reset()
+    return shown
+
+
+def principal(user):
+    return authenticate({"Authorization": f"Bearer {user['key']}"})
+
+
+def attempt(principal, units: int = 1000, *, parallel: bool = True, pool: leases.LeasePool | None = None):
+    """One hold: a synchronous request's on a lease (`parallel`), else a task's durable reservation;
+    the reservation or the refusal."""
+    try:
+        if parallel:
+            return billing.reserve_request(principal, units, model="m-small", route="test",
+                                           request_id=uuid.uuid4().hex, pool=pool)
+        return billing.reserve(principal, units, model="m-small", route="test", reservation_id=uuid.uuid4().hex)
+    except (RateLimited, InsufficientQuota) as refusal:
+        return refusal
+
+
+def quota_left(accounts) -> int:
+    """The user's quota as users see it (open leases included), once this instance's closes are written."""
+    leases.pool().fold_idle(force=True)
+    return int(accounts.get_user(7, consistent=True)["quota"])
+
+
+def test_rpm_lets_exactly_the_limit_through_one_at_a_time_and_refusals_move_no_quota(user, accounts, frozen):
+    limit("--user", "7", "--rpm", "3", accounts=accounts)
+    results = []
+    for _ in range(5):
+        result = attempt(principal(user))
+        results.append(result)
+        if isinstance(result, billing.Reservation):
+            billing.settle(result, 10)
+    assert [isinstance(r, billing.Reservation) for r in results] == [True, True, True, False, False]
+    refusal = results[3]
+    assert refusal.status == 429 and refusal.headers["Retry-After"] == "55" and "rpm" in refusal.message
+    assert quota_left(accounts) == 100 * USD - 30  # three settled at 10, nothing else
+    frozen["now"] = datetime(2026, 11, 24, 12, 1, 0, tzinfo=UTC)  # the next minute
+    assert isinstance(attempt(principal(user)), billing.Reservation)
+
+
+@pytest.mark.parametrize("target", ["user", "key"])
+def test_never_more_than_the_rpm_under_50_parallel_requests_from_two_instances(user, accounts, frozen, target):
+    limit(*(["--user", "7"] if target == "user" else ["--key", user["key_id"]]), "--rpm", "20", accounts=accounts)
+    instances = [leases.LeasePool("instance-a"), leases.LeasePool("instance-b")]
+    start = threading.Barrier(50)
+
+    def one(n: int):
+        start.wait()
+        return attempt(principal(user), pool=instances[n % 2]), instances[n % 2]
+
+    with ThreadPoolExecutor(50) as pool:
+        results = list(pool.map(one, range(50)))
+    admitted = [(r, p) for r, p in results if isinstance(r, billing.Reservation)]
+    refused = [r for r, _ in results if isinstance(r, RateLimited)]
+    assert len(admitted) == 20 and len(refused) == 30, [type(r).__name__ for r, _ in results]
+    for held, instance in admitted:
+        assert billing.refund(held, pool=instance)
+    for instance in instances:
+        instance.release_all()
+    assert quota_left(accounts) == 100 * USD  # refusals held nothing, the holds came back
+
+
+@pytest.mark.parametrize("rpm", [100, 400])
+def test_at_high_rpm_two_instances_taking_slices_never_pass_the_limit_and_mostly_skip_the_round_trip(
+        user, accounts, frozen, rpm, monkeypatch):
+    """Two instances (two steps, each with its own slices) under 2 x 50 parallel callers: exactly
+    `rpm` admitted in the minute, and far fewer writes than requests."""
+    limit("--key", user["key_id"], "--rpm", str(rpm), accounts=accounts)
+    principal = authenticate({"Authorization": f"Bearer {user['key']}"})
+    instances = [limits.LimitStep(), limits.LimitStep()]
+    writes = []
+    real_add = limits._add
+    monkeypatch.setattr(limits, "_add", lambda *a, **k: writes.append(a) or real_add(*a, **k))
+    start = threading.Barrier(100)
+
+    def one(n: int):
+        start.wait()
+        admitted = 0
+        for _ in range(rpm // 50 + 2):
+            try:
+                instances[n % 2].enter(steps.AdmissionRequest(principal, 1, "m-small", "test", uuid.uuid4().hex))
+                admitted += 1
+            except RateLimited:
+                pass
+        return admitted
+
+    with ThreadPoolExecutor(100) as pool:
+        assert sum(pool.map(one, range(100))) == rpm
+    assert len(writes) <= rpm // 2  # a slice per write, not a write per request
+
+
+def test_max_parallel_refuses_the_second_of_two_concurrent_requests_until_the_first_closes(user, accounts):
+    limit("--key", user["key_id"], "--max-parallel", "1", accounts=accounts)
+    first = attempt(principal(user))
+    second = attempt(principal(user))
+    assert isinstance(first, billing.Reservation)
+    assert isinstance(second, RateLimited) and "max_parallel" in second.message
+    assert second.headers["Retry-After"] == "1"
+    billing.refund(first)
+    third = attempt(principal(user))
+    assert isinstance(third, billing.Reservation)
+    # A task's long hold is not a concurrent request.
+    assert isinstance(attempt(principal(user), parallel=False), billing.Reservation)
+
+
+def test_a_daily_budget_is_never_overspent_under_parallel_load_and_resets_at_utc_midnight(user, accounts, frozen):
+    limit("--user", "7", "--budget-usd", "1", "--budget-period", "daily", accounts=accounts)  # 500000 units
+    frozen["now"] = datetime(2026, 11, 24, 23, 59, 50, tzinfo=UTC)
+
+    def one(_: int):
+        result = attempt(principal(user), 30_000)
+        if isinstance(result, billing.Reservation):
+            billing.settle(result, 20_000)  # a third of each hold comes back to the budget
+        return result
+
+    with ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(one, range(40)))
+    spent = 100 * USD - quota_left(accounts)
+    assert spent <= USD  # never beyond the budget
+    assert sum(isinstance(r, billing.Reservation) for r in results) * 20_000 == spent
+    refusals = [r for r in results if isinstance(r, InsufficientQuota)]
+    assert refusals and "daily budget of 1 USD" in refusals[0].message
+    assert "2026-11-25T00:00:00Z" in refusals[0].message
+    while isinstance(one(0), billing.Reservation):  # spend what is left of the day, one at a time
+        pass
+    assert USD - (100 * USD - quota_left(accounts)) < 30_000
+    frozen["now"] = datetime(2026, 11, 25, 0, 0, 0, tzinfo=UTC)  # UTC midnight
+    assert isinstance(one(0), billing.Reservation)
+
+
+def test_a_hold_taken_before_midnight_gives_nothing_back_to_the_new_days_budget(user, accounts, frozen):
+    limit("--user", "7", "--budget-usd", "1", "--budget-period", "daily", accounts=accounts)
+    frozen["now"] = datetime(2026, 11, 24, 23, 59, 59, tzinfo=UTC)
+    held = attempt(principal(user), 400_000)
+    frozen["now"] = datetime(2026, 11, 25, 0, 0, 1, tzinfo=UTC)
+    fresh = attempt(principal(user), 400_000)  # a new day: the whole budget
+    assert isinstance(held, billing.Reservation) and isinstance(fresh, billing.Reservation)
+    assert billing.refund(held)  # its 400000 belong to yesterday's budget
+    today = limits.shown(accounts.raw_user(7), limits.limit_scope(user_id=7), frozen["now"])
+    assert today["budget_left_usd"] == 0.2
+
+
+def test_weekly_and_monthly_budgets_turn_on_monday_and_on_the_first(user, accounts, frozen):
+    from gateway.admission.limits import period_bounds
+
+    sunday = datetime(2026, 11, 29, 23, 0, tzinfo=UTC)
+    assert period_bounds("weekly", sunday) == (datetime(2026, 11, 23, tzinfo=UTC), datetime(2026, 11, 30, tzinfo=UTC))
+    assert period_bounds("monthly", datetime(2026, 12, 31, 23, 59, tzinfo=UTC)) == (
+        datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+    limit("--key", user["key_id"], "--budget-usd", "0.002", "--budget-period", "weekly", accounts=accounts)
+    frozen["now"] = sunday
+    assert isinstance(attempt(principal(user), 1000), billing.Reservation)
+    refused = attempt(principal(user), 1000)
+    assert isinstance(refused, InsufficientQuota) and "this key's weekly budget" in refused.message
+    frozen["now"] = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)
+    assert isinstance(attempt(principal(user), 1000), billing.Reservation)
+
+
+def test_admin_sets_shows_and_clears_limits(user, accounts):
+    shown = limit("--user", "7", "--rpm", "10", "--max-parallel", "2", "--budget-usd", "5", "--budget-period",
+                  "monthly", accounts=accounts)
+    assert shown["limits"] == {"rpm": 10, "tpm": 0, "max_parallel": 2, "budget_usd": 5.0, "budget_period": "monthly"}
+    listed = next(u for u in admin.run(["list-users"], accounts=accounts)["users"] if u["id"] == 7)
+    assert listed["limits"]["rpm"] == 10
+    cleared = limit("--user", "7", "--rpm", "0", "--budget-usd", "0", accounts=accounts)
+    assert cleared["limits"] == {"rpm": 0, "tpm": 0, "max_parallel": 2, "budget_usd": 0, "budget_period": ""}
+    issued = admin.run(["issue-key", "--user", "7", "--name", "x", "--rpm", "5", "--budget-usd", "1",
+                        "--budget-period", "daily"], accounts=accounts)
+    assert issued["limits"] == {"rpm": 5, "tpm": 0, "max_parallel": 0, "budget_usd": 1.0, "budget_period": "daily"}
+    keys = admin.run(["list-keys", "--user", "7"], accounts=accounts)["keys"]
+    assert {k["key_id"]: k["limits"]["rpm"] for k in keys}[issued["key_id"]] == 5
+    with pytest.raises(ValueError, match="budget_period"):
+        limit("--user", "7", "--budget-usd", "3", accounts=accounts)
+    with pytest.raises(SystemExit):
+        limit("--user", "7", "--rpm", "-1", accounts=accounts)
+
+
+def test_the_account_routes_show_the_limits_and_what_is_left_of_the_budget(user, accounts, demo, lambda_context):
+    import json
+
+    from tests.conftest import api_event, load_function
+
+    account_fn = load_function("account")
+    accounts.set_access_token(7, "limited-access-token")
+    limit("--user", "7", "--rpm", "9", "--budget-usd", "2", "--budget-period", "daily", accounts=accounts)
+    limit("--key", user["key_id"], "--budget-usd", "1", "--budget-period", "monthly", accounts=accounts)
+    billing.settle(attempt(principal(user), 250_000), 250_000)  # 0.5 USD
+    me = json.loads(account_fn.lambda_handler(api_event("GET", "/api/user/self", headers={
+        "Authorization": "limited-access-token", "X-Api-User": "7"}), lambda_context)["body"])["data"]
+    assert (me["rpm"], me["budget_usd"], me["budget_period"], me["budget_left_usd"]) == (9, 2.0, "daily", 1.5)
+    assert me["budget_resets_at"] % 86400 == 0
+    sub = json.loads(account_fn.lambda_handler(api_event("GET", "/v1/dashboard/billing/subscription", headers={
+        "Authorization": f"Bearer {user['key']}"}), lambda_context)["body"])
+    assert (sub["limits"]["budget_usd"], sub["limits"]["budget_left_usd"], sub["limits"]["budget_period"]) == (
+        1.0, 0.5, "monthly")
+
+
+def test_tpm_holds_the_worst_case_then_counts_the_tokens_billed_and_turns_with_the_minute(user, accounts, frozen):
+    limit("--key", user["key_id"], "--tpm", "1000", accounts=accounts)
+
+    def hold(tokens: int):
+        try:
+            return billing.reserve_request(principal(user), 100, model="m-small", route="test",
+                                           request_id=uuid.uuid4().hex, tokens=tokens)
+        except RateLimited as refusal:
+            return refusal
+
+    first = hold(600)
+    assert isinstance(first, billing.Reservation)
+    second = hold(600)  # the running request counts at its hold: 1200 > 1000
+    assert isinstance(second, RateLimited) and "tpm limit of 1000" in second.message
+    assert second.headers["Retry-After"] == "55"
+    billing.settle(first, 50, detail={"input_tokens": 100, "output_tokens": 50})  # 150 billed, not 600
+    assert isinstance(hold(800), billing.Reservation)  # 150 + 800
+    assert isinstance(hold(100), RateLimited)  # 950 + 100
+    assert isinstance(hold(2000), RateLimited)  # never fits in a minute
+    frozen["now"] = datetime(2026, 11, 24, 12, 1, 0, tzinfo=UTC)
+    assert isinstance(hold(900), billing.Reservation)
+
+
+def test_a_tasks_durable_reservation_holds_on_the_budget_and_its_close_gives_back(user, accounts, frozen):
+    limit("--user", "7", "--budget-usd", "1", "--budget-period", "daily", accounts=accounts)
+    task = attempt(principal(user), 400_000, parallel=False)
+    assert isinstance(task, billing.Reservation) and task.limit_budgets
+    assert isinstance(attempt(principal(user), 200_000, parallel=False), InsufficientQuota)
+    assert billing.settle(billing.get_reservation(task.reservation_id), 100_000)  # as the poller would, from the record
+    assert isinstance(attempt(principal(user), 200_000, parallel=False), billing.Reservation)
+    left = limits.shown(accounts.raw_user(7), limits.limit_scope(user_id=7), frozen["now"])["budget_left_usd"]
+    assert left == 0.4
