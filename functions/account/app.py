@@ -8,7 +8,12 @@ from aws_lambda_powertools.logging import correlation_paths
 from gateway import observability
 from gateway.api import account, operator, requestlog, session, tasks, tokens
 from gateway.http import authenticate, body_model, create_app, json_response, single_credential
+from gateway.routing.channels import check_at_start
 from gateway.schemas.tokens import NewToken, TokenStatus, TokenUpdate
+
+# The channels document names the models a key may be limited to and the operator's channel list:
+# an unreadable or bad one fails the cold start, naming the cause, as in every function that routes.
+check_at_start()
 
 app = create_app()
 
