@@ -9,7 +9,7 @@ import pytest
 from gateway.admission import billing
 from gateway.auth import authenticate
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
-from tests.integration.money_support import closed_as, open_reservations
+from tests.integration.money_support import closed_as, open_reservations, reservation_record
 
 
 @pytest.fixture
@@ -251,23 +251,13 @@ def test_a_ledger_entry_and_a_reservation_carry_their_times(limited, accounts, m
     assert entry["expires_ttl"] == entry["at"] // 1000 + 30 * 86400
 
 
-def _reservation_record(reservation_id: str) -> dict:
-    from gateway.settings import get_settings
-    from gateway.store.accounts import reservation_pk
-    from gateway.store.aws import client, from_item, to_item
-
-    return from_item(client("dynamodb").get_item(
-        TableName=get_settings().accounts_table, Key=to_item({"pk": reservation_pk(reservation_id), "sk": "RES"}),
-        ConsistentRead=True)["Item"])
-
-
 def test_a_closed_reservation_is_kept_thirty_days_to_guard_its_id_then_expires(limited):
     # Given a settled and a refunded reservation
     billing.settle(billing.reserve(limited, 100, model="m-small", route="test", reservation_id="kept-s"), 40)
     billing.refund(billing.reserve(limited, 100, model="m-small", route="test", reservation_id="kept-r"))
     # Then each record expires (DynamoDB TTL) 30 days after it was closed, never sooner
     for reservation_id in ("kept-s", "kept-r"):
-        record = _reservation_record(reservation_id)
+        record = reservation_record(reservation_id)
         assert record["expires_ttl"] == record["closed_at"] + billing.CLOSED_KEPT_SECONDS == \
             record["closed_at"] + 30 * 86400
         assert record["closed_at"] >= int(time.time()) - 60
