@@ -30,8 +30,13 @@ def closed_as(reservation_id: str, outcome: str, units: int | None = None) -> bi
     assert reservation is not None, f"no reservation {reservation_id}"
     assert reservation.status == outcome, f"{reservation_id} is {reservation.status}, not {outcome}"
     if units is not None:
-        record = from_item(client("dynamodb").get_item(
-            TableName=get_settings().accounts_table, Key=to_item({"pk": reservation_pk(reservation_id), "sk": "RES"}),
-            ConsistentRead=True)["Item"])
+        record = reservation_record(reservation_id)
         assert int(record["closed_units"]) == units, f"{reservation_id} closed at {record['closed_units']} units"
     return reservation
+
+
+def reservation_record(reservation_id: str) -> dict:
+    """The reservation's item as DynamoDB holds it (closed units, close time, expiry)."""
+    return from_item(client("dynamodb").get_item(
+        TableName=get_settings().accounts_table, Key=to_item({"pk": reservation_pk(reservation_id), "sk": "RES"}),
+        ConsistentRead=True)["Item"])

@@ -9,7 +9,7 @@ import pytest
 from gateway.admission import billing
 from gateway.auth import authenticate
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
-from tests.integration.money_support import closed_as, open_reservations
+from tests.integration.money_support import closed_as, open_reservations, reservation_record
 
 
 @pytest.fixture
@@ -200,7 +200,8 @@ def test_a_request_hold_outlasts_the_longest_request_and_a_task_hold_the_task_ma
     task = billing.reserve(limited, 10, model="m-small", route="test", reservation_id="t-hold",
                            hold_seconds=billing.task_hold_seconds())
     assert request.hold_until - request.created_at > 900  # the text function's timeout
-    assert task.hold_until - task.created_at > get_settings().task_max_age_seconds
+    # the sweeper steps in one hour after the engine would have failed the task for its age
+    assert task.hold_until - task.created_at == get_settings().task_max_age_seconds + 3600
 
 
 def test_a_settlement_above_the_hold_whose_quota_keeps_shrinking_still_charges_the_hold(accounts, monkeypatch):
@@ -248,3 +249,73 @@ def test_a_ledger_entry_and_a_reservation_carry_their_times(limited, accounts, m
     (entry,) = accounts.ledger(7)
     assert before * 1000 - 1000 <= entry["at"] <= after * 1000
     assert entry["expires_ttl"] == entry["at"] // 1000 + 30 * 86400
+
+
+def test_a_closed_reservation_is_kept_thirty_days_to_guard_its_id_then_expires(limited):
+    # Given a settled and a refunded reservation
+    billing.settle(billing.reserve(limited, 100, model="m-small", route="test", reservation_id="kept-s"), 40)
+    billing.refund(billing.reserve(limited, 100, model="m-small", route="test", reservation_id="kept-r"))
+    # Then each record expires (DynamoDB TTL) 30 days after it was closed, never sooner
+    for reservation_id in ("kept-s", "kept-r"):
+        record = reservation_record(reservation_id)
+        assert record["expires_ttl"] == record["closed_at"] + billing.CLOSED_KEPT_SECONDS == \
+            record["closed_at"] + 30 * 86400
+        assert record["closed_at"] >= int(time.time()) - 60
+
+
+def test_the_sweeper_with_nothing_overdue_reports_nothing_done(limited):
+    # Given one open reservation within its hold
+    billing.reserve(limited, 100, model="m-small", route="test", reservation_id="fresh", hold_seconds=10_000)
+    # When the sweeper runs now, Then it refunded nothing and met nothing already closed
+    counts = billing.sweep_stale()
+    assert (counts["refunded"], counts["already_closed"]) == (0, 0)
+    assert billing.get_reservation("fresh").status == billing.RESERVED
+
+
+def test_a_replayed_request_id_is_claimed_once_then_refused_as_a_duplicate(limited, accounts):
+    # Given a request served under API Gateway's request id (claimed first)
+    billing.reserve_request(limited, 50, model="m-small", route="test", request_id="apigw-1", claim_id=True)
+    quota = accounts.get_user(7, consistent=True)["quota"]
+    # When the same event is replayed, Then it is a 409 duplicate_request that holds nothing more
+    with pytest.raises(Conflict) as caught:
+        billing.reserve_request(limited, 50, model="m-small", route="test", request_id="apigw-1", claim_id=True)
+    assert caught.value.code == "duplicate_request"
+    assert accounts.get_user(7, consistent=True)["quota"] == quota
+
+
+def test_a_user_disabled_after_its_key_was_read_is_refused_as_disabled_not_as_short_of_quota(limited, accounts):
+    # Given a key authenticated while its user was enabled, then the user's profile disabled
+    # (`disable-user` writes the profile first, its keys after: a request may come in between)
+    from gateway.settings import get_settings
+    from gateway.store.accounts import PROFILE, user_pk
+    from gateway.store.aws import client, to_item, to_values
+
+    client("dynamodb").update_item(
+        TableName=get_settings().accounts_table, Key=to_item({"pk": user_pk(7), "sk": PROFILE}),
+        UpdateExpression="SET #s = :disabled", ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues=to_values({":disabled": 2}))
+    assert accounts.get_key(limited.key_hash)["status"] == "active"
+    # When it reserves, Then it is refused for the disabled user, and nothing is held
+    with pytest.raises(AuthenticationFailed) as caught:
+        billing.reserve(limited, 10, model="m-small", route="test", reservation_id="disabled-user")
+    assert "disabled" in str(caught.value)
+    assert billing.get_reservation("disabled-user") is None
+    assert accounts.get_user(7, consistent=True)["quota"] == 1000
+
+
+def test_a_settlement_reports_the_units_billed_metric_and_a_refund_does_not(limited, capsys):
+    import json
+
+    from gateway import observability
+
+    # Given an empty metrics buffer
+    observability.flush()
+    capsys.readouterr()
+    # When one reservation is settled at 120 units and another refunded
+    billing.settle(billing.reserve(limited, 300, model="m-small", route="test", reservation_id="metric-s"), 120)
+    billing.refund(billing.reserve(limited, 300, model="m-small", route="test", reservation_id="metric-r"))
+    observability.flush()
+    # Then the EMF output carries UnitsBilled 120 once, for the settlement alone
+    billed = [doc["UnitsBilled"] for doc in map(json.loads, filter(None, capsys.readouterr().out.splitlines()))
+              if "UnitsBilled" in doc]
+    assert billed == [[120.0]]

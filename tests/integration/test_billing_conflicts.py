@@ -87,3 +87,19 @@ def test_the_pause_before_each_new_attempt_doubles(principal, accounts, monkeypa
     billing.reserve(principal, 10, model="m-small", route="/v1/chat/completions", reservation_id="conflict-pauses")
     # Then the pauses grow 10 ms, 20 ms, 40 ms: contention eases instead of hammering the item
     assert bounds == [0.01, 0.02, 0.04]
+
+
+def test_a_reservation_that_conflicts_on_all_but_its_last_attempt_still_goes_through(principal, accounts,
+                                                                                      monkeypatch):
+    # Given a reservation whose first five transactions (of six allowed) meet a conflict
+    before = accounts.get_user(1, consistent=True)["quota"]
+    conflicting = _Conflicting(billing._db(), billing._CONFLICT_ATTEMPTS - 1)
+    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    monkeypatch.setattr(billing.time, "sleep", lambda _: None)
+    # When it reserves
+    reservation = billing.reserve(principal, 70, model="m-small", route="/v1/chat/completions",
+                                  reservation_id="conflict-last-attempt")
+    # Then the sixth attempt holds it: no 429 while an attempt is left
+    assert reservation.units == 70
+    assert accounts.get_user(1, consistent=True)["quota"] == before - 70
+    assert billing.get_reservation("conflict-last-attempt").status == billing.RESERVED

@@ -399,3 +399,108 @@ def test_a_submit_the_upstream_refuses_is_refunded_and_holds_nothing(tasks_env, 
                             demo["key"])
     assert status == 400, answer
     assert_nothing_held(accounts, before)
+
+
+def _snapshot(status: str, **fields) -> engine.TaskSnapshot:
+    return engine.TaskSnapshot(**{"status": status, "upstream_status": status, "progress": None, "result_urls": [],
+                                  "error": None, "duration": None, "raw": {}, **fields})
+
+
+def test_a_task_the_upstream_cancelled_is_refunded_as_a_refund_not_logged_as_an_error(
+        tasks_env, functions, demo, accounts, lambda_context):
+    # Given a running task, When its upstream says it was cancelled
+    before = quota(accounts)
+    task_id = _submit(functions, lambda_context, demo["key"])
+    assert engine.record(engine.tasks().get(task_id), _snapshot("cancelled", error="cancelled upstream")) == \
+        "finished"
+    # Then its hold comes back, and the log says refund (type 6), not error (type 5)
+    (entry,) = ledger_of(accounts, task_id)
+    assert (entry["outcome"], entry["log_type"]) == ("refunded", 6)
+    closed_as(task_id, billing.REFUNDED)
+    assert quota(accounts) == before
+
+
+def test_a_task_the_upstream_failed_is_refunded_and_logged_as_an_error(
+        tasks_env, functions, demo, accounts, lambda_context):
+    task_id = _submit(functions, lambda_context, demo["key"])
+    engine.record(engine.tasks().get(task_id), _snapshot("failed", error="content refused"))
+    (entry,) = ledger_of(accounts, task_id)
+    assert (entry["outcome"], entry["log_type"]) == ("refunded", 5)
+
+
+def test_a_running_tasks_reported_duration_is_kept_and_an_unknown_one_leaves_it(
+        tasks_env, functions, demo, lambda_context):
+    # Given a running task, When a poll reports its duration, then one reports none
+    task_id = _submit(functions, lambda_context, demo["key"])
+    engine.record(engine.tasks().get(task_id), _snapshot("in_progress", duration="8"))
+    assert stored(task_id)["duration"] == "8"
+    engine.record(engine.tasks().get(task_id), _snapshot("in_progress", duration=None))
+    # Then the duration the upstream said stays
+    assert stored(task_id)["duration"] == "8"
+
+
+def test_a_poll_at_a_given_time_schedules_the_next_from_that_time(tasks_env, functions, demo, lambda_context):
+    # Given a running task polled at a time of the caller's (the sweeper's and the tests' clock)
+    task_id = _submit(functions, lambda_context, demo["key"])
+    at = time.time() + 50_000
+    assert engine.poll_once(task_id, now=at) == "running"
+    # Then its next poll is due from that time, not from the machine's clock
+    assert int(stored(task_id)["next_poll_at"]) == int(at + engine.poll_delay(0))
+
+
+def test_a_poll_the_upstream_refuses_for_a_batch_keeps_every_task_waiting(
+        tasks_env, functions, demo, accounts, lambda_context, monkeypatch):
+    from gateway.tasks.families import family_of
+    from gateway.upstreams.errors import UpstreamError
+
+    # Given two running tasks, and an upstream whose poll answers a 503 for the whole call
+    task_ids = [_submit(functions, lambda_context, demo["key"]) for _ in range(2)]
+    family = family_of(engine.tasks().get(task_ids[0]).family)
+
+    def refused(self, http, channel, tasks):
+        raise UpstreamError(503, "upstream overloaded", retryable=True)
+
+    monkeypatch.setattr(type(family), "poll_upstream", refused)
+    # When both are polled in one batch
+    outcomes = engine.poll_many(task_ids)
+    # Then each waits for its next poll, its money still held
+    assert outcomes == {task_id: "running" for task_id in task_ids}
+    for task_id in task_ids:
+        assert int(stored(task_id)["polls"]) == 1
+        assert billing.get_reservation(task_id).status == billing.RESERVED
+
+
+class _SubmitClock:
+    """The engine's `time`, whose monotonic clock has moved `late` seconds after the submit's
+    budget started (a slow init or store write): the first reading starts the budget."""
+
+    def __init__(self, late: float):
+        self.late, self.started = late, False
+
+    def monotonic(self) -> float:
+        if not self.started:
+            self.started = True
+            return 1000.0
+        return 1000.0 + self.late
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+@pytest.mark.parametrize(("late", "tried"), [(engine.SUBMIT_BUDGET_SECONDS - 13.0, True),
+                                             (engine.SUBMIT_BUDGET_SECONDS - 12.5, False)])
+def test_a_submit_tries_an_upstream_only_while_a_whole_attempt_fits_in_its_budget(
+        tasks_env, functions, demo, accounts, lambda_context, monkeypatch, late, tried):
+    # Given a submit whose budget (22 s) has `late` seconds gone when it would call the upstream,
+    # and an attempt that may take 3 s to connect and 10 s to read
+    before = quota(accounts)
+    monkeypatch.setattr(engine, "time", _SubmitClock(late))
+    status, answer = submit(functions, lambda_context, DELTA, demo["key"])
+    if tried:
+        # Then with 13 s left the upstream is asked and the task accepted
+        assert status == 200, answer
+    else:
+        # Then with 12.5 s left nothing is sent (API Gateway would cut the answer at 29 s while
+        # the task runs on, billed): a refusal saying so, and the hold given back
+        assert status >= 500 and "no time was left" in json.dumps(answer), (status, answer)
+        assert quota(accounts) == before
