@@ -54,6 +54,20 @@ def test_rpm_3_gives_three_answers_then_429s_in_every_dialect_with_retry_after(l
     assert "retry-after" in content.headers
     assert quota(server, user["user_id"]) == before  # the refusals moved nothing
     server.admin("set-limits", "--user", str(user["user_id"]), "--rpm", "0")
+    served_again(sdk)
+
+
+def served_again(sdk: openai.OpenAI) -> None:
+    """Waits until a cleared limit is in force: instances keep a user's limits for up to 5 s."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            sdk.chat.completions.create(model="m-small", messages=[{"role": "user", "content": "hi"}])
+            return
+        except openai.RateLimitError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def test_max_parallel_1_refuses_the_second_of_two_concurrent_streams(limited):
