@@ -301,3 +301,18 @@ def test_a_hold_makes_no_dynamodb_call_while_the_lease_has_the_units(store, acco
     finally:
         db.meta.events.unregister("before-call.dynamodb", count)
     assert calls == []
+
+
+def test_a_limited_key_short_of_the_hold_is_refused_naming_the_keys_own_remaining_quota(store, accounts, clock):
+    # Given an account with plenty of quota and a key limited to 500 units
+    accounts.create_user(username="keyshort", quota=100_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k", quota=500)[0]})
+    pool = leases.LeasePool(holder="one")
+    # When a request needs 900 units
+    with pytest.raises(InsufficientQuota) as refused:
+        billing.reserve_request(principal, 900, model="m-small", route="test", request_id="big", pool=pool)
+    # Then the refusal names the key's own remaining quota, and nothing moved
+    assert "this key's remaining quota is 500 units" in refused.value.message
+    assert accounts.get_key(principal.key_hash)["remain_quota"] == 500
+    assert accounts.get_user(USER, consistent=True)["quota"] == 100_000
+    assert leases.open_leases(USER) == []
