@@ -316,3 +316,26 @@ def test_a_limited_key_short_of_the_hold_is_refused_naming_the_keys_own_remainin
     assert accounts.get_key(principal.key_hash)["remain_quota"] == 500
     assert accounts.get_user(USER, consistent=True)["quota"] == 100_000
     assert leases.open_leases(USER) == []
+
+
+def test_a_lease_settlement_reports_the_units_billed_metric_and_a_lease_refund_does_not(store, accounts, clock, capsys):
+    import json
+
+    from gateway import observability
+
+    # Given a key whose requests hold on a quota lease, and an empty metrics buffer
+    accounts.create_user(username="metered", quota=100_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    pool = leases.LeasePool(holder="one")
+    observability.flush()
+    capsys.readouterr()
+    # When one request settles at 120 units and another is refunded, both on the lease
+    settled = billing.reserve_request(principal, 300, model="m-small", route="test", request_id="ls", pool=pool)
+    refunded = billing.reserve_request(principal, 300, model="m-small", route="test", request_id="lr", pool=pool)
+    billing.settle(settled, 120, pool=pool)
+    billing.refund(refunded, pool=pool)
+    observability.flush()
+    # Then the EMF output carries UnitsBilled 120 once, for the settlement alone
+    billed = [doc["UnitsBilled"] for doc in map(json.loads, filter(None, capsys.readouterr().out.splitlines()))
+              if "UnitsBilled" in doc]
+    assert billed == [[120.0]]
