@@ -339,3 +339,21 @@ def test_a_lease_settlement_reports_the_units_billed_metric_and_a_lease_refund_d
     billed = [doc["UnitsBilled"] for doc in map(json.loads, filter(None, capsys.readouterr().out.splitlines()))
               if "UnitsBilled" in doc]
     assert billed == [[120.0]]
+
+
+def test_a_new_lease_is_sized_by_the_holds_of_the_last_window(store, accounts, clock):
+    # Given an instance that held 100 requests of 10 units for one account within one window
+    accounts.create_user(username="busy", quota=10_000_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    pool = leases.LeasePool(holder="one")
+    for n in range(100):
+        billing.settle(billing.reserve_request(principal, 10, model="m-small", route="test", request_id=f"w{n}",
+                                               pool=pool), 10, pool=pool)
+    pool.wait_renewals()
+    # When the window is over and the next request asks for a lease
+    clock.advance(leases.WINDOW_SECONDS + 0.1)
+    pool.fold_idle()
+    assert leases.open_leases(USER) == []
+    billing.reserve_request(principal, 10, model="m-small", route="test", request_id="next", pool=pool)
+    # Then its lease holds as many requests as the last window did (100), not the default 64
+    assert [lease["granted"] for lease in leases.open_leases(USER)] == [100 * 10]
