@@ -357,3 +357,21 @@ def test_a_new_lease_is_sized_by_the_holds_of_the_last_window(store, accounts, c
     billing.reserve_request(principal, 10, model="m-small", route="test", request_id="next", pool=pool)
     # Then its lease holds as many requests as the last window did (100), not the default 64
     assert [lease["granted"] for lease in leases.open_leases(USER)] == [100 * 10]
+
+
+def test_a_lease_is_renewed_in_the_background_once_less_than_a_quarter_of_it_is_free(store, accounts, clock):
+    # Given a lease of 64 holds of 10 units (640), taken down to exactly a quarter free (160)
+    accounts.create_user(username="renew", quota=10_000_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    pool = leases.LeasePool(holder="one")
+    for n in range(48):
+        billing.settle(billing.reserve_request(principal, 10, model="m-small", route="test", request_id=f"r{n}",
+                                               pool=pool), 10, pool=pool)
+    pool.wait_renewals()
+    # Then no second lease was asked for yet
+    assert [lease["granted"] for lease in leases.open_leases(USER)] == [640]
+    # When one more hold leaves less than a quarter free
+    billing.reserve_request(principal, 10, model="m-small", route="test", request_id="r48", pool=pool)
+    pool.wait_renewals()
+    # Then the next lease is granted in the background
+    assert len(leases.open_leases(USER)) == 2
