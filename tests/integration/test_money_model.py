@@ -375,3 +375,31 @@ def test_a_lease_is_renewed_in_the_background_once_less_than_a_quarter_of_it_is_
     pool.wait_renewals()
     # Then the next lease is granted in the background
     assert len(leases.open_leases(USER)) == 2
+
+
+def test_ledger_entries_dynamodb_leaves_unprocessed_are_written_again_after_a_growing_wait(
+        store, accounts, clock, monkeypatch):
+    # Given DynamoDB answering the ledger's first two batch writes with every item unprocessed
+    accounts.create_user(username="throttled", quota=100_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    pool = leases.LeasePool(holder="one")
+    held = billing.reserve_request(principal, 300, model="m-small", route="test", request_id="slow", pool=pool)
+    db, throttled, waits = client("dynamodb"), [2], []
+
+    class Throttling:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(db, name)
+
+        def batch_write_item(self, **kwargs: Any) -> dict[str, Any]:
+            if throttled[0]:
+                throttled[0] -= 1
+                return {"UnprocessedItems": kwargs["RequestItems"]}
+            return db.batch_write_item(**kwargs)
+
+    monkeypatch.setattr(leases, "_db", Throttling)
+    monkeypatch.setattr(clock, "sleep", waits.append, raising=False)
+    # When the request settles
+    billing.settle(held, 120, pool=pool)
+    # Then its entry is in the ledger, written after waits of 5 ms then 10 ms (backing off)
+    assert [(e["request_id"], int(e["units"])) for e in accounts.ledger(USER)] == [("slow", 120)]
+    assert waits == [0.005, 0.01]
