@@ -403,3 +403,43 @@ def test_ledger_entries_dynamodb_leaves_unprocessed_are_written_again_after_a_gr
     # Then its entry is in the ledger, written after waits of 5 ms then 10 ms (backing off)
     assert [(e["request_id"], int(e["units"])) for e in accounts.ledger(USER)] == [("slow", 120)]
     assert waits == [0.005, 0.01]
+
+
+def test_closes_waiting_behind_a_lease_write_go_out_together_up_to_fifty_a_batch(store, accounts, clock, monkeypatch):
+    import threading
+    import time as real_time
+
+    # Given 51 requests held on one lease, and the first close's write held up
+    accounts.create_user(username="batched", quota=1_000_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    pool = leases.LeasePool(holder="one")
+    held = [billing.reserve_request(principal, 10, model="m-small", route="test", request_id=f"b{n}", pool=pool)
+            for n in range(51)]
+    lease = pool._leases[(USER, principal.key_hash)][0]
+    write, gate, sizes = leases._write_batch, threading.Event(), []
+
+    def held_up(lease_: leases.Lease, batch: list) -> None:
+        sizes.append(len(batch))
+        if len(sizes) == 1:
+            gate.wait(60)
+        write(lease_, batch)
+
+    monkeypatch.setattr(leases, "_write_batch", held_up)
+    threads = [threading.Thread(target=billing.settle, args=(reservation, 10), kwargs={"pool": pool})
+               for reservation in held]
+    threads[0].start()
+    deadline = real_time.monotonic() + 60
+    while not sizes and real_time.monotonic() < deadline:
+        real_time.sleep(0.01)
+    # When the other 50 close while it is being written
+    for thread in threads[1:]:
+        thread.start()
+    while len(lease.queue) < 50 and real_time.monotonic() < deadline:
+        real_time.sleep(0.01)
+    gate.set()
+    for thread in threads:
+        thread.join(60)
+    # Then they are written as one batch of 50, and every one is billed once
+    assert sizes == [1, 50]
+    assert len(accounts.ledger(USER)) == 51
+    assert accounts.get_user(USER, consistent=True)["used_quota"] == 510
