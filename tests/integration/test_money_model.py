@@ -341,15 +341,21 @@ def test_a_lease_settlement_reports_the_units_billed_metric_and_a_lease_refund_d
     assert billed == [[120.0]]
 
 
-def test_a_new_lease_is_sized_by_the_holds_of_the_last_window(store, accounts, clock):
-    # Given an instance that held 100 requests of 10 units for one account within one window
-    accounts.create_user(username="busy", quota=10_000_000, user_id=USER)
+def _settled_in_one_window(accounts, username: str, requests: int) -> tuple[Principal, leases.LeasePool]:
+    """A rich account whose one instance held and settled `requests` requests of 10 units, all at once."""
+    accounts.create_user(username=username, quota=10_000_000, user_id=USER)
     principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
     pool = leases.LeasePool(holder="one")
-    for n in range(100):
-        billing.settle(billing.reserve_request(principal, 10, model="m-small", route="test", request_id=f"w{n}",
-                                               pool=pool), 10, pool=pool)
+    for n in range(requests):
+        billing.settle(billing.reserve_request(principal, 10, model="m-small", route="test",
+                                               request_id=f"{username}{n}", pool=pool), 10, pool=pool)
     pool.wait_renewals()
+    return principal, pool
+
+
+def test_a_new_lease_is_sized_by_the_holds_of_the_last_window(store, accounts, clock):
+    # Given an instance that held 100 requests of 10 units for one account within one window
+    principal, pool = _settled_in_one_window(accounts, "busy", 100)
     # When the window is over and the next request asks for a lease
     clock.advance(leases.WINDOW_SECONDS + 0.1)
     pool.fold_idle()
@@ -361,13 +367,7 @@ def test_a_new_lease_is_sized_by_the_holds_of_the_last_window(store, accounts, c
 
 def test_a_lease_is_renewed_in_the_background_once_less_than_a_quarter_of_it_is_free(store, accounts, clock):
     # Given a lease of 64 holds of 10 units (640), taken down to exactly a quarter free (160)
-    accounts.create_user(username="renew", quota=10_000_000, user_id=USER)
-    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
-    pool = leases.LeasePool(holder="one")
-    for n in range(48):
-        billing.settle(billing.reserve_request(principal, 10, model="m-small", route="test", request_id=f"r{n}",
-                                               pool=pool), 10, pool=pool)
-    pool.wait_renewals()
+    principal, pool = _settled_in_one_window(accounts, "renew", 48)
     # Then no second lease was asked for yet
     assert [lease["granted"] for lease in leases.open_leases(USER)] == [640]
     # When one more hold leaves less than a quarter free
