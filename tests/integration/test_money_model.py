@@ -301,3 +301,145 @@ def test_a_hold_makes_no_dynamodb_call_while_the_lease_has_the_units(store, acco
     finally:
         db.meta.events.unregister("before-call.dynamodb", count)
     assert calls == []
+
+
+def test_a_limited_key_short_of_the_hold_is_refused_naming_the_keys_own_remaining_quota(store, accounts, clock):
+    # Given an account with plenty of quota and a key limited to 500 units
+    accounts.create_user(username="keyshort", quota=100_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k", quota=500)[0]})
+    pool = leases.LeasePool(holder="one")
+    # When a request needs 900 units
+    with pytest.raises(InsufficientQuota) as refused:
+        billing.reserve_request(principal, 900, model="m-small", route="test", request_id="big", pool=pool)
+    # Then the refusal names the key's own remaining quota, and nothing moved
+    assert "this key's remaining quota is 500 units" in refused.value.message
+    assert accounts.get_key(principal.key_hash)["remain_quota"] == 500
+    assert accounts.get_user(USER, consistent=True)["quota"] == 100_000
+    assert leases.open_leases(USER) == []
+
+
+def test_a_lease_settlement_reports_the_units_billed_metric_and_a_lease_refund_does_not(store, accounts, clock, capsys):
+    import json
+
+    from gateway import observability
+
+    # Given a key whose requests hold on a quota lease, and an empty metrics buffer
+    accounts.create_user(username="metered", quota=100_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    pool = leases.LeasePool(holder="one")
+    observability.flush()
+    capsys.readouterr()
+    # When one request settles at 120 units and another is refunded, both on the lease
+    settled = billing.reserve_request(principal, 300, model="m-small", route="test", request_id="ls", pool=pool)
+    refunded = billing.reserve_request(principal, 300, model="m-small", route="test", request_id="lr", pool=pool)
+    billing.settle(settled, 120, pool=pool)
+    billing.refund(refunded, pool=pool)
+    observability.flush()
+    # Then the EMF output carries UnitsBilled 120 once, for the settlement alone
+    billed = [doc["UnitsBilled"] for doc in map(json.loads, filter(None, capsys.readouterr().out.splitlines()))
+              if "UnitsBilled" in doc]
+    assert billed == [[120.0]]
+
+
+def _settled_in_one_window(accounts, username: str, requests: int) -> tuple[Principal, leases.LeasePool]:
+    """A rich account whose one instance held and settled `requests` requests of 10 units, all at once."""
+    accounts.create_user(username=username, quota=10_000_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    pool = leases.LeasePool(holder="one")
+    for n in range(requests):
+        billing.settle(billing.reserve_request(principal, 10, model="m-small", route="test",
+                                               request_id=f"{username}{n}", pool=pool), 10, pool=pool)
+    pool.wait_renewals()
+    return principal, pool
+
+
+def test_a_new_lease_is_sized_by_the_holds_of_the_last_window(store, accounts, clock):
+    # Given an instance that held 100 requests of 10 units for one account within one window
+    principal, pool = _settled_in_one_window(accounts, "busy", 100)
+    # When the window is over and the next request asks for a lease
+    clock.advance(leases.WINDOW_SECONDS + 0.1)
+    pool.fold_idle()
+    assert leases.open_leases(USER) == []
+    billing.reserve_request(principal, 10, model="m-small", route="test", request_id="next", pool=pool)
+    # Then its lease holds as many requests as the last window did (100), not the default 64
+    assert [lease["granted"] for lease in leases.open_leases(USER)] == [100 * 10]
+
+
+def test_a_lease_is_renewed_in_the_background_once_less_than_a_quarter_of_it_is_free(store, accounts, clock):
+    # Given a lease of 64 holds of 10 units (640), taken down to exactly a quarter free (160)
+    principal, pool = _settled_in_one_window(accounts, "renew", 48)
+    # Then no second lease was asked for yet
+    assert [lease["granted"] for lease in leases.open_leases(USER)] == [640]
+    # When one more hold leaves less than a quarter free
+    billing.reserve_request(principal, 10, model="m-small", route="test", request_id="r48", pool=pool)
+    pool.wait_renewals()
+    # Then the next lease is granted in the background
+    assert len(leases.open_leases(USER)) == 2
+
+
+def test_ledger_entries_dynamodb_leaves_unprocessed_are_written_again_after_a_growing_wait(
+        store, accounts, clock, monkeypatch):
+    # Given DynamoDB answering the ledger's first two batch writes with every item unprocessed
+    accounts.create_user(username="throttled", quota=100_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    pool = leases.LeasePool(holder="one")
+    held = billing.reserve_request(principal, 300, model="m-small", route="test", request_id="slow", pool=pool)
+    db, throttled, waits = client("dynamodb"), [2], []
+
+    class Throttling:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(db, name)
+
+        def batch_write_item(self, **kwargs: Any) -> dict[str, Any]:
+            if throttled[0]:
+                throttled[0] -= 1
+                return {"UnprocessedItems": kwargs["RequestItems"]}
+            return db.batch_write_item(**kwargs)
+
+    monkeypatch.setattr(leases, "_db", Throttling)
+    monkeypatch.setattr(clock, "sleep", waits.append, raising=False)
+    # When the request settles
+    billing.settle(held, 120, pool=pool)
+    # Then its entry is in the ledger, written after waits of 5 ms then 10 ms (backing off)
+    assert [(e["request_id"], int(e["units"])) for e in accounts.ledger(USER)] == [("slow", 120)]
+    assert waits == [0.005, 0.01]
+
+
+def test_closes_waiting_behind_a_lease_write_go_out_together_up_to_fifty_a_batch(store, accounts, clock, monkeypatch):
+    import threading
+    import time as real_time
+
+    # Given 51 requests held on one lease, and the first close's write held up
+    accounts.create_user(username="batched", quota=1_000_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    pool = leases.LeasePool(holder="one")
+    held = [billing.reserve_request(principal, 10, model="m-small", route="test", request_id=f"b{n}", pool=pool)
+            for n in range(51)]
+    lease = pool._leases[(USER, principal.key_hash)][0]
+    write, gate, sizes = leases._write_batch, threading.Event(), []
+
+    def held_up(lease_: leases.Lease, batch: list) -> None:
+        sizes.append(len(batch))
+        if len(sizes) == 1:
+            gate.wait(60)
+        write(lease_, batch)
+
+    monkeypatch.setattr(leases, "_write_batch", held_up)
+    threads = [threading.Thread(target=billing.settle, args=(reservation, 10), kwargs={"pool": pool})
+               for reservation in held]
+    threads[0].start()
+    deadline = real_time.monotonic() + 60
+    while not sizes and real_time.monotonic() < deadline:
+        real_time.sleep(0.01)
+    # When the other 50 close while it is being written
+    for thread in threads[1:]:
+        thread.start()
+    while len(lease.queue) < 50 and real_time.monotonic() < deadline:
+        real_time.sleep(0.01)
+    gate.set()
+    for thread in threads:
+        thread.join(60)
+    # Then they are written as one batch of 50, and every one is billed once
+    assert sizes == [1, 50]
+    assert len(accounts.ledger(USER)) == 51
+    assert accounts.get_user(USER, consistent=True)["used_quota"] == 510

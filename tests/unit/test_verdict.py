@@ -63,3 +63,14 @@ def test_retryable_task_submit_failures_are_collected_then_summed_up():
     # And a last attempt that timed out makes the whole a 504
     record_failure(_Channel(), UpstreamError(504, "timed out", retryable=True), failures)
     assert isinstance(exhausted_error(failures), UpstreamTimeout)
+
+
+def test_the_summary_counts_the_attempts_in_words_that_agree():
+    # Given one channel that failed, then a second one
+    failures: list = []
+    record_failure(_Channel(), UpstreamError(500, "boom"), failures)
+    # Then the client reads "1 upstream attempt failed", in the singular
+    assert exhausted_error(failures).message.startswith("1 upstream attempt failed; last: boom")
+    # And after a second failure, "2 upstream attempts failed"
+    record_failure(_Channel(), UpstreamError(502, "bad gateway"), failures)
+    assert exhausted_error(failures).message.startswith("2 upstream attempts failed; last: bad gateway")
