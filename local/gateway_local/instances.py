@@ -6,7 +6,8 @@ module. The runner does the same inside one process:
 
 - an instance is a separate load of the function's `app.py` (its own Powertools resolver, its
   own module globals), lent to one request at a time; a function has at most
-  `GATEWAY_LOCAL_INSTANCES` of them (default: the number of cores), made on first need, and a
+  `GATEWAY_LOCAL_INSTANCES` of them (default: the number of cores; eight per core for the
+  streaming function, whose instances mostly wait on the upstream), made on first need, and a
   request that finds every instance busy waits for one, as it would at a concurrency limit;
 - buffered functions run in worker threads. Powertools keeps the current event and context on
   its `BaseRouter` class, shared by every resolver of the process; `isolate_router_state` makes
@@ -35,15 +36,22 @@ from typing import Any
 
 from gateway_local.template import Function
 
+# The streaming text function's instances spend most of a request waiting on the upstream (a
+# generation takes seconds) on the runner's event loop, not on a core of their own: as many as
+# this per core by default, so that a few slow answers do not queue everyone else's.
+STREAMING_INSTANCES_PER_CORE = 8
 
-def instance_limit() -> int:
-    """Instances per function: `GATEWAY_LOCAL_INSTANCES`, else the number of cores."""
+
+def instance_limit(*, streaming: bool = False) -> int:
+    """Instances per function: `GATEWAY_LOCAL_INSTANCES`, else the number of cores (eight per
+    core for the streaming function)."""
     value = os.environ.get("GATEWAY_LOCAL_INSTANCES", "").strip()
     if value:
         if not value.isdigit() or int(value) < 1:
             raise ValueError(f"GATEWAY_LOCAL_INSTANCES must be a whole number of at least 1, got '{value}'")
         return int(value)
-    return os.cpu_count() or 1
+    cores = os.cpu_count() or 1
+    return cores * STREAMING_INSTANCES_PER_CORE if streaming else cores
 
 
 def load_module(function: Function, instance: int = 1) -> Any:

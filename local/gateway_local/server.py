@@ -487,13 +487,12 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
 
     handlers: dict[str, Callable] = {}
     streaming_apps: dict[str, Any] = {}
-    limit = instance_limit()
     isolate_router_state()
     for function in template.functions.values():
         if function.streaming:
-            streaming_apps[function.logical_id] = AsgiPool(function, limit)
+            streaming_apps[function.logical_id] = AsgiPool(function, instance_limit(streaming=True))
         else:
-            handlers[function.logical_id] = FunctionPool(function, limit).invoke
+            handlers[function.logical_id] = FunctionPool(function, instance_limit()).invoke
 
     from gateway.store.aws import client
 

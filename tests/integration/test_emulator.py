@@ -275,6 +275,25 @@ def test_plain_updates_give_what_moto_own_way_gives(scratch, monkeypatch, how, e
         assert mine == theirs, case[0]
 
 
+def test_an_update_too_large_for_the_item_changes_none_of_it(scratch):
+    # Given an item, and an update whose two values each fit but together pass the 400 KB limit
+    key = to_item({"pk": "big", "sk": "A"})
+    scratch.put_item(TableName=TABLE, Item={**key, "n": {"N": "1"}})
+    # When it is applied
+    with pytest.raises(ClientError) as refused:
+        scratch.update_item(TableName=TABLE, Key=key, UpdateExpression="SET a = :a, b = :b ADD n :one",
+                            ExpressionAttributeValues={":a": {"S": "x" * 210_000}, ":b": {"S": "y" * 210_000},
+                                                       ":one": {"N": "1"}})
+    # Then DynamoDB's error, and the item is as it was (not half updated)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert "size" in refused.value.response["Error"]["Message"].lower()
+    assert _get(scratch, "big") == {"pk": "big", "sk": "A", "n": 1}
+    # And one that fits is applied whole
+    scratch.update_item(TableName=TABLE, Key=key, UpdateExpression="SET a = :a ADD n :one",
+                        ExpressionAttributeValues={":a": {"S": "x" * 210_000}, ":one": {"N": "1"}})
+    assert _get(scratch, "big")["n"] == 2 and len(_get(scratch, "big")["a"]) == 210_000
+
+
 # --- global index partitions (moto_fixes 11.) -----------------------------------------------------------
 
 INDEXED = "EmulatorIndexed"

@@ -9,6 +9,7 @@ dropped with whatever it held. A fake clock drives the lease windows and the swe
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,8 +87,8 @@ def check(accounts, book: Ledger, limited: Principal, pools: dict[int, leases.Le
     assert key["remain_quota"] + sum(lease["granted"] for lease in mine) + key["used_quota"] == book.key_added
     # What was used is what the ledger says was charged (the one entry a torn close may still owe
     # is on its lease, to be written by the fold)
-    owed = [entry for lease in open_leases for entry in lease.get("last_entries") or []
-            if entry["request_id"] not in written]
+    owed = [from_item(entry) for lease in open_leases for entry in leases.carried_entries(lease)
+            if from_item(entry)["request_id"] not in written]
     charged = sum(int(entry["units"]) for entry in entries) + sum(int(entry["units"]) for entry in owed)
     assert charged == profile["used_quota"] + sum(lease["spent"] for lease in open_leases)
     assert charged <= book.user_added  # never more than was ever put in: no overspend
@@ -443,3 +444,13 @@ def test_closes_waiting_behind_a_lease_write_go_out_together_up_to_fifty_a_batch
     assert sizes == [1, 50]
     assert len(accounts.ledger(USER)) == 51
     assert accounts.get_user(USER, consistent=True)["used_quota"] == 510
+
+
+def test_the_entries_a_lease_carries_read_back_as_written_in_either_form():
+    # The entries of a lease's last batch are one JSON string of DynamoDB items; a lease written
+    # before that (a list of entries) still hands its entries to the fold
+    entry = {"pk": "ledger", "sk": "2026-11-24#r1", "request_id": "r1", "units": 5, "detail": {"price": 1.25}}
+    assert leases.carried_entries({"last_entries": json.dumps([to_item(entry)])}) == [to_item(entry)]
+    assert leases.carried_entries({"last_entries": [entry]}) == [to_item(entry)]
+    assert leases.carried_entries({"status": "open"}) == []
+    assert from_item(leases.carried_entries({"last_entries": json.dumps([to_item(entry)])})[0]) == entry

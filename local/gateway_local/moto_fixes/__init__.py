@@ -29,7 +29,10 @@ moto is the local stand-in for DynamoDB; the gateway's storage code is the one t
    that are not keys. Those are applied directly, with moto's own value types, arithmetic and
    size limit; anything else (a nested path, a function, arithmetic, a set, DELETE, a key
    attribute, a reserved word, a name or value not given, a type mismatch, a table with a
-   stream) goes moto's own way, which also says what is wrong with it.
+   stream) goes moto's own way, which also says what is wrong with it. The item's size is summed once
+   for the whole update, with its new values, not once per attribute set (moto's
+   `LimitedSizeDict` sums the whole item on each): an update that would make the item too large
+   changes nothing.
 8. A transaction checks each operation's condition, then hands the operation to moto's
    put/update/delete with the same condition, which parses and checks it again on the same
    item; here it is checked once.

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# The size of an item LimitedSizeDict allows (moto's stand-in for DynamoDB's 400 KB).
+ITEM_SIZE_LIMIT = 405_000
+
 
 def install(originals: dict[str, Any]) -> None:
     from moto.core.common_models import BaseModel
@@ -28,6 +31,6 @@ def _item_init(self: Any, hash_key: Any, range_key: Any, attrs: dict[str, Any]) 
     for key, value in attrs.items():
         typed = DynamoType(value)
         size += bytesize(key) + typed.size()
-        if size > 405000:  # LimitedSizeDict's limit
+        if size > ITEM_SIZE_LIMIT:
             raise ItemSizeTooLarge
         dict.__setitem__(self.attrs, key, typed)

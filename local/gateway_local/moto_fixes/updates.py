@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway_local.moto_fixes import queries
+from gateway_local.moto_fixes.items import ITEM_SIZE_LIMIT
 
 PARSED_LIMIT = 1024  # distinct expressions kept parsed (the gateway uses a few dozen)
 
@@ -169,7 +170,8 @@ def _plain_update(original: Any) -> Any:
                     return_values_on_condition_check_failure: str | None = None) -> Any:
         from moto.dynamodb.comparisons import create_condition_expression_parser
         from moto.dynamodb.exceptions import ConditionalCheckFailed, ItemSizeToUpdateTooLarge
-        from moto.dynamodb.models.dynamo_type import DynamoType, ItemSizeTooLarge
+        from moto.dynamodb.models.dynamo_type import DynamoType
+        from moto.dynamodb.models.utilities import bytesize
 
         def moto_way() -> Any:
             return original(self, table_name, key, update_expression, expression_attribute_names,
@@ -204,17 +206,26 @@ def _plain_update(original: Any) -> Any:
                 data[table.range_key_attr] = {range_value.type: range_value.value}
             table.put_item(data)
             item = table.get_item(hash_value, range_value)
-        try:
-            for action, name, value in actions:
-                if action == SET:
-                    item.attrs[name] = value
-                elif action == ADD:
-                    current = item.attrs.get(name)
-                    item.attrs[name] = (current if current is not None else DynamoType({"N": "0"})) + value
-                else:
-                    item.attrs.pop(name, None)
-        except ItemSizeTooLarge:
-            raise ItemSizeToUpdateTooLarge() from None
+        # The new values first, then the size of the item they make (LimitedSizeDict sums the
+        # whole item again on every attribute set: once per action, most of an update's cost).
+        changed: dict[str, Any] = {}
+        for action, name, value in actions:
+            if action == SET:
+                changed[name] = value
+            elif action == ADD:
+                current = changed[name] if name in changed else item.attrs.get(name)
+                changed[name] = (current if current is not None else DynamoType({"N": "0"})) + value
+            else:
+                changed[name] = None
+        size = sum(bytesize(name) + value.size() for name, value in item.attrs.items() if name not in changed)
+        size += sum(bytesize(name) + value.size() for name, value in changed.items() if value is not None)
+        if size > ITEM_SIZE_LIMIT:
+            raise ItemSizeToUpdateTooLarge()
+        for name, value in changed.items():
+            if value is None:
+                item.attrs.pop(name, None)
+            else:
+                dict.__setitem__(item.attrs, name, value)
         return item
 
     return update_item

@@ -74,3 +74,16 @@ def test_a_path_parameter_may_hold_a_newline_as_api_gateway_allows(template):
     # A decoded %0A in a model name still reaches the content route (which then refuses it)
     found = template.route_for("POST", "/v1beta/models/a\nb:generateContent")
     assert found is not None and found[1]["proxy"] == "a\nb:generateContent"
+
+
+def test_the_streaming_function_has_eight_instances_per_core_unless_told(monkeypatch):
+    from gateway_local.instances import instance_limit
+
+    monkeypatch.delenv("GATEWAY_LOCAL_INSTANCES", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 3)
+    assert instance_limit() == 3 and instance_limit(streaming=True) == 24
+    monkeypatch.setenv("GATEWAY_LOCAL_INSTANCES", "5")
+    assert instance_limit() == 5 and instance_limit(streaming=True) == 5
+    monkeypatch.setenv("GATEWAY_LOCAL_INSTANCES", "0")
+    with pytest.raises(ValueError, match="at least 1"):
+        instance_limit(streaming=True)

@@ -21,7 +21,8 @@ and the same for a limited key (`remain_quota`, its leases, `used_quota`).
 - **Close** (settle or refund; a group commit per lease, `_commit`): one batch of closes at a
   time per lease, two writes per batch, in this order:
   1. the lease item: `ADD spent, requests` and the day counters, `SET last_batch, last_entries`
-     (the batch's ledger entries), conditioned on the lease being open, on `spent` staying within
+     (the batch's ledger entries as DynamoDB items, in one JSON string: the lease item stays one
+     small attribute larger, whatever the batch holds), conditioned on the lease being open, on `spent` staying within
      `granted`, and on `last_batch` not being this batch (a retry after an answer lost on the way
      is recognised, never counted twice);
   2. the ledger entries (`BatchWriteItem`; writing one again is the same entry).
@@ -41,6 +42,7 @@ usage and the subscription include every request the moment its close is written
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -454,9 +456,10 @@ def _write_batch(lease: Lease, batch: list[_Close]) -> None:
             counters[name] = counters.get(name, 0) + amount
     charge = sum(close.charge for close in batch)
     batch_id = batch[0].reservation.reservation_id
+    items = [to_item(close.item) for close in batch]
     names = {"#s": "status", **{f"#c{n}": name for n, name in enumerate(counters)}}
     values: dict[str, Any] = {":u": charge, ":r": sum(1 for close in batch if close.outcome == SETTLED),
-                              ":open": OPEN, ":batch": batch_id, ":entries": [close.item for close in batch],
+                              ":open": OPEN, ":batch": batch_id, ":entries": json.dumps(items, separators=(",", ":")),
                               ":max": lease.granted - charge,
                               **{f":c{n}": amount for n, amount in enumerate(counters.values())}}
     additions = ", ".join(["spent :u", "requests :r", *(f"#c{n} :c{n}" for n in range(len(counters)))])
@@ -475,13 +478,24 @@ def _write_batch(lease: Lease, batch: list[_Close]) -> None:
             raise RuntimeError(f"lease {lease.lease_id} refused a batch of {len(batch)} closes: status "
                                f"{found.get('status')}, spent {found.get('spent')} of {found.get('granted')}") from None
         # Counted already: the answer to the first try was lost on the way.
-    _put_entries([close.item for close in batch])
+    _put_entries(items)
+
+
+def carried_entries(lease: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ledger entries a lease record carries (its last batch's), as DynamoDB items."""
+    carried = lease.get("last_entries")
+    if not carried:
+        return []
+    if isinstance(carried, str):
+        return json.loads(carried)
+    return [to_item(item) for item in carried]  # a lease written before they were one string
 
 
 def _put_entries(items: list[dict[str, Any]]) -> None:
-    """Writes ledger entries (again, if need be: the same item twice is one entry)."""
+    """Writes ledger entries, given as DynamoDB items (again, if need be: the same item twice is
+    one entry)."""
     for start in range(0, len(items), 25):
-        puts = [{"PutRequest": {"Item": to_item(item)}} for item in items[start:start + 25]]
+        puts = [{"PutRequest": {"Item": item}} for item in items[start:start + 25]]
         requests: dict[str, Any] = {_table(): puts}
         for attempt in range(10):
             answer = _db().batch_write_item(RequestItems=requests)
@@ -505,7 +519,7 @@ def fold(user_id: int, lease_id: str, *, reason: str) -> bool:
         if not lease or lease.get("status") != OPEN:
             return False
         if lease.get("last_entries"):
-            _put_entries(lease["last_entries"])  # closes whose holder died between their two writes
+            _put_entries(carried_entries(lease))  # closes whose holder died between their two writes
         granted, spent, requests = int(lease["granted"]), int(lease["spent"]), int(lease["requests"])
         back = granted - spent
         writes: list[dict[str, Any]] = [
