@@ -294,6 +294,80 @@ def test_an_update_too_large_for_the_item_changes_none_of_it(scratch):
     assert _get(scratch, "big")["n"] == 2 and len(_get(scratch, "big")["a"]) == 210_000
 
 
+# --- DynamoDB calls handed to moto's handler without a web request (emulator.py) ------------------
+
+_CALLS = [  # (operation, parameters): a sequence, each call on what the ones before left
+    ("put_item", {"TableName": TABLE, "Item": {"pk": {"S": "c"}, "sk": {"S": "A"}, "n": {"N": "1"}}}),
+    ("put_item", {"TableName": TABLE, "Item": {"pk": {"S": "c"}, "sk": {"S": "A"}},
+                  "ConditionExpression": "attribute_not_exists(pk)", "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}),
+    ("update_item", {"TableName": TABLE, "Key": {"pk": {"S": "c"}, "sk": {"S": "A"}},
+                     "UpdateExpression": "ADD n :one SET t = :t", "ReturnValues": "UPDATED_NEW",
+                     "ExpressionAttributeValues": {":one": {"N": "1"}, ":t": {"S": "x"}}}),
+    ("update_item", {"TableName": TABLE, "Key": {"pk": {"S": "c"}, "sk": {"S": "A"}},
+                     "UpdateExpression": "SET t = :t", "ConditionExpression": "n = :nine",
+                     "ExpressionAttributeValues": {":t": {"S": "y"}, ":nine": {"N": "9"}}}),
+    ("update_item", {"TableName": TABLE, "Key": {"pk": {"S": "c"}, "sk": {"S": "A"}},
+                     "UpdateExpression": "SET t = :unused"}),  # a value not given
+    ("get_item", {"TableName": TABLE, "Key": {"pk": {"S": "c"}, "sk": {"S": "A"}}, "ConsistentRead": True}),
+    ("get_item", {"TableName": "NoSuchTable", "Key": {"pk": {"S": "c"}, "sk": {"S": "A"}}}),
+    ("get_item", {"TableName": TABLE, "Key": {"pk": {"S": "c"}}}),  # half a key
+    ("batch_write_item", {"RequestItems": {TABLE: [
+        {"PutRequest": {"Item": {"pk": {"S": "c"}, "sk": {"S": f"B{i}"}, "m": {"M": {"l": {"L": [{"N": str(i)}]}}}}}}
+        for i in range(3)]}}),
+    ("query", {"TableName": TABLE, "KeyConditionExpression": "pk = :p", "Limit": 2,
+               "ExpressionAttributeValues": {":p": {"S": "c"}}}),
+    ("transact_write_items", {"TransactItems": [
+        {"Update": {"TableName": TABLE, "Key": {"pk": {"S": "c"}, "sk": {"S": "A"}}, "UpdateExpression": "ADD n :one",
+                    "ExpressionAttributeValues": {":one": {"N": "1"}}}},
+        {"ConditionCheck": {"TableName": TABLE, "Key": {"pk": {"S": "c"}, "sk": {"S": "B0"}},
+                            "ConditionExpression": "attribute_not_exists(pk)"}}]}),
+    ("put_item", {"TableName": TABLE, "Item": {"pk": {"S": "c"}, "sk": {"S": "bin"}, "b": {"B": b"\x00\xff"}}}),
+    ("get_item", {"TableName": TABLE, "Key": {"pk": {"S": "c"}, "sk": {"S": "bin"}}}),
+    ("delete_item", {"TableName": TABLE, "Key": {"pk": {"S": "c"}, "sk": {"S": "B1"}}, "ReturnValues": "ALL_OLD"}),
+    ("describe_table", {"TableName": TABLE}),
+]
+
+
+def _outcomes(db) -> list[Any]:
+    for item in db.scan(TableName=TABLE).get("Items", []):
+        db.delete_item(TableName=TABLE, Key={"pk": item["pk"], "sk": item["sk"]})
+    seen: list[Any] = []
+    for operation, params in _CALLS:
+        try:
+            answer = getattr(db, operation)(**params)
+            answer.pop("ResponseMetadata")
+            answer.get("Table", {}).pop("CreationDateTime", None)
+            seen.append(answer)
+        except ClientError as error:
+            seen.append((error.response["ResponseMetadata"]["HTTPStatusCode"], error.response["Error"],
+                         error.response.get("Item"), error.response.get("CancellationReasons")))
+    return seen
+
+
+def test_dynamodb_calls_without_a_web_request_answer_as_moto_whole_way(scratch, monkeypatch):
+    # Given calls of every kind the gateway makes, some refused, one with a binary value
+    from gateway_local import emulator
+
+    taken: list[bool] = []
+    direct_call = emulator._dynamodb_call
+
+    def counted(*args: Any) -> Any:
+        call = direct_call(*args)
+        taken.append(call is not None)
+        return call
+
+    monkeypatch.setattr(emulator, "_dynamodb_call", counted)
+    # When they are answered the direct way, then moto's whole way (a werkzeug request, its parser)
+    direct = _outcomes(scratch)
+    assert taken.count(True) > len(_CALLS) - 2 and taken.count(False) >= 1  # a binary value goes the whole way
+    monkeypatch.setattr(emulator, "_dynamodb_call", lambda *a: None)
+    whole = _outcomes(scratch)
+    # Then every answer and every error is the same
+    for (operation, _), mine, theirs in zip(_CALLS, direct, whole, strict=True):
+        assert mine == theirs, operation
+    assert direct[-3]["Item"]["b"] == {"B": b"\x00\xff"}
+
+
 # --- global index partitions (moto_fixes 11.) -----------------------------------------------------------
 
 INDEXED = "EmulatorIndexed"
