@@ -454,3 +454,58 @@ def test_the_entries_a_lease_carries_read_back_as_written_in_either_form():
     assert leases.carried_entries({"last_entries": [entry]}) == [to_item(entry)]
     assert leases.carried_entries({"status": "open"}) == []
     assert from_item(leases.carried_entries({"last_entries": json.dumps([to_item(entry)])})[0]) == entry
+
+
+def _concurrent_closes(accounts, monkeypatch, *, holds: int, closing: int, linger: float):
+    """`holds` requests held on one instance's lease, `closing` of them settled at once from their
+    own threads: the batches written, and how long the closes took."""
+    import threading
+    import time
+
+    accounts.create_user(username="batches", quota=1_000_000, user_id=USER)
+    secret, _ = accounts.create_key(USER, name="k", quota=None)
+    principal = authenticate({"x-api-key": secret})
+    pool = leases.LeasePool(holder="one")
+    held = [billing.reserve_request(principal, 100, model="m-small", route="test", request_id=f"b{n}", pool=pool)
+            for n in range(holds)]
+    batches: list[int] = []
+    write_batch = leases._write_batch
+    monkeypatch.setattr(leases, "_write_batch", lambda lease, batch: batches.append(len(batch)) or
+                        write_batch(lease, batch))
+    monkeypatch.setattr(leases, "LINGER_SECONDS", linger)
+    start = threading.Barrier(closing)
+    started = time.monotonic()
+
+    def close(reservation: billing.Reservation) -> None:
+        start.wait()
+        assert billing.settle(reservation, 40, pool=pool) is True
+
+    threads = [threading.Thread(target=close, args=(reservation,)) for reservation in held[:closing]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    took = time.monotonic() - started
+    assert {entry["request_id"] for entry in accounts.ledger(USER)} == {f"b{n}" for n in range(closing)}
+    return batches, took
+
+
+def test_closes_of_one_lease_at_once_are_written_as_one_batch(store, accounts, monkeypatch):
+    # Given four requests held on one lease, all settled at the same moment
+    batches, took = _concurrent_closes(accounts, monkeypatch, holds=4, closing=4, linger=5.0)
+    # Then one batch carries them all, written as soon as the last joined (not after the linger)
+    assert batches == [4] and took < 4.0
+
+
+def test_a_batch_waits_a_moment_for_the_lease_other_open_holds_and_no_longer(store, accounts, monkeypatch):
+    # Given five requests held on one lease, three settled at once while two are still running
+    batches, took = _concurrent_closes(accounts, monkeypatch, holds=5, closing=3, linger=0.3)
+    # Then the three are one batch, written once the linger ran out
+    assert batches == [3] and 0.25 <= took < 3.0
+
+
+def test_the_lease_only_hold_is_written_at_once(store, accounts, monkeypatch):
+    # Given one request on its lease (one request per instance, as deployed)
+    batches, took = _concurrent_closes(accounts, monkeypatch, holds=1, closing=1, linger=5.0)
+    # Then its close waits for no one
+    assert batches == [1] and took < 2.0
