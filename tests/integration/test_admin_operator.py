@@ -18,6 +18,21 @@ from gateway.store.accounts import KeyNotFound
 from tests.conftest import ROOT
 
 
+def test_list_users_counts_what_open_quota_leases_hold_and_spent(demo):
+    # Given a request held and settled on the demo user's quota lease (still open, not folded)
+    from gateway.admission import leases
+
+    before = next(u for u in admin.run(["list-users"])["users"] if u["username"] == "demo")
+    principal = authenticate({"x-api-key": demo["key"]})
+    held = billing.reserve_request(principal, 500, model="m-small", route="test", request_id="listed")
+    billing.settle(held, 120)
+    assert leases.open_leases(1), "the lease is still open"
+    # Then the operator's list shows the quota and the spend as the user sees them
+    after = next(u for u in admin.run(["list-users"])["users"] if u["username"] == "demo")
+    assert after["quota"] == before["quota"] - 120
+    assert after["used_quota"] == before["used_quota"] + 120 and after["request_count"] == before["request_count"] + 1
+
+
 def test_list_disable_and_enable_users(demo, capsys):
     other = admin.run(["create-user", "--username", "bo"])
     users = admin.run(["list-users"])["users"]

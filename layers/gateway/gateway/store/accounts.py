@@ -482,16 +482,19 @@ class AccountsRepository:
     # Operator actions (admin command line) ---------------------------------------------------
 
     def list_users(self) -> list[dict[str, Any]]:
-        """Every user profile, by id (a Scan: an operator's occasional question, not a request path)."""
+        """Every user profile as users see it (the units on open quota leases included, as
+        `get_user`), by id (a Scan: an operator's occasional question, not a request path)."""
         params: dict[str, Any] = {"TableName": self.table, "FilterExpression": "sk = :profile",
                                   "ExpressionAttributeValues": to_values({":profile": PROFILE})}
-        users: list[dict[str, Any]] = []
+        ids: list[int] = []
         while True:
             answer = self._db.scan(**params)
-            users.extend(from_item(item) for item in answer.get("Items", []))
+            ids.extend(int(from_item(item)["id"]) for item in answer.get("Items", []))
             if "LastEvaluatedKey" not in answer:
-                return sorted(users, key=lambda u: int(u["id"]))
+                break
             params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        users = (self.get_user(user_id, consistent=True) for user_id in sorted(ids))
+        return [user for user in users if user is not None]
 
     def set_user_enabled(self, user_id: int, enabled: bool) -> list[str]:
         """Disables a user (profile status 2, each active key `disabled`, so every key is refused at
