@@ -4,6 +4,7 @@ send, and how they read latency and memory. Not a benchmark itself."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -191,12 +192,17 @@ def load(url: str, headers: dict[str, str], requests: int, concurrency: int, bod
     return Run(latencies, time.perf_counter() - started)
 
 
-def interleaved(targets: dict[str, tuple[str, dict[str, str]]], requests: int) -> dict[str, Run]:
-    """Concurrency 1, the targets taking turns request by request, so each sees the same machine."""
+def interleaved(targets: dict[str, tuple[str, dict[str, str]]], requests: int, seed: int = 11) -> dict[str, Run]:
+    """Concurrency 1, the targets taking turns request by request, so each sees the same machine;
+    in a new (seeded) order each round, so that the work a target leaves running after its answer
+    (a proxy's logging callbacks) slows each of the targets after it alike, not always the same one."""
     runs = {name: Run([], 0.0) for name in targets}
+    order, shuffle = list(targets), random.Random(seed).shuffle
     with httpx.Client(timeout=60) as http:
         for _ in range(requests):
-            for name, (url, headers) in targets.items():
+            shuffle(order)
+            for name in order:
+                url, headers = targets[name]
                 started = time.perf_counter()
                 answer = http.post(url, json=CHAT, headers=headers)
                 took = time.perf_counter() - started

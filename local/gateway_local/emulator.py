@@ -509,6 +509,15 @@ class _Calls:
         return status, dict(found), data
 
 
+_CALLS_SOCKET = "calls.sock"
+
+
+def route_calls_to_emulator(endpoint_url: str, address: str) -> None:
+    """This process's boto3 calls to `endpoint_url` go to the emulator's process over its Unix
+    socket at `address` (any process of the runner: the first, and the serving ones after it)."""
+    _route_calls(endpoint_url, _Calls(address))
+
+
 @dataclass
 class EmulatorProcess:
     """The emulator's process, seen from the runner: its addresses, resources and stop."""
@@ -526,6 +535,11 @@ class EmulatorProcess:
 
     def environment(self) -> dict[str, str]:
         return _environment_of(self.template, {**self.buckets, **self.queues, **self.tables})
+
+    @property
+    def calls_address(self) -> str:
+        """The Unix socket that answers the runner's processes' calls (`route_calls_to_emulator`)."""
+        return os.path.join(self._socket_dir, _CALLS_SOCKET)
 
     def model_counts(self) -> ModelCounts | None:
         """What the emulator's DynamoDB model has counted so far (None when it is off)."""
@@ -560,7 +574,7 @@ def start_emulator_process(template_path: Path | str, state_directory: Path, *, 
     context = multiprocessing.get_context("fork")
     mine, theirs = context.Pipe()
     socket_dir = tempfile.mkdtemp(prefix="gateway-emulator-")
-    address = os.path.join(socket_dir, "calls.sock")
+    address = os.path.join(socket_dir, _CALLS_SOCKET)
     process = context.Process(target=_emulator_main, name="aws-emulator",
                               args=(theirs, mine, str(template_path), str(state_directory), fresh, address))
     process.start()
@@ -570,7 +584,7 @@ def start_emulator_process(template_path: Path | str, state_directory: Path, *, 
         process.join(timeout=10)
         shutil.rmtree(socket_dir, ignore_errors=True)
         raise RuntimeError(ready["error"])
-    _route_calls(ready["endpoint_url"], _Calls(address))
+    route_calls_to_emulator(ready["endpoint_url"], address)
     _point_boto3_at(ready["endpoint_url"])
     emulator = EmulatorProcess(template=load_template(template_path), endpoint_url=ready["endpoint_url"],
                                tables=ready["tables"], queues=ready["queues"], buckets=ready["buckets"],

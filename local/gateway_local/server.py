@@ -43,6 +43,7 @@ from gateway_local.emulator import (
     start_emulator_process,
 )
 from gateway_local.instances import AsgiPool, FunctionPool, instance_limit, isolate_router_state
+from gateway_local.processes import listening_socket, process_count, start_helpers
 from gateway_local.state import demo_credentials, demo_quota_changed, state_dir
 from gateway_local.template import Template, read_template, schedule_seconds
 
@@ -142,12 +143,17 @@ class GatewayApp:
         timeout) before an instance is lent, instances lent fairly across principals."""
         from gateway import auth, keys
         from gateway.errors import GatewayError
+        from gateway.store.aws import WouldWait, no_wait
 
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
         if scope["path"] not in KEYLESS_STREAMING_PATHS:
             try:
-                await anyio.to_thread.run_sync(_check_key, pairs, scope.get("query_string", b""))
+                try:
+                    with no_wait():  # a cached key is checked here; one to read, on a worker thread
+                        _check_key(pairs, scope.get("query_string", b""))
+                except WouldWait:
+                    await anyio.to_thread.run_sync(_check_key, pairs, scope.get("query_string", b""))
             except GatewayError as error:
                 await self._refuse(send, scope["path"], error, request_id)
                 return
@@ -352,7 +358,7 @@ class _ThreadedServer:
         self.thread.join(timeout=5)
 
 
-class _StoppableServer(uvicorn.Server):
+class StoppableServer(uvicorn.Server):
     """Stops on Ctrl-C or SIGTERM and returns, so `main` cleans up and exits 0 (uvicorn would
     otherwise re-raise the signal after shutting down, and the process would die by it)."""
 
@@ -429,13 +435,34 @@ def main(template_path: str = "template.yaml") -> int:
     emulator = start_emulator_process(template.root / Path(template_path).name, directory,
                                       fresh=os.environ.get("GATEWAY_LOCAL_FRESH", "").strip() not in ("", "0"))
     try:
-        return _serve(template, emulator, directory, port, simulator_port, schedule_pause)
+        return _serve(template, emulator, directory, port, simulator_port, schedule_pause,
+                      template_path=str(template.root / Path(template_path).name))
     finally:
         emulator.stop()  # saves the state, with no function running any more (however the runner ends)
 
 
+def function_pools(template: Template) -> tuple[dict[str, Callable], dict[str, Any]]:
+    """This process's instances of the template's functions: the buffered ones' invoke, by logical
+    id, and the streaming ones' ASGI pools."""
+    handlers: dict[str, Callable] = {}
+    streaming_apps: dict[str, Any] = {}
+    isolate_router_state()
+    for function in template.functions.values():
+        if function.streaming:
+            streaming_apps[function.logical_id] = AsgiPool(function, instance_limit(streaming=True))
+        else:
+            handlers[function.logical_id] = FunctionPool(function, instance_limit()).invoke
+    return handlers, streaming_apps
+
+
 def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port: int, simulator_port: int,
-           schedule_pause: float) -> int:
+           schedule_pause: float, *, template_path: str) -> int:
+    try:
+        listener = listening_socket(port)
+    except OSError as exc:
+        print(f"gateway not started: 127.0.0.1:{port}: {exc.strerror} (PORT sets another port)", file=sys.stderr,
+              flush=True)
+        return 2
     loaded = emulator.loaded
     if loaded is None:
         print(f"state: starting empty (FRESH); data is kept in {directory}", flush=True)
@@ -467,6 +494,7 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     except ChannelsConfigError as exc:  # docs/channels.md's promise: a bad document stops the start
         print(f"gateway not started: bad channels document: {exc}", file=sys.stderr, flush=True)
         simulators.stop()
+        listener.close()
         return 2
     demo_key, access_token = demo_credentials(directory, os.environ.get("GATEWAY_DEMO_KEY"),
                                               os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN"))
@@ -475,6 +503,7 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
         print(f"gateway not started: GATEWAY_DEMO_QUOTA: must be a whole number of units (500000 per USD), "
               f"not {quota_text[:100]!r}", file=sys.stderr, flush=True)
         simulators.stop()
+        listener.close()
         return 2
     quota = int(quota_text)
     # A changed GATEWAY_DEMO_QUOTA is applied (the demo user's remaining quota set to it); an
@@ -485,14 +514,7 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     print(f"demo quota: set to {left} units (GATEWAY_DEMO_QUOTA changed)" if changed else
           f"demo quota: {left} units left (GATEWAY_DEMO_QUOTA={quota} applies when it changes)", flush=True)
 
-    handlers: dict[str, Callable] = {}
-    streaming_apps: dict[str, Any] = {}
-    isolate_router_state()
-    for function in template.functions.values():
-        if function.streaming:
-            streaming_apps[function.logical_id] = AsgiPool(function, instance_limit(streaming=True))
-        else:
-            handlers[function.logical_id] = FunctionPool(function, instance_limit()).invoke
+    handlers, streaming_apps = function_pools(template)
 
     from gateway.store.aws import client
 
@@ -512,8 +534,11 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     for loop in loops:
         loop.start()
 
-    server = _StoppableServer(uvicorn.Config(GatewayApp(template, handlers, streaming_apps), host="127.0.0.1",
-                                           port=port, log_level="warning", timeout_graceful_shutdown=3))
+    server = StoppableServer(uvicorn.Config(GatewayApp(template, handlers, streaming_apps), log_level="warning",
+                                            timeout_graceful_shutdown=3))
+    # The other serving processes take requests from the same socket (`processes.py`).
+    helpers = start_helpers(process_count() - 1, template_path, listener, emulator.calls_address,
+                            emulator.endpoint_url)
 
     def announce() -> None:
         while not server.started:
@@ -531,8 +556,10 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
 
     threading.Thread(target=announce, daemon=True).start()
     try:
-        server.run()  # returns on Ctrl-C / SIGTERM
+        server.run(sockets=[listener])  # returns on Ctrl-C / SIGTERM
     finally:
+        helpers.stop()  # their last settlements written, before the emulator stops
+        listener.close()
         for loop in loops:
             loop.stopping.set()
         for loop in loops:

@@ -17,6 +17,7 @@ from gateway.admission.limits import Limits
 from gateway.errors import AuthenticationFailed, NotFound, shown
 from gateway.settings import get_settings
 from gateway.store.accounts import AccountsRepository
+from gateway.store.aws import store_call_ahead
 
 _LAST_USED_EVERY = 60  # seconds between last-used stamps of one key from one warm function
 
@@ -124,6 +125,7 @@ class _KeyCache:
         with self._lock:
             if now - self._stamped.get(key_hash, -_LAST_USED_EVERY) < _LAST_USED_EVERY:
                 return False
+            store_call_ahead()  # the stamp is a write: under no_wait it is left for the thread's turn
             self._stamped[key_hash] = now
             return True
 

@@ -87,3 +87,16 @@ def test_the_streaming_function_has_eight_instances_per_core_unless_told(monkeyp
     monkeypatch.setenv("GATEWAY_LOCAL_INSTANCES", "0")
     with pytest.raises(ValueError, match="at least 1"):
         instance_limit(streaming=True)
+
+
+def test_make_run_serves_from_one_process_per_core_unless_told(monkeypatch):
+    from gateway_local.processes import process_count
+
+    monkeypatch.delenv("GATEWAY_LOCAL_PROCESSES", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    assert process_count() == 4
+    monkeypatch.setenv("GATEWAY_LOCAL_PROCESSES", "1")
+    assert process_count() == 1
+    monkeypatch.setenv("GATEWAY_LOCAL_PROCESSES", "two")
+    with pytest.raises(ValueError, match="whole number"):
+        process_count()

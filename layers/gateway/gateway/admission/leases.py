@@ -70,7 +70,7 @@ from gateway.store.accounts import (
     quota_debit,
     user_pk,
 )
-from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
+from gateway.store.aws import client, from_item, is_condition_failure, store_call_ahead, to_item, to_values
 
 # New holds go on a lease for this long after its grant; then it drains and is folded.
 WINDOW_SECONDS = 5.0
@@ -194,6 +194,7 @@ class LeasePool:
     def _grant_once_for(self, principal: Principal, units: int) -> None:
         """A new lease for the account, asked for by one thread at a time (the others wait for it
         instead of asking too: a grant writes the account's own items)."""
+        store_call_ahead()  # a grant, or waiting for another thread's
         account = (principal.user_id, principal.key_hash)
         with self._lock:
             flight = self._grants.get(account)

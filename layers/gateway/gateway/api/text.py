@@ -52,6 +52,7 @@ from gateway.routing.channels import Channel, get_catalog
 from gateway.routing.outbound import client as http_client
 from gateway.settings import get_settings
 from gateway.sse import encode
+from gateway.store.aws import WouldWait, no_wait
 from gateway.tokens import estimate_value_tokens
 from gateway.upstreams.base import EventStream, Timeouts, UpstreamError
 from gateway.upstreams.clients import TEXT_CLIENTS as _CLIENTS
@@ -379,8 +380,16 @@ def _prepare(operation: str, dialect: str, inbound: Inbound) -> _Prepared:
 
 async def serve(operation: str, dialect: str, inbound: Inbound, *, http: httpx.AsyncClient | None = None,
                 timeouts: Timeouts | None = None) -> Answer:
-    """The committed answer to one text request, or a `GatewayError` with nothing charged."""
-    prepared = await anyio.to_thread.run_sync(_prepare, operation, dialect, inbound)
+    """The committed answer to one text request, or a `GatewayError` with nothing charged.
+
+    What comes before the upstream call runs on the event loop when this instance has all it
+    needs in memory (the key cached, a quota lease with room: the common request), else on a
+    worker thread (`no_wait`): a hop to a thread and back costs more than the work itself."""
+    try:
+        with no_wait():
+            prepared = _prepare(operation, dialect, inbound)
+    except WouldWait:
+        prepared = await anyio.to_thread.run_sync(_prepare, operation, dialect, inbound)
     try:
         return await _first_answer(prepared, http or http_client(), timeouts)
     except BaseException as exc:

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from gateway.observability import channel_state, logger
 from gateway.settings import get_settings
+from gateway.store.aws import store_call_ahead
 
 HEALTHY, COOLING, DISABLED = "healthy", "cooling", "disabled"
 #: The gauge's value per state (`ChannelState` metric).
@@ -296,6 +297,7 @@ class HealthBook:
     def snapshot(self) -> dict[str, ChannelHealth]:
         """Every channel's health as this instance knows it (read again once the cache is old)."""
         if not self._fresh():
+            store_call_ahead()
             with self._lock:
                 if not self._fresh():
                     self._read_at = self.clock()

@@ -7,6 +7,9 @@ LocalStack; deployed, it is unset and they reach real AWS.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from decimal import Decimal
 from typing import Any, overload
 
@@ -14,9 +17,37 @@ _lock = threading.Lock()
 _clients: dict[str, Any] = {}
 
 
+class WouldWait(BaseException):
+    """Raised by `client` under `no_wait`: what was asked needs an AWS call; ask again where waiting
+    is allowed (a worker thread). A BaseException, so that no `except Exception` swallows it."""
+
+
+_no_wait: ContextVar[bool] = ContextVar("no_wait", default=False)
+
+
+@contextmanager
+def no_wait() -> Iterator[None]:
+    """Within it (on an event loop), any AWS call about to be made raises `WouldWait` first, before
+    it is sent: the work a request does from what this instance already has in memory (a cached
+    key, a lease in hand) runs on the loop, without a hop to a worker thread and back."""
+    token = _no_wait.set(True)
+    try:
+        yield
+    finally:
+        _no_wait.reset(token)
+
+
+def store_call_ahead() -> None:
+    """Called before anything that waits on AWS (or on another thread's AWS call): `WouldWait`
+    under `no_wait`."""
+    if _no_wait.get():
+        raise WouldWait
+
 
 def client(service: str):
-    """The shared low-level client for `service` (dynamodb, sqs, ssm, secretsmanager)."""
+    """The shared low-level client for `service` (dynamodb, sqs, ssm, secretsmanager); under
+    `no_wait`, `WouldWait` instead."""
+    store_call_ahead()
     found = _clients.get(service)
     if found is None:
         with _lock:

@@ -1,0 +1,118 @@
+"""The local gateway's serving processes: `GATEWAY_LOCAL_PROCESSES` of them (default: the number
+of cores) accept the requests of one listening socket, as Lambda runs a function's instances in
+separate execution environments. Python runs one thread at a time per process: with one process
+the runner serves at most one core's worth of requests, whatever the machine has.
+
+- the first process is the runner itself (`server.py`): it also runs the simulators, the queue
+  loops and schedules, the demo account and the state; the others (`serve_more`, started with
+  `spawn`) only serve requests: each loads the template's functions for itself (its own pools of
+  instances, its own layer: key cache, quota leases, clients) and reaches the AWS emulator's
+  process over its Unix socket, as the first does;
+- the listening socket is made once, by the first process, and handed to the others: the kernel
+  gives each new connection to whichever process accepts first (an idle one, mostly);
+- a helper stops when the runner tells it (SIGINT: uvicorn's graceful stop, its last settlements
+  written) or when the runner is gone (its pipe closes).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def process_count() -> int:
+    """Serving processes: `GATEWAY_LOCAL_PROCESSES`, else the number of cores."""
+    value = os.environ.get("GATEWAY_LOCAL_PROCESSES", "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"GATEWAY_LOCAL_PROCESSES must be a whole number of at least 1, got '{value}'")
+        return int(value)
+    return os.cpu_count() or 1
+
+
+def listening_socket(port: int) -> socket.socket:
+    """The gateway's listening socket on 127.0.0.1 (`port` 0: any free one), shared by every
+    serving process."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(2048)
+    listener.set_inheritable(True)
+    return listener
+
+
+@dataclass
+class Helpers:
+    """The serving processes after the first, seen from the runner."""
+
+    processes: list[Any] = field(default_factory=list)
+    pipes: list[Any] = field(default_factory=list)
+
+    def stop(self, timeout: float = 20) -> None:
+        """Each stops as a Ctrl-C stops the runner (its requests finish, its bills are written);
+        one that does not within `timeout` is killed."""
+        for process in self.processes:
+            if process.is_alive() and process.pid:
+                try:
+                    os.kill(process.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+        for process in self.processes:
+            process.join(timeout)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for pipe in self.pipes:
+            pipe.close()
+
+
+def start_helpers(count: int, template_path: str, listener: socket.socket, calls_address: str,
+                  endpoint_url: str) -> Helpers:
+    """`count` more serving processes on `listener` (started, not waited for: each is serving
+    once it has loaded its functions, a second or two; the first process serves meanwhile)."""
+    context = multiprocessing.get_context("spawn")
+    helpers = Helpers()
+    for number in range(1, count + 1):
+        mine, theirs = context.Pipe()
+        process = context.Process(target=serve_more, name=f"gateway-serving-{number}",
+                                  args=(template_path, listener, calls_address, endpoint_url, theirs), daemon=False)
+        process.start()
+        theirs.close()
+        helpers.processes.append(process)
+        helpers.pipes.append(mine)
+    return helpers
+
+
+def serve_more(template_path: str, listener: socket.socket, calls_address: str, endpoint_url: str,
+               runner: Any) -> None:
+    """A serving process after the first: the template's functions behind the shared socket."""
+    import uvicorn
+
+    from gateway.settings import reload_settings
+    from gateway.store.aws import reset_clients
+    from gateway_local.emulator import route_calls_to_emulator
+    from gateway_local.server import GatewayApp, StoppableServer, function_pools
+    from gateway_local.template import read_template
+
+    route_calls_to_emulator(endpoint_url, calls_address)
+    reset_clients()
+    reload_settings()
+    template = read_template(template_path)
+    handlers, streaming_apps = function_pools(template)
+    server = StoppableServer(uvicorn.Config(GatewayApp(template, handlers, streaming_apps), log_level="warning",
+                                            timeout_graceful_shutdown=3))
+
+    def watch_runner() -> None:
+        try:
+            runner.recv()  # nothing is ever sent: this returns when the runner's end closes
+        except (EOFError, OSError):
+            pass
+        server.should_exit = True
+
+    threading.Thread(target=watch_runner, name="runner-watch", daemon=True).start()
+    server.run(sockets=[listener])
