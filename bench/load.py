@@ -213,6 +213,25 @@ def interleaved(targets: dict[str, tuple[str, dict[str, str]]], requests: int, s
     return runs
 
 
+def alternating(baseline: str, proxies: list[str], targets: dict[str, tuple[str, dict[str, str]]], requests: int,
+                block: int = 50) -> dict[str, Run]:
+    """Concurrency 1 for each proxy in turn, a block of `block` requests at a time (each request
+    followed by one to the `baseline`), the proxies alternating block by block until each has had
+    `requests`: each sees the same machine over the run, and the work a proxy leaves running after
+    its answers (LiteLLM's logging callbacks) slows its own next requests, not another's."""
+    runs = {name: Run([], 0.0) for name in [baseline, *proxies]}
+    done = 0
+    while done < requests:
+        size = min(block, requests - done)
+        for proxy in proxies:
+            for name, run in interleaved({baseline: targets[baseline], proxy: targets[proxy]}, size).items():
+                runs[name].latencies.extend(run.latencies)
+                runs[name].seconds += run.seconds
+        proxies = proxies[::-1]  # the other one goes first next time
+        done += size
+    return runs
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 

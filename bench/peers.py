@@ -5,8 +5,9 @@ no database).
 
     make bench-peers  (or: .venv/bin/python bench/peers.py --litellm .venv-peers/bin/litellm)
 
-Prints, and writes to bench/results.md: added p50 and p99 at concurrency 1 (the three targets
-taking turns request by request) and requests per second at concurrency 1 and 8, with the
+Prints, and writes to bench/results.md: added p50 and p99 at concurrency 1 (each proxy in blocks
+of 50 requests, the two alternating block by block, each request followed by one straight to the
+upstream; `load.alternating`) and requests per second at concurrency 1 and 8, with the
 gateway's figure over LiteLLM's as a ratio (added p50: lower is better; requests per second:
 higher is better), and the CPU time each process tree spent per request (what the latency would
 be on an idle machine, whatever else the machine runs).
@@ -22,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from load import KEY, WORK, fake_upstream, free_port, gateway, interleaved, load, ms, start, write_section  # noqa: E402
+from load import KEY, WORK, alternating, fake_upstream, free_port, gateway, interleaved, load, ms, start, write_section  # noqa: E402,E501
 
 MASTER_KEY = "sk-bench-litellm-master"
 
@@ -65,7 +66,7 @@ def main() -> None:
             "litellm": (f"{peer.url}/v1/chat/completions", {"Authorization": f"Bearer {MASTER_KEY}"}),
         }
         interleaved(targets, 50)  # warm every path
-        one = interleaved(targets, args.sample)
+        one = alternating("upstream", ["gateway", "litellm"], targets, args.sample)
         eight, cpu = {}, {}
         for name, (url, headers) in targets.items():
             service = {"upstream": upstream, "gateway": served, "litellm": peer}[name]
@@ -118,7 +119,9 @@ def main() -> None:
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. The same non-streamed chat completions, in one run, "
         "straight to the fake upstream, through `make run` (API key auth, reserve and settle on the embedded store) "
         f"and through LiteLLM's proxy (`litellm --num_workers {WORKERS}`, a master key, no database) in front of "
-        f"the same upstream. Concurrency 1: {args.sample} requests per target, taking turns; concurrency 8: "
+        f"the same upstream. Concurrency 1: {args.sample} requests per target, each proxy in blocks of 50 requests "
+        "(each followed by one straight to the upstream), the two proxies alternating block by block (so that the "
+        "work one leaves running after its answers slows its own requests, not the other's); concurrency 8: "
         f"{args.sample * 4} per target. Added p50: lower is better; requests per second: higher is better. "
         "CPU per request: the CPU "
         "time the whole process tree (gateway: make run with its emulator) spent per request at concurrency 8.",

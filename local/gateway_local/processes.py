@@ -10,8 +10,8 @@ the runner serves at most one core's worth of requests, whatever the machine has
   process over its Unix socket, as the first does;
 - the listening socket is made once, by the first process, and handed to the others: the kernel
   gives each new connection to whichever process accepts first (an idle one, mostly);
-- a helper stops when the runner tells it (SIGINT: uvicorn's graceful stop, its last settlements
-  written) or when the runner is gone (its pipe closes).
+- a helper stops (uvicorn's graceful stop: its requests finish, its last bills are written) when
+  its pipe from the runner closes: the runner stopping, or gone.
 """
 
 from __future__ import annotations
@@ -54,21 +54,15 @@ class Helpers:
     pipes: list[Any] = field(default_factory=list)
 
     def stop(self, timeout: float = 20) -> None:
-        """Each stops as a Ctrl-C stops the runner (its requests finish, its bills are written);
-        one that does not within `timeout` is killed."""
-        for process in self.processes:
-            if process.is_alive() and process.pid:
-                try:
-                    os.kill(process.pid, signal.SIGINT)
-                except ProcessLookupError:
-                    pass
+        """Each stops as a Ctrl-C stops the runner (its requests finish, its bills are written),
+        told by its pipe closing; one that has not within `timeout` is killed."""
+        for pipe in self.pipes:
+            pipe.close()
         for process in self.processes:
             process.join(timeout)
             if process.is_alive():
                 process.kill()
                 process.join()
-        for pipe in self.pipes:
-            pipe.close()
 
 
 def start_helpers(count: int, template_path: str, listener: socket.socket, calls_address: str,
@@ -77,14 +71,21 @@ def start_helpers(count: int, template_path: str, listener: socket.socket, calls
     once it has loaded its functions, a second or two; the first process serves meanwhile)."""
     context = multiprocessing.get_context("spawn")
     helpers = Helpers()
-    for number in range(1, count + 1):
-        mine, theirs = context.Pipe()
-        process = context.Process(target=serve_more, name=f"gateway-serving-{number}",
-                                  args=(template_path, listener, calls_address, endpoint_url, theirs), daemon=False)
-        process.start()
-        theirs.close()
-        helpers.processes.append(process)
-        helpers.pipes.append(mine)
+    # A helper starts with Ctrl-C ignored (inherited): a Ctrl-C in the terminal reaches every
+    # process of the group, and one still importing would die of it mid-start. Once serving,
+    # uvicorn's own handler takes Ctrl-C (a graceful stop); the runner stops it by its pipe.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for number in range(1, count + 1):
+            mine, theirs = context.Pipe()
+            process = context.Process(target=serve_more, name=f"gateway-serving-{number}", daemon=False,
+                                      args=(template_path, listener, calls_address, endpoint_url, theirs))
+            process.start()
+            theirs.close()
+            helpers.processes.append(process)
+            helpers.pipes.append(mine)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return helpers
 
 

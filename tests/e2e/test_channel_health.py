@@ -33,8 +33,10 @@ def setup(tmp_path_factory) -> Iterator[tuple[LocalGateway, FakeUpstreams]]:
         simulators = free_port()
         path = tmp_path_factory.mktemp("channels") / "channels.yaml"
         path.write_text(channels_document(url, spare_base=f"http://127.0.0.1:{simulators}/chat"))
+        # One serving process: the counts below are one instance's (with several, each may try a
+        # failing channel once more before its health cache, 5 s, shows the others' cooldown)
         gateway = LocalGateway({"GATEWAY_CHANNELS_FILE": str(path), "GATEWAY_SIMULATOR_PORT": str(simulators),
-                                "GATEWAY_CHANNEL_COOLDOWN_SECONDS": str(COOLDOWN)})
+                                "GATEWAY_CHANNEL_COOLDOWN_SECONDS": str(COOLDOWN), "GATEWAY_LOCAL_PROCESSES": "1"})
         try:
             yield gateway, upstreams
         finally:

@@ -18,10 +18,13 @@ from tests.e2e.conftest import DEMO_ACCESS_TOKEN, DEMO_KEY, LocalGateway
 def _helpers_of(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            if "multiprocessing.spawn" in Path(f"/proc/{child}/cmdline").read_text():
-                found.append(int(child))
-    return found
+        try:
+            children = (task / "children").read_text().split()
+            found += [int(child) for child in children
+                      if "multiprocessing.spawn" in Path(f"/proc/{child}/cmdline").read_text()]
+        except OSError:  # a thread or a child that ended meanwhile
+            continue
+    return sorted(set(found))
 
 
 def _items(gateway: LocalGateway, pks: list[str], prefix: str) -> list[dict]:
