@@ -513,3 +513,35 @@ def test_conditions_parsed_once_give_moto_own_verdicts(scratch, monkeypatch):
     # Then every verdict, and every error, is the same
     assert kept == own
     assert "held" in kept and any(v != "held" for v in kept)
+
+
+def test_calls_to_the_emulator_go_unsigned_and_any_other_endpoint_signed(store):
+    # Given a client of the emulator and one of another endpoint, each call seen before it is sent
+    import botocore.session
+    from botocore.awsrequest import AWSResponse
+
+    seen: dict[str, Any] = {}
+
+    def capture(name: str):
+        def before_send(request: Any, **_: Any) -> Any:
+            seen[name] = dict(request.headers)
+            if name == "elsewhere":  # never sent: nothing here reaches the internet
+                return AWSResponse(request.url, 200, {}, None)
+            return None
+        return before_send
+
+    emulator = client("dynamodb")
+    emulator.meta.events.register("before-send.dynamodb", capture("emulator"))
+    elsewhere = botocore.session.get_session().create_client("dynamodb", endpoint_url="http://127.0.0.1:9",
+                                                             region_name="us-east-1")
+    elsewhere.meta.events.register("before-send.dynamodb", capture("elsewhere"))
+    # When each makes a call
+    emulator.list_tables()
+    try:
+        elsewhere.list_tables()
+    except Exception:  # noqa: BLE001 - the stand-in answer has no body; only the request matters
+        pass
+    # Then only the other endpoint's call is signed
+    assert "Authorization" not in seen["emulator"]
+    assert seen["elsewhere"]["Authorization"].startswith(b"AWS4-HMAC-SHA256") or \
+        str(seen["elsewhere"]["Authorization"]).startswith("AWS4-HMAC-SHA256")
