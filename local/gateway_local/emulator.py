@@ -242,9 +242,11 @@ def _route_calls(endpoint: str, answerer: Callable[[str, str, list[tuple[str, st
     """botocore calls from this process to `endpoint` are answered by `answerer` instead of a
     TCP connection to the emulator's web server (which closes every connection after one answer,
     costing more than most calls). botocore serialises and parses them as ever, but does not sign
-    them: they never leave the machine, the emulator checks no signature, and SigV4 costs a
-    SHA-256 of the body and a chain of HMACs per call (about 0.2 ms of a billed chat's latency).
-    Other processes (the admin command line, tests) still reach the emulator over HTTP, signed."""
+    the DynamoDB ones (every billed request's): they never leave the machine, moto's DynamoDB
+    handler checks no signature, and SigV4 costs a SHA-256 of the body and a chain of HMACs per
+    call (about 0.2 ms of a billed chat's latency). Other services' calls are signed (moto's web
+    app finds their service by the signature's scope), and other processes (the admin command
+    line, tests) reach the emulator over HTTP, signed."""
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSResponse
     from botocore.httpsession import URLLib3Session
@@ -275,7 +277,7 @@ def _route_calls(endpoint: str, answerer: Callable[[str, str, list[tuple[str, st
     signs = SigV4Auth.add_auth
 
     def add_auth(self: Any, request: Any) -> None:
-        if "/".join(request.url.split("/", 3)[:3]) not in _routes:
+        if self._service_name != "dynamodb" or "/".join(request.url.split("/", 3)[:3]) not in _routes:
             signs(self, request)
 
     SigV4Auth.add_auth = add_auth

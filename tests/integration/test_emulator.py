@@ -515,7 +515,7 @@ def test_conditions_parsed_once_give_moto_own_verdicts(scratch, monkeypatch):
     assert "held" in kept and any(v != "held" for v in kept)
 
 
-def test_calls_to_the_emulator_go_unsigned_and_any_other_endpoint_signed(store):
+def test_dynamodb_calls_to_the_emulator_go_unsigned_and_any_other_signed(store):
     # Given a client of the emulator and one of another endpoint, each call seen before it is sent
     import botocore.session
     from botocore.awsrequest import AWSResponse
@@ -543,5 +543,9 @@ def test_calls_to_the_emulator_go_unsigned_and_any_other_endpoint_signed(store):
         pass
     # Then only the other endpoint's call is signed
     assert "Authorization" not in seen["emulator"]
+    sqs = client("sqs")
+    sqs.meta.events.register("before-send.sqs", capture("sqs"))
+    sqs.list_queues()
+    assert "Authorization" in seen["sqs"]  # another service of the emulator: moto routes it by its signature
     assert seen["elsewhere"]["Authorization"].startswith(b"AWS4-HMAC-SHA256") or \
         str(seen["elsewhere"]["Authorization"]).startswith("AWS4-HMAC-SHA256")
