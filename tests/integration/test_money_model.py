@@ -446,14 +446,24 @@ def test_closes_waiting_behind_a_lease_write_go_out_together_up_to_fifty_a_batch
     assert accounts.get_user(USER, consistent=True)["used_quota"] == 510
 
 
-def test_the_entries_a_lease_carries_read_back_as_written_in_either_form():
-    # The entries of a lease's last batch are one JSON string of DynamoDB items; a lease written
-    # before that (a list of entries) still hands its entries to the fold
-    entry = {"pk": "ledger", "sk": "2026-11-24#r1", "request_id": "r1", "units": 5, "detail": {"price": 1.25}}
-    assert leases.carried_entries({"last_entries": json.dumps([to_item(entry)])}) == [to_item(entry)]
-    assert leases.carried_entries({"last_entries": [entry]}) == [to_item(entry)]
-    assert leases.carried_entries({"status": "open"}) == []
-    assert from_item(leases.carried_entries({"last_entries": json.dumps([to_item(entry)])})[0]) == entry
+def test_the_entries_a_lease_carries_read_back_whole_in_either_form():
+    # A lease carries its last batch's entries without their index keys (rebuilt from the entry's
+    # own fields); a lease written while they were one JSON string of whole items still hands
+    # them to the fold
+    from datetime import UTC, datetime
+
+    from gateway.admission.ledger import Reservation, entry
+
+    held = Reservation(reservation_id="r1", user_id=USER, key_hash="h" * 64, key_id="key1", limited_key=False,
+                       units=10, model="m-small", route="test", lease_id="l1")
+    whole = entry(held, "settled", 5, {"price": 1.25, "stream": False}, datetime(2026, 11, 24, tzinfo=UTC),
+                  shortfall=0, log_type=2)
+    carried = leases._carried(whole)
+    assert not set(carried) & {"gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk"}
+    lease = {"user_id": USER, "last_entries": [carried]}
+    assert leases.carried_entries(lease) == [to_item(whole)]
+    assert leases.carried_entries({"user_id": USER, "last_entries": json.dumps([to_item(whole)])}) == [to_item(whole)]
+    assert leases.carried_entries({"user_id": USER, "status": "open"}) == []
 
 
 def _concurrent_closes(accounts, monkeypatch, *, holds: int, closing: int, linger: float):

@@ -22,8 +22,8 @@ and the same for a limited key (`remain_quota`, its leases, `used_quota`).
   time per lease (a batch waits up to `LINGER_SECONDS` for the closes of the lease's other open
   holds in this instance), two writes per batch, in this order:
   1. the lease item: `ADD spent, requests` and the day counters, `SET last_batch, last_entries`
-     (the batch's ledger entries as DynamoDB items, in one JSON string: the lease item stays one
-     small attribute larger, whatever the batch holds), conditioned on the lease being open, on `spent` staying within
+     (the batch's ledger entries without their index keys, which `carried_entries` rebuilds: the
+     lease item is billed by its size on every batch), conditioned on the lease being open, on `spent` staying within
      `granted`, and on `last_batch` not being this batch (a retry after an answer lost on the way
      is recognised, never counted twice);
   2. the ledger entries (`BatchWriteItem`; writing one again is the same entry).
@@ -67,6 +67,7 @@ from gateway.store.accounts import (
     key_pk,
     lease_key,
     lease_pks,
+    ledger_index,
     quota_debit,
     user_pk,
 )
@@ -473,7 +474,7 @@ def _write_batch(lease: Lease, batch: list[_Close]) -> None:
     items = [to_item(close.item) for close in batch]
     names = {"#s": "status", **{f"#c{n}": name for n, name in enumerate(counters)}}
     values: dict[str, Any] = {":u": charge, ":r": sum(1 for close in batch if close.outcome == SETTLED),
-                              ":open": OPEN, ":batch": batch_id, ":entries": json.dumps(items, separators=(",", ":")),
+                              ":open": OPEN, ":batch": batch_id, ":entries": [_carried(close.item) for close in batch],
                               ":max": lease.granted - charge,
                               **{f":c{n}": amount for n, amount in enumerate(counters.values())}}
     additions = ", ".join(["spent :u", "requests :r", *(f"#c{n} :c{n}" for n in range(len(counters)))])
@@ -495,14 +496,25 @@ def _write_batch(lease: Lease, batch: list[_Close]) -> None:
     _put_entries(items)
 
 
+# What a lease carries of each entry of its last batch leaves out the index keys (rebuilt from
+# the entry's own fields): the lease item is written on every batch, and DynamoDB bills it by size.
+_INDEX_KEYS = ("gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk")
+
+
+def _carried(entry: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in entry.items() if name not in _INDEX_KEYS and value is not None}
+
+
 def carried_entries(lease: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ledger entries a lease record carries (its last batch's), as DynamoDB items."""
+    """The ledger entries a lease record carries (its last batch's), whole, as DynamoDB items."""
     carried = lease.get("last_entries")
     if not carried:
         return []
-    if isinstance(carried, str):
+    if isinstance(carried, str):  # written, for a while, as one JSON string of whole items
         return json.loads(carried)
-    return [to_item(item) for item in carried]  # a lease written before they were one string
+    user_id = int(lease["user_id"])
+    return [to_item({**entry, **ledger_index(user_id, entry["key_id"], entry["model"], entry["sk"])})
+            for entry in carried]
 
 
 def _put_entries(items: list[dict[str, Any]]) -> None:
