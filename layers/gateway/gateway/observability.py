@@ -142,11 +142,14 @@ def noted_error_class() -> str | None:
 
 def flush() -> None:
     """Writes the buffered points as EMF, one document per dimension set, and empties the buffer."""
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
     from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
     context = _context()
     with context.lock:
         points, context.points = context.points, []
+    if is_metrics_disabled():
+        return  # Powertools would print nothing: building its documents is CPU for nothing
     groups: dict[tuple[tuple[str, str], ...], list[tuple[str, str, float]]] = {}
     for dimensions, name, unit, value in points:
         groups.setdefault(tuple(sorted(dimensions.items())), []).append((name, unit, value))

@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from gateway import observability
 from gateway.errors import InvalidRequest
 from tests.conftest import ROOT
@@ -63,6 +65,21 @@ def test_metrics_are_written_per_dimension_set_when_flushed(capsys, monkeypatch)
     assert errors["error_class"] == "invalid_request" and errors["Errors"] in (1, [1])
     observability.flush()
     assert emf_lines(capsys.readouterr().out) == []  # flushed once
+
+
+def test_metrics_disabled_are_dropped_at_the_flush_without_building_documents(capsys, monkeypatch):
+    from aws_lambda_powertools.metrics.provider.cloudwatch_emf import cloudwatch
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    monkeypatch.setattr(cloudwatch, "AmazonCloudWatchEMFProvider", lambda **_: pytest.fail("a document was built"))
+    observability.begin("/v1/chat/completions")
+    observability.units_billed(42)
+    observability.flush()
+    assert emf_lines(capsys.readouterr().out) == []
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED")
+    monkeypatch.undo()
+    observability.flush()  # dropped, not kept for the next flush
+    assert emf_lines(capsys.readouterr().out) == []
 
 
 def test_a_wrapped_lambda_handler_counts_its_answer_and_flushes(capsys, monkeypatch, lambda_context):
