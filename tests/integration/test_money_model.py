@@ -320,7 +320,6 @@ def test_a_limited_key_short_of_the_hold_is_refused_naming_the_keys_own_remainin
 
 
 def test_a_lease_settlement_reports_the_units_billed_metric_and_a_lease_refund_does_not(store, accounts, clock, capsys):
-    import json
 
     from gateway import observability
 
@@ -446,10 +445,9 @@ def test_closes_waiting_behind_a_lease_write_go_out_together_up_to_fifty_a_batch
     assert accounts.get_user(USER, consistent=True)["used_quota"] == 510
 
 
-def test_the_entries_a_lease_carries_read_back_whole_in_either_form():
+def test_the_entries_a_lease_carries_read_back_whole():
     # A lease carries its last batch's entries without their index keys (rebuilt from the entry's
-    # own fields); a lease written while they were one JSON string of whole items still hands
-    # them to the fold
+    # own fields, as the fold writes them)
     from datetime import UTC, datetime
 
     from gateway.admission.ledger import Reservation, entry
@@ -462,7 +460,6 @@ def test_the_entries_a_lease_carries_read_back_whole_in_either_form():
     assert not set(carried) & {"gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk"}
     lease = {"user_id": USER, "last_entries": [carried]}
     assert leases.carried_entries(lease) == [to_item(whole)]
-    assert leases.carried_entries({"user_id": USER, "last_entries": json.dumps([to_item(whole)])}) == [to_item(whole)]
     assert leases.carried_entries({"user_id": USER, "status": "open"}) == []
 
 

@@ -23,9 +23,9 @@ and the same for a limited key (`remain_quota`, its leases, `used_quota`).
   holds in this instance), two writes per batch, in this order:
   1. the lease item: `ADD spent, requests` and the day counters, `SET last_batch, last_entries`
      (the batch's ledger entries without their index keys, which `carried_entries` rebuilds: the
-     lease item is billed by its size on every batch), conditioned on the lease being open, on `spent` staying within
-     `granted`, and on `last_batch` not being this batch (a retry after an answer lost on the way
-     is recognised, never counted twice);
+     lease item is billed by its size on every batch), conditioned on the lease being open, on
+     `spent` staying within `granted`, and on `last_batch` not being this batch (a retry after an
+     answer lost on the way is recognised, never counted twice);
   2. the ledger entries (`BatchWriteItem`; writing one again is the same entry).
   Because one lease's batches are written one after another, only its `last_entries` can be
   missing when its holder dies between the two writes; whoever folds the lease writes them
@@ -43,7 +43,6 @@ usage and the subscription include every request the moment its close is written
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import uuid
@@ -510,8 +509,6 @@ def carried_entries(lease: dict[str, Any]) -> list[dict[str, Any]]:
     carried = lease.get("last_entries")
     if not carried:
         return []
-    if isinstance(carried, str):  # written, for a while, as one JSON string of whole items
-        return json.loads(carried)
     user_id = int(lease["user_id"])
     return [to_item({**entry, **ledger_index(user_id, entry["key_id"], entry["model"], entry["sk"])})
             for entry in carried]
