@@ -238,6 +238,11 @@ _routes: dict[str, Callable[[str, str, list[tuple[str, str]], bytes], _Answer]] 
 _routes_lock = threading.Lock()
 
 
+def _endpoint_of(url: str) -> str:
+    """scheme://host:port of a request's URL (what `_routes` is keyed by)."""
+    return "/".join(url.split("/", 3)[:3])
+
+
 def _route_calls(endpoint: str, answerer: Callable[[str, str, list[tuple[str, str]], bytes], _Answer]) -> None:
     """botocore calls from this process to `endpoint` are answered by `answerer` instead of a
     TCP connection to the emulator's web server (which closes every connection after one answer,
@@ -259,7 +264,7 @@ def _route_calls(endpoint: str, answerer: Callable[[str, str, list[tuple[str, st
     over_http = URLLib3Session.send
 
     def send(self: Any, request: Any) -> Any:
-        routed = _routes.get("/".join(request.url.split("/", 3)[:3]))  # scheme://host:port
+        routed = _routes.get(_endpoint_of(request.url))
         if routed is None:
             return over_http(self, request)
         body = request.body
@@ -277,7 +282,7 @@ def _route_calls(endpoint: str, answerer: Callable[[str, str, list[tuple[str, st
     signs = SigV4Auth.add_auth
 
     def add_auth(self: Any, request: Any) -> None:
-        if self._service_name != "dynamodb" or "/".join(request.url.split("/", 3)[:3]) not in _routes:
+        if self._service_name != "dynamodb" or _endpoint_of(request.url) not in _routes:
             signs(self, request)
 
     SigV4Auth.add_auth = add_auth

@@ -42,16 +42,22 @@ from gateway_local.template import Function
 STREAMING_INSTANCES_PER_CORE = 8
 
 
+def count_setting(name: str, default: int) -> int:
+    """A count the runner reads from the environment variable `name` (a whole number of at least
+    1), else `default`."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, got '{value}'")
+    return int(value)
+
+
 def instance_limit(*, streaming: bool = False) -> int:
     """Instances per function: `GATEWAY_LOCAL_INSTANCES`, else the number of cores (eight per
     core for the streaming function)."""
-    value = os.environ.get("GATEWAY_LOCAL_INSTANCES", "").strip()
-    if value:
-        if not value.isdigit() or int(value) < 1:
-            raise ValueError(f"GATEWAY_LOCAL_INSTANCES must be a whole number of at least 1, got '{value}'")
-        return int(value)
     cores = os.cpu_count() or 1
-    return cores * STREAMING_INSTANCES_PER_CORE if streaming else cores
+    return count_setting("GATEWAY_LOCAL_INSTANCES", cores * STREAMING_INSTANCES_PER_CORE if streaming else cores)
 
 
 def load_module(function: Function, instance: int = 1) -> Any:

@@ -24,15 +24,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway_local.instances import count_setting
+
 
 def process_count() -> int:
     """Serving processes: `GATEWAY_LOCAL_PROCESSES`, else the number of cores."""
-    value = os.environ.get("GATEWAY_LOCAL_PROCESSES", "").strip()
-    if value:
-        if not value.isdigit() or int(value) < 1:
-            raise ValueError(f"GATEWAY_LOCAL_PROCESSES must be a whole number of at least 1, got '{value}'")
-        return int(value)
-    return os.cpu_count() or 1
+    return count_setting("GATEWAY_LOCAL_PROCESSES", os.cpu_count() or 1)
 
 
 def listening_socket(port: int) -> socket.socket:
@@ -92,21 +89,17 @@ def start_helpers(count: int, template_path: str, listener: socket.socket, calls
 def serve_more(template_path: str, listener: socket.socket, calls_address: str, endpoint_url: str,
                runner: Any) -> None:
     """A serving process after the first: the template's functions behind the shared socket."""
-    import uvicorn
-
     from gateway.settings import reload_settings
     from gateway.store.aws import reset_clients
     from gateway_local.emulator import route_calls_to_emulator
-    from gateway_local.server import GatewayApp, StoppableServer, function_pools
+    from gateway_local.server import function_pools, serving_server
     from gateway_local.template import read_template
 
     route_calls_to_emulator(endpoint_url, calls_address)
     reset_clients()
     reload_settings()
     template = read_template(template_path)
-    handlers, streaming_apps = function_pools(template)
-    server = StoppableServer(uvicorn.Config(GatewayApp(template, handlers, streaming_apps), log_level="warning",
-                                            timeout_graceful_shutdown=3))
+    server = serving_server(template, *function_pools(template))
 
     def watch_runner() -> None:
         try:

@@ -143,17 +143,13 @@ class GatewayApp:
         timeout) before an instance is lent, instances lent fairly across principals."""
         from gateway import auth, keys
         from gateway.errors import GatewayError
-        from gateway.store.aws import WouldWait, no_wait
+        from gateway.store.aws import here_unless_it_waits
 
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
         if scope["path"] not in KEYLESS_STREAMING_PATHS:
-            try:
-                try:
-                    with no_wait():  # a cached key is checked here; one to read, on a worker thread
-                        _check_key(pairs, scope.get("query_string", b""))
-                except WouldWait:
-                    await anyio.to_thread.run_sync(_check_key, pairs, scope.get("query_string", b""))
+            try:  # a cached key is checked on the loop; one to read, on a worker thread
+                await here_unless_it_waits(_check_key, pairs, scope.get("query_string", b""))
             except GatewayError as error:
                 await self._refuse(send, scope["path"], error, request_id)
                 return
@@ -432,11 +428,12 @@ def main(template_path: str = "template.yaml") -> int:
     template = read_template(template_path)
     directory = state_dir(template.root)
     # First, before any thread starts: the emulator's process is forked from this one.
-    emulator = start_emulator_process(template.root / Path(template_path).name, directory,
+    template_file = template.root / Path(template_path).name
+    emulator = start_emulator_process(template_file, directory,
                                       fresh=os.environ.get("GATEWAY_LOCAL_FRESH", "").strip() not in ("", "0"))
     try:
         return _serve(template, emulator, directory, port, simulator_port, schedule_pause,
-                      template_path=str(template.root / Path(template_path).name))
+                      template_path=str(template_file))
     finally:
         emulator.stop()  # saves the state, with no function running any more (however the runner ends)
 
@@ -453,6 +450,13 @@ def function_pools(template: Template) -> tuple[dict[str, Callable], dict[str, A
         else:
             handlers[function.logical_id] = FunctionPool(function, instance_limit()).invoke
     return handlers, streaming_apps
+
+
+def serving_server(template: Template, handlers: dict[str, Callable],
+                   streaming_apps: dict[str, Any]) -> StoppableServer:
+    """The gateway's HTTP server over this process's function instances (it is given its socket)."""
+    app = GatewayApp(template, handlers, streaming_apps)
+    return StoppableServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3))
 
 
 def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port: int, simulator_port: int,
@@ -534,8 +538,7 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     for loop in loops:
         loop.start()
 
-    server = StoppableServer(uvicorn.Config(GatewayApp(template, handlers, streaming_apps), log_level="warning",
-                                            timeout_graceful_shutdown=3))
+    server = serving_server(template, handlers, streaming_apps)
     # The other serving processes take requests from the same socket (`processes.py`).
     helpers = start_helpers(process_count() - 1, template_path, listener, emulator.calls_address,
                             emulator.endpoint_url)

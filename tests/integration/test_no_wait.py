@@ -102,3 +102,23 @@ def test_a_hold_does_not_wait_on_the_loop_for_another_thread_grant(demo, key_cac
     waiter.join(timeout=5)
     assert not waiter.is_alive(), "the hold waited for the other thread's grant"
     assert [type(exc) for exc in seen] == [WouldWait] and time.monotonic() - started < 1 and pool._open == {}
+
+
+def test_here_unless_it_waits_runs_on_the_loop_and_moves_to_a_thread_only_for_an_aws_call(store):
+    import threading
+
+    import anyio
+
+    from gateway.store.aws import here_unless_it_waits
+
+    def where(needs_aws: bool) -> str:
+        if needs_aws:
+            client("dynamodb")
+        return threading.current_thread().name
+
+    async def both() -> tuple[str, str, str]:
+        return (threading.current_thread().name, await here_unless_it_waits(where, False),
+                await here_unless_it_waits(where, True))
+
+    loop_thread, in_memory, with_aws = anyio.run(both)
+    assert in_memory == loop_thread and with_aws != loop_thread

@@ -52,7 +52,7 @@ from gateway.routing.channels import Channel, get_catalog
 from gateway.routing.outbound import client as http_client
 from gateway.settings import get_settings
 from gateway.sse import encode
-from gateway.store.aws import WouldWait, no_wait
+from gateway.store.aws import here_unless_it_waits
 from gateway.tokens import estimate_value_tokens
 from gateway.upstreams.base import EventStream, Timeouts, UpstreamError
 from gateway.upstreams.clients import TEXT_CLIENTS as _CLIENTS
@@ -384,12 +384,8 @@ async def serve(operation: str, dialect: str, inbound: Inbound, *, http: httpx.A
 
     What comes before the upstream call runs on the event loop when this instance has all it
     needs in memory (the key cached, a quota lease with room: the common request), else on a
-    worker thread (`no_wait`): a hop to a thread and back costs more than the work itself."""
-    try:
-        with no_wait():
-            prepared = _prepare(operation, dialect, inbound)
-    except WouldWait:
-        prepared = await anyio.to_thread.run_sync(_prepare, operation, dialect, inbound)
+    worker thread (`here_unless_it_waits`): a hop to a thread and back costs more than the work."""
+    prepared = await here_unless_it_waits(_prepare, operation, dialect, inbound)
     try:
         return await _first_answer(prepared, http or http_client(), timeouts)
     except BaseException as exc:

@@ -7,11 +7,13 @@ LocalStack; deployed, it is unset and they reach real AWS.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from decimal import Decimal
-from typing import Any, overload
+from typing import Any, TypeVar, overload
+
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
@@ -35,6 +37,18 @@ def no_wait() -> Iterator[None]:
         yield
     finally:
         _no_wait.reset(token)
+
+
+async def here_unless_it_waits(function: Callable[..., T], *args: Any) -> T:
+    """`function(*args)` on the calling event loop under `no_wait`, or, if it needs an AWS call
+    (`WouldWait`), again from the start on a worker thread."""
+    import anyio.to_thread
+
+    try:
+        with no_wait():
+            return function(*args)
+    except WouldWait:
+        return await anyio.to_thread.run_sync(function, *args)
 
 
 def store_call_ahead() -> None:
