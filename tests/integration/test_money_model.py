@@ -516,3 +516,38 @@ def test_the_lease_only_hold_is_written_at_once(store, accounts, monkeypatch):
     batches, took = _concurrent_closes(accounts, monkeypatch, holds=1, closing=1, linger=5.0)
     # Then its close waits for no one
     assert batches == [1] and took < 2.0
+
+
+def test_a_close_on_a_lease_the_sweeper_folded_is_refused_and_writes_no_entry(store, accounts):
+    # Given a request held on a lease that is folded under it (its instance froze past hold_until)
+    accounts.create_user(username="frozen", quota=100_000, user_id=USER)
+    secret, _ = accounts.create_key(USER, name="k", quota=None)
+    principal = authenticate({"x-api-key": secret})
+    pool = leases.LeasePool(holder="frozen")
+    held = billing.reserve_request(principal, 500, model="m-small", route="test", request_id="late", pool=pool)
+    assert leases.fold(USER, held.lease_id, reason="swept: its holder stopped") is True
+    # When its close comes after all
+    with pytest.raises(RuntimeError, match="refused a batch"):
+        billing.settle(held, 300, pool=pool)
+    # Then nothing is billed for it: no entry, and the quota is whole again
+    assert [entry for entry in accounts.ledger(USER) if entry["request_id"] == "late"] == []
+    profile = accounts.raw_user(USER, consistent=True)
+    assert profile["quota"] == 100_000 and profile["used_quota"] == 0
+
+
+def test_a_lease_whose_key_is_gone_still_folds_its_units_back_to_the_user(store, accounts):
+    # Given a settled request on a lease, and its key's item gone before the lease folds
+    accounts.create_user(username="keyless", quota=100_000, user_id=USER)
+    secret, _ = accounts.create_key(USER, name="k", quota=None)
+    principal = authenticate({"x-api-key": secret})
+    pool = leases.LeasePool(holder="one")
+    held = billing.reserve_request(principal, 500, model="m-small", route="test", request_id="kd", pool=pool)
+    assert billing.settle(held, 300, pool=pool) is True
+    client("dynamodb").delete_item(TableName=get_settings().accounts_table,
+                                   Key=to_item({"pk": key_pk(principal.key_hash), "sk": "KEY"}))
+    # When the lease folds
+    assert leases.fold(USER, held.lease_id, reason="drained") is True
+    # Then the user has back what it did not spend, and the spend is used
+    profile = accounts.raw_user(USER, consistent=True)
+    assert profile["quota"] == 100_000 - 300 and profile["used_quota"] == 300
+    assert leases.open_leases(USER) == []
