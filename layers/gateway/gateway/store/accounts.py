@@ -642,8 +642,9 @@ class AccountsRepository:
 
     def ledger(self, user_id: int, *, start: datetime | None = None, end: datetime | None = None,
                key_id: str | None = None) -> list[dict[str, Any]]:
-        """Ledger entries of a user between `start` and `end` (inclusive), oldest first: one Query
-        per ledger shard."""
+        """The requests' ledger entries of a user between `start` and `end` (inclusive), oldest first:
+        one Query per ledger shard. Top-ups (`commerce.credits`: they carry `credited_units`) are in
+        the ledger for the request log, but spend nothing and are no request: left out."""
         low = usage_sk(start, "") if start else "USAGE#"
         high = usage_sk(end, "\uffff") if end else "USAGE#\uffff"
         entries: list[dict[str, Any]] = []
@@ -657,7 +658,7 @@ class AccountsRepository:
             if key_id:
                 params["FilterExpression"] = "key_id = :k"
                 params["ExpressionAttributeValues"].update(to_values({":k": key_id}))
-            entries.extend(self._query_all(params))
+            entries.extend(e for e in self._query_all(params) if "credited_units" not in e)
         return sorted(entries, key=lambda entry: str(entry["sk"]))
 
     def log_query(self, user_id: int, path: tuple[str | None, str, str], partition: str, *, low: str, high: str,

@@ -1,0 +1,86 @@
+"""The people and the money they bring, in new-api's web API shapes: the site's status and
+options (GET /api/status, /api/option/), redemption codes (/api/redemption/) and redeeming one
+(POST /api/user/topup). Every route but /api/status takes the access token or the session
+(`gateway.api.session.caller`); the operator's need role 10 or more."""
+
+from aws_lambda_powertools.logging import correlation_paths
+
+from gateway import observability
+from gateway.api import session
+from gateway.commerce import options, redemption
+from gateway.http import body_model, create_app, json_response, single_credential
+from gateway.schemas.commerce import CodeStatus, CodeUpdate, NewCodes, OptionUpdate, Redeem
+
+app = create_app()
+
+
+def _headers():
+    """The request's headers, once the one credential rule has passed (`auth.single_credential`)."""
+    single_credential(app)
+    return app.current_event.headers
+
+
+def _operator() -> int:
+    return session.require_operator(_headers())[0]
+
+
+@app.get("/api/status")
+def status():
+    return json_response(options.status(), headers={"Cache-Control": "no-store"})
+
+
+# API Gateway serves /api/option and /api/option/ alike (new-api's clients call the second).
+@app.get("/api/option")
+def option_list():
+    _operator()
+    return json_response(options.listed())
+
+
+@app.put("/api/option")
+def option_update():
+    operator_id = _operator()
+    return json_response(options.update(body_model(app, OptionUpdate).model_dump(), operator_id))
+
+
+@app.get("/api/redemption")
+def redemption_list():
+    _operator()
+    return json_response(redemption.listed(app.current_event.query_string_parameters))
+
+
+@app.post("/api/redemption")
+def redemption_create():
+    operator_id = _operator()
+    return json_response(redemption.create(body_model(app, NewCodes), operator_id))
+
+
+@app.put("/api/redemption")
+def redemption_update():
+    _operator()
+    query = app.current_event.query_string_parameters or {}
+    if str(query.get("status_only") or "").lower() == "true":
+        return json_response(redemption.set_status(body_model(app, CodeStatus)))
+    return json_response(redemption.update(body_model(app, CodeUpdate)))
+
+
+@app.get("/api/redemption/<code_id>")
+def redemption_one(code_id: str):
+    _operator()
+    return json_response(redemption.one(redemption.code_id_of(code_id)))
+
+
+@app.delete("/api/redemption/<code_id>")
+def redemption_delete(code_id: str):
+    _operator()
+    return json_response(redemption.delete(redemption.code_id_of(code_id)))
+
+
+@app.post("/api/user/topup")
+def user_topup():
+    user_id, _ = session.caller(_headers())
+    return json_response(redemption.redeem(user_id, body_model(app, Redeem)))
+
+
+@observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+def lambda_handler(event, context):
+    return app.resolve(event, context)

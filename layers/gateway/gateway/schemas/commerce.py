@@ -1,0 +1,63 @@
+"""Request models of the people-and-money routes (`gateway.commerce`), in new-api's shapes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from gateway.schemas.account import MAX_QUOTA_UNITS
+
+#: new-api's limits: a code's name has 1 to 20 characters; at most 100 codes per request.
+CODE_NAME_CHARS = 20
+MAX_CODES_PER_REQUEST = 100
+#: new-api's statuses of a redemption code.
+CODE_ENABLED, CODE_DISABLED, CODE_USED = 1, 2, 3
+# The last second any timestamp here may name (9999-12-31T23:59:59Z).
+MAX_TIMESTAMP = 253402300799
+
+Quota = Annotated[StrictInt, Field(ge=1, le=MAX_QUOTA_UNITS, description="quota units (500000 per USD)")]
+ExpiredTime = Annotated[StrictInt, Field(ge=0, le=MAX_TIMESTAMP, description="epoch seconds; 0 never expires")]
+CodeName = Annotated[StrictStr, Field(min_length=1, max_length=CODE_NAME_CHARS)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class OptionUpdate(_Strict):
+    """PUT /api/option/ (new-api's shape): the value as text, or a JSON boolean or number."""
+
+    key: Annotated[StrictStr, Field(min_length=1, max_length=64)]
+    value: Any
+
+
+class NewCodes(_Strict):
+    """POST /api/redemption/: `count` codes of `quota` units each."""
+
+    name: CodeName
+    quota: Quota
+    count: Annotated[StrictInt, Field(ge=1, le=MAX_CODES_PER_REQUEST)] = 1
+    expired_time: ExpiredTime = 0
+
+
+class CodeUpdate(_Strict):
+    """PUT /api/redemption/: a code's name, quota and expiry (an unused code only)."""
+
+    id: Annotated[StrictInt, Field(ge=1)]
+    name: CodeName
+    quota: Quota
+    expired_time: ExpiredTime = 0
+
+
+class CodeStatus(_Strict):
+    """PUT /api/redemption/?status_only=true: enable (1) or disable (2) an unused code."""
+
+    id: Annotated[StrictInt, Field(ge=1)]
+    status: Annotated[StrictInt, Field(ge=CODE_ENABLED, le=CODE_DISABLED, description="1 enabled, 2 disabled")]
+
+
+class Redeem(_Strict):
+    """POST /api/user/topup: a redemption code."""
+
+    key: Annotated[StrictStr, Field(min_length=1, max_length=64)]
