@@ -1,15 +1,22 @@
 """The people and the money they bring, in new-api's web API shapes: the site's status and
 options (GET /api/status, /api/option/), redemption codes (/api/redemption/) and redeeming one
-(POST /api/user/topup). Every route but /api/status takes the access token or the session
+(POST /api/user/topup), online top-up through Stripe Checkout (POST /api/user/pay, the signed
+webhook POST /api/stripe/webhook, the orders), and invitations (/api/user/aff, aff_transfer).
+Every route but /api/status and the webhook takes the access token or the session
 (`gateway.api.session.caller`); the operator's need role 10 or more."""
 
 from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import observability
 from gateway.api import session
-from gateway.commerce import options, redemption
-from gateway.http import body_model, create_app, json_response, single_credential
-from gateway.schemas.commerce import CodeStatus, CodeUpdate, NewCodes, OptionUpdate, Redeem
+from gateway.commerce import invitations, options, payments, redemption
+from gateway.http import body_model, create_app, json_response, public_base_url, single_credential
+from gateway.multipart import event_body
+from gateway.schemas.commerce import AffTransfer, CodeStatus, CodeUpdate, NewCodes, OptionUpdate, PayRequest, Redeem
+from gateway.signing_keys import STRIPE, load_at_start
+
+# The Stripe keys' secret, when one is configured: unreadable, the cold start fails naming it.
+load_at_start(STRIPE)
 
 app = create_app()
 
@@ -79,6 +86,44 @@ def redemption_delete(code_id: str):
 def user_topup():
     user_id, _ = session.caller(_headers())
     return json_response(redemption.redeem(user_id, body_model(app, Redeem)))
+
+
+@app.get("/api/user/topup")
+def topup_list():
+    _operator()
+    return json_response(payments.all_orders(app.current_event.query_string_parameters))
+
+
+@app.get("/api/user/topup/self")
+def topup_self():
+    user_id, _ = session.caller(_headers())
+    return json_response(payments.own_orders(user_id, app.current_event.query_string_parameters))
+
+
+@app.post("/api/user/pay")
+def user_pay():
+    user_id, user = session.caller(_headers())
+    request = body_model(app, PayRequest)
+    return json_response(payments.start(user_id, user, request.amount, request.payment_method,
+                                        return_url=f"{public_base_url(app)}/console/"))
+
+
+@app.post("/api/stripe/webhook")
+def stripe_webhook():
+    event = app.current_event
+    signature = next((v for k, v in (event.headers or {}).items() if k.lower() == "stripe-signature"), None)
+    return json_response(payments.webhook(event_body(event.raw_event), signature))
+
+
+@app.get("/api/user/aff")
+def user_aff():
+    return json_response(invitations.aff(session.caller(_headers())[1]))
+
+
+@app.post("/api/user/aff_transfer")
+def user_aff_transfer():
+    user_id, _ = session.caller(_headers())
+    return json_response(invitations.transfer(user_id, body_model(app, AffTransfer).quota))
 
 
 @observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)

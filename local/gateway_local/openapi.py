@@ -100,6 +100,10 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/api/redemption"): ("application/json", commerce.NewCodes),
         ("PUT", "/api/redemption"): ("application/json", [commerce.CodeUpdate, commerce.CodeStatus]),
         ("POST", "/api/user/topup"): ("application/json", commerce.Redeem),
+        ("POST", "/api/user/pay"): ("application/json", commerce.PayRequest),
+        ("POST", "/api/user/aff_transfer"): ("application/json", commerce.AffTransfer),
+        ("POST", "/api/stripe/webhook"): ("application/json", {"type": "object", "description": "a Stripe event, "
+                                                               "signed in the Stripe-Signature header"}),
     }
     for action in CONTENT_ACTIONS:
         models[("POST", f"/v1beta/models/{{model}}:{action}")] = ("application/json", text.CONTENT_ACTIONS[action])
@@ -209,9 +213,9 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
         params += [param("p", "query", "page, from 0", type="integer", minimum=0),
                    param("size", "query", "keys per page (1 to 100, 20 by default)", type="integer", minimum=1,
                          maximum=100)]
-    elif (method, path) == ("GET", "/api/redemption"):
+    elif (method, path) in (("GET", "/api/redemption"), ("GET", "/api/user/topup"), ("GET", "/api/user/topup/self")):
         params += [param("p", "query", "page, from 1", type="integer", minimum=1),
-                   param("page_size", "query", "codes per page (1 to 100, 20 by default)", type="integer",
+                   param("page_size", "query", "items per page (1 to 100, 20 by default)", type="integer",
                          minimum=1, maximum=100)]
     elif (method, path) == ("PUT", "/api/redemption"):
         params.append(param("status_only", "query", "true: the body is {id, status} and only enables (1) or "
@@ -221,6 +225,9 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
                             "disables (2) the key", enum=["true", "false"]))
     elif path.endswith(":streamGenerateContent"):
         params.append(param("alt", "query", "must be sse", required=True, enum=["sse"]))
+    if path == "/api/stripe/webhook":
+        params.append(param("Stripe-Signature", "header", "Stripe's signature of the body (t=...,v1=...)",
+                            required=True))
     if path.startswith(_ACCOUNT_PATHS) and path not in _ANONYMOUS:
         params.append(param("X-Api-User", "header", "the id of the user the access token (or session) belongs to",
                             required=True))
@@ -231,7 +238,7 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
 _ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token", "/api/task/self",
                   "/api/option", "/api/redemption")
 # Account routes anyone may call.
-_ANONYMOUS = ("/api/user/login", "/api/status")
+_ANONYMOUS = ("/api/user/login", "/api/status", "/api/stripe/webhook")
 
 
 def _documented_paths(template_path: str) -> list[tuple[str, str]]:

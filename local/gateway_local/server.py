@@ -376,7 +376,8 @@ DEFAULT_DEMO_QUOTA = 500_000_000  # 1000 USD
 _FUNCTION_SETTINGS = ("GATEWAY_SIMULATOR_URL", "GATEWAY_PUBLIC_URL", "GATEWAY_CHANNELS_FILE",
                       "GATEWAY_TASK_POLL_SECONDS", "GATEWAY_TASK_POLL_MAX_SECONDS", "GATEWAY_TASK_SWEEP_GRACE_SECONDS",
                       "GATEWAY_CALLBACK_ALLOW_PRIVATE", "GATEWAY_CALLBACK_RETRY_SECONDS", "GATEWAY_CALLBACK_SECRET",
-                      "GATEWAY_RESULT_LINK_SECRET")
+                      "GATEWAY_RESULT_LINK_SECRET", "GATEWAY_STRIPE_API_KEY", "GATEWAY_STRIPE_WEBHOOK_SECRET",
+                      "GATEWAY_STRIPE_API_BASE")
 
 
 def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: int, demo_key: str = "") -> Path:
@@ -484,7 +485,12 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
                         ("GATEWAY_TASK_SWEEP_GRACE_SECONDS", "10"), ("GATEWAY_CALLBACK_ALLOW_PRIVATE", "1"),
                         ("GATEWAY_CALLBACK_RETRY_SECONDS", "1"), ("GATEWAY_CALLBACK_SECRET", "local-callback-secret"),
                         # Signs the links to results the gateway serves (beta samples): a new key per run.
-                        ("GATEWAY_RESULT_LINK_SECRET", secrets.token_hex(24))):
+                        ("GATEWAY_RESULT_LINK_SECRET", secrets.token_hex(24)),
+                        # Online top-up against the Stripe simulator, whose webhooks come back here.
+                        ("GATEWAY_STRIPE_API_KEY", "sk_test_local"),
+                        ("GATEWAY_STRIPE_WEBHOOK_SECRET", "whsec_local_" + secrets.token_hex(16)),
+                        ("GATEWAY_STRIPE_API_BASE", f"http://127.0.0.1:{simulator_port}/stripe"),
+                        ("GATEWAY_STRIPE_WEBHOOK_URL", f"http://127.0.0.1:{port}/api/stripe/webhook")):
         os.environ.setdefault(name, value)
 
     from gateway.admin import ensure_demo_account

@@ -56,6 +56,8 @@ class Credit:
     detail: Mapping[str, Any] = field(default_factory=dict)
     #: other counters of the profile that move with the quota (e.g. `aff_quota: -units`)
     profile_adds: Mapping[str, int] = field(default_factory=dict)
+    #: attributes of the profile set with the credit (e.g. `has_payment_method: True`)
+    profile_sets: Mapping[str, Any] = field(default_factory=dict)
     #: a condition on the profile beyond its existence, with its values (e.g. `aff_quota >= :want`)
     profile_condition: str = ""
     profile_values: Mapping[str, Any] = field(default_factory=dict)
@@ -82,11 +84,16 @@ def log_entry(credit: Credit, now: datetime) -> dict[str, Any]:
 def profile_update(credit: Credit) -> dict[str, Any]:
     adds = {"quota": int(credit.units), **{name: int(v) for name, v in credit.profile_adds.items()}}
     names = {f"#a{n}": name for n, name in enumerate(adds)}
+    names.update({f"#s{n}": name for n, name in enumerate(credit.profile_sets)})
     values: dict[str, Any] = {f":a{n}": amount for n, amount in enumerate(adds.values())}
+    values.update({f":s{n}": value for n, value in enumerate(credit.profile_sets.values())})
     values.update(credit.profile_values)
     condition = "attribute_exists(pk)" + (f" AND ({credit.profile_condition})" if credit.profile_condition else "")
+    expression = "ADD " + ", ".join(f"#a{n} :a{n}" for n in range(len(adds)))
+    if credit.profile_sets:
+        expression += " SET " + ", ".join(f"#s{n} = :s{n}" for n in range(len(credit.profile_sets)))
     return {"Update": {"TableName": _table(), "Key": to_item({"pk": user_pk(credit.user_id), "sk": PROFILE}),
-                       "UpdateExpression": "ADD " + ", ".join(f"#a{n} :a{n}" for n in range(len(adds))),
+                       "UpdateExpression": expression,
                        "ConditionExpression": condition, "ExpressionAttributeNames": names,
                        "ExpressionAttributeValues": to_values(values)}}
 

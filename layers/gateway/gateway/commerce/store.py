@@ -6,6 +6,8 @@
 | an id counter | `COUNTER` | `REDEMPTION` |
 | a redemption code (`redemption`) | `REDEEM#<code>` | `REDEEM` (gsi1: `REDEMPTIONS` / `<id, 12 digits>`) |
 | a code's id pointer | `REDEMPTIONID#<id>` | `REDEMPTIONID` (`key`: the code) |
+| a top-up order (`payments`) | `ORDER#<trade no>` | `ORDER` (gsi1 `ORDERS#<user>`, gsi2 `ORDERS`: `<created>#<no>`) |
+| a Checkout Session's order | `CHECKOUT#<session id>` | `CHECKOUT` (`trade_no`) |
 
 A code is keyed by itself, so a redemption reads one item and claims it with one conditional
 write; the operator's list reads the codes newest first from one index partition.
@@ -28,6 +30,15 @@ def code_key(code: str) -> dict[str, str]:
 
 def code_id_key(code_id: int) -> dict[str, str]:
     return {"pk": f"REDEMPTIONID#{code_id}", "sk": "REDEMPTIONID"}
+
+
+def order_key(trade_no: str) -> dict[str, str]:
+    return {"pk": f"ORDER#{trade_no}", "sk": "ORDER"}
+
+
+def order_index(user_id: int, created_at: int, trade_no: str) -> dict[str, str]:
+    sort = f"{int(created_at):012d}#{trade_no}"
+    return {"gsi1pk": f"ORDERS#{user_id}", "gsi1sk": sort, "gsi2pk": "ORDERS", "gsi2sk": sort}
 
 
 def code_index(code_id: int) -> dict[str, str]:
@@ -134,3 +145,51 @@ class CommerceRepository:
         if old is not None:
             self._db.delete_item(TableName=self.table, Key=to_item(code_id_key(int(old["id"]))))
         return old
+
+    # Top-up orders ---------------------------------------------------------------------------------
+
+    def put_order(self, order: dict[str, Any]) -> None:
+        self._db.put_item(TableName=self.table, Item=to_item({
+            **order_key(order["trade_no"]), **order_index(order["user_id"], order["created_at"], order["trade_no"]),
+            **order}), ConditionExpression="attribute_not_exists(pk)")
+
+    def order(self, trade_no: str) -> dict[str, Any] | None:
+        return from_item(self._db.get_item(TableName=self.table, Key=to_item(order_key(trade_no)),
+                                           ConsistentRead=True).get("Item"))
+
+    def set_order_session(self, trade_no: str, session_id: str) -> None:
+        """The Checkout Session's id on the order, and the pointer that finds the order by it."""
+        self._db.put_item(TableName=self.table, Item=to_item(
+            {"pk": f"CHECKOUT#{session_id}", "sk": "CHECKOUT", "trade_no": trade_no}))
+        self._db.update_item(TableName=self.table, Key=to_item(order_key(trade_no)),
+                             UpdateExpression="SET session_id = :s",
+                             ExpressionAttributeValues=to_values({":s": session_id}))
+
+    def order_by_session(self, session_id: str) -> dict[str, Any] | None:
+        if not session_id:
+            return None
+        pointer = from_item(self._db.get_item(TableName=self.table, Key=to_item(
+            {"pk": f"CHECKOUT#{session_id}", "sk": "CHECKOUT"}), ConsistentRead=True).get("Item"))
+        return self.order(str(pointer["trade_no"])) if pointer else None
+
+    def end_order(self, trade_no: str, status: str) -> bool:
+        """A pending order ends unpaid (`status`); False when it was not pending."""
+        try:
+            self._db.update_item(
+                TableName=self.table, Key=to_item(order_key(trade_no)), UpdateExpression="SET #s = :end",
+                ConditionExpression="#s = :pending", ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues=to_values({":end": status, ":pending": "pending"}))
+        except Exception as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def orders_page(self, *, user_id: int | None, limit: int) -> tuple[list[dict[str, Any]], bool]:
+        """One user's orders (gsi1) or everyone's (gsi2), newest first, and whether more follow."""
+        index, key = ("gsi1", f"ORDERS#{user_id}") if user_id is not None else ("gsi2", "ORDERS")
+        answer = self._db.query(TableName=self.table, IndexName=index, KeyConditionExpression=f"{index}pk = :pk",
+                                ExpressionAttributeValues=to_values({":pk": key}), ScanIndexForward=False,
+                                Limit=limit + 1)
+        items = [from_item(item) for item in answer.get("Items", [])]
+        return items[:limit], len(items) > limit

@@ -61,3 +61,16 @@ class Redeem(_Strict):
     """POST /api/user/topup: a redemption code."""
 
     key: Annotated[StrictStr, Field(min_length=1, max_length=64)]
+
+
+class PayRequest(_Strict):
+    """POST /api/user/pay: `amount` USD of quota, paid through `payment_method` (stripe)."""
+
+    amount: Annotated[StrictInt, Field(ge=1, le=1_000_000, description="USD of quota to buy")]
+    payment_method: Annotated[StrictStr, Field(min_length=1, max_length=32)]
+
+
+class AffTransfer(_Strict):
+    """POST /api/user/aff_transfer: invitation reward units moved into quota."""
+
+    quota: Quota
