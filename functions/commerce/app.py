@@ -9,10 +9,20 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import observability
 from gateway.api import session
-from gateway.commerce import invitations, options, payments, redemption
+from gateway.commerce import invitations, options, payments, redemption, signup
 from gateway.http import body_model, create_app, json_response, public_base_url, single_credential
 from gateway.multipart import event_body
-from gateway.schemas.commerce import AffTransfer, CodeStatus, CodeUpdate, NewCodes, OptionUpdate, PayRequest, Redeem
+from gateway.schemas.commerce import (
+    AffTransfer,
+    CodeStatus,
+    CodeUpdate,
+    NewCodes,
+    OptionUpdate,
+    PasswordReset,
+    PayRequest,
+    Redeem,
+    Register,
+)
 from gateway.signing_keys import STRIPE, load_at_start
 
 # The Stripe keys' secret, when one is configured: unreadable, the cold start fails naming it.
@@ -29,6 +39,14 @@ def _headers():
 
 def _operator() -> int:
     return session.require_operator(_headers())[0]
+
+
+def _address() -> str:
+    return app.current_event.request_context.identity.source_ip or ""
+
+
+def _query(name: str) -> str:
+    return str((app.current_event.query_string_parameters or {}).get(name) or "")
 
 
 @app.get("/api/status")
@@ -124,6 +142,27 @@ def user_aff():
 def user_aff_transfer():
     user_id, _ = session.caller(_headers())
     return json_response(invitations.transfer(user_id, body_model(app, AffTransfer).quota))
+
+
+@app.get("/api/verification")
+def verification():
+    return json_response(signup.send_code(_query("email"), _address()))
+
+
+@app.post("/api/user/register")
+def register():
+    return json_response(signup.register(body_model(app, Register), _address()))
+
+
+@app.get("/api/reset_password")
+def reset_password():
+    return json_response(signup.send_reset(_query("email"), _address(), f"{public_base_url(app)}/console/"))
+
+
+@app.post("/api/user/reset")
+def user_reset():
+    request = body_model(app, PasswordReset)
+    return json_response(signup.reset(request.email, request.token, _address()))
 
 
 @observability.lambda_handler(correlation_id_path=correlation_paths.API_GATEWAY_REST)

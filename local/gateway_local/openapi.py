@@ -101,6 +101,8 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("PUT", "/api/redemption"): ("application/json", [commerce.CodeUpdate, commerce.CodeStatus]),
         ("POST", "/api/user/topup"): ("application/json", commerce.Redeem),
         ("POST", "/api/user/pay"): ("application/json", commerce.PayRequest),
+        ("POST", "/api/user/register"): ("application/json", commerce.Register),
+        ("POST", "/api/user/reset"): ("application/json", commerce.PasswordReset),
         ("POST", "/api/user/aff_transfer"): ("application/json", commerce.AffTransfer),
         ("POST", "/api/stripe/webhook"): ("application/json", {"type": "object", "description": "a Stripe event, "
                                                                "signed in the Stripe-Signature header"}),
@@ -225,6 +227,8 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
                             "disables (2) the key", enum=["true", "false"]))
     elif path.endswith(":streamGenerateContent"):
         params.append(param("alt", "query", "must be sse", required=True, enum=["sse"]))
+    if path in ("/api/verification", "/api/reset_password"):
+        params.append(param("email", "query", "the email address", required=True))
     if path == "/api/stripe/webhook":
         params.append(param("Stripe-Signature", "header", "Stripe's signature of the body (t=...,v1=...)",
                             required=True))
@@ -236,9 +240,10 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
 
 # Routes reached with the system access token or the console's session (plus X-Api-User).
 _ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token", "/api/task/self",
-                  "/api/option", "/api/redemption")
+                  "/api/option", "/api/redemption", "/api/verification", "/api/reset_password")
 # Account routes anyone may call.
-_ANONYMOUS = ("/api/user/login", "/api/status", "/api/stripe/webhook")
+_ANONYMOUS = ("/api/user/login", "/api/status", "/api/stripe/webhook", "/api/verification", "/api/user/register",
+              "/api/reset_password", "/api/user/reset")
 
 
 def _documented_paths(template_path: str) -> list[tuple[str, str]]:

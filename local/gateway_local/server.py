@@ -377,7 +377,7 @@ _FUNCTION_SETTINGS = ("GATEWAY_SIMULATOR_URL", "GATEWAY_PUBLIC_URL", "GATEWAY_CH
                       "GATEWAY_TASK_POLL_SECONDS", "GATEWAY_TASK_POLL_MAX_SECONDS", "GATEWAY_TASK_SWEEP_GRACE_SECONDS",
                       "GATEWAY_CALLBACK_ALLOW_PRIVATE", "GATEWAY_CALLBACK_RETRY_SECONDS", "GATEWAY_CALLBACK_SECRET",
                       "GATEWAY_RESULT_LINK_SECRET", "GATEWAY_STRIPE_API_KEY", "GATEWAY_STRIPE_WEBHOOK_SECRET",
-                      "GATEWAY_STRIPE_API_BASE")
+                      "GATEWAY_STRIPE_API_BASE", "GATEWAY_MAIL_OUTBOX")
 
 
 def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: int, demo_key: str = "") -> Path:
@@ -490,7 +490,9 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
                         ("GATEWAY_STRIPE_API_KEY", "sk_test_local"),
                         ("GATEWAY_STRIPE_WEBHOOK_SECRET", "whsec_local_" + secrets.token_hex(16)),
                         ("GATEWAY_STRIPE_API_BASE", f"http://127.0.0.1:{simulator_port}/stripe"),
-                        ("GATEWAY_STRIPE_WEBHOOK_URL", f"http://127.0.0.1:{port}/api/stripe/webhook")):
+                        ("GATEWAY_STRIPE_WEBHOOK_URL", f"http://127.0.0.1:{port}/api/stripe/webhook"),
+                        # Mail to people lands in a folder (`make admin ARGS="outbox"`), not SES.
+                        ("GATEWAY_MAIL_OUTBOX", str(directory / "outbox"))):
         os.environ.setdefault(name, value)
 
     from gateway.admin import ensure_demo_account

@@ -373,7 +373,20 @@ def disable_channel(args: argparse.Namespace, accounts: AccountsRepository) -> d
     return _channel_command(args, enable=False)
 
 
-OPERATOR_COMMANDS = {"set-limits": set_limits, "list-users": list_users, "disable-user": disable_user,
+def outbox(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    """The newest messages `make run` sent (sign-up codes, resets): its local outbox, as the running
+    gateway's endpoint file names it."""
+    from gateway.commerce import mail
+
+    found = local_endpoint_file()
+    folder = os.environ.get("GATEWAY_MAIL_OUTBOX") or (
+        read_endpoint_file(found).get("function_environment", {}).get("GATEWAY_MAIL_OUTBOX") if found else None)
+    if not folder:
+        raise ValueError("no local outbox: start the local gateway (make run); deployed, mail goes through SES")
+    return {"outbox": folder, "messages": mail.outbox(args.limit, folder)}
+
+
+OPERATOR_COMMANDS = {"outbox": outbox, "set-limits": set_limits, "list-users": list_users, "disable-user": disable_user,
                      "enable-user": enable_user, "delete-key": delete_key, "set-password": set_password,
                      "channels": list_channels,
                      "channel-enable": enable_channel, "channel-disable": disable_channel}
@@ -414,6 +427,8 @@ def _add_operator_commands(commands: Any) -> None:
     p.add_argument("name")
     p = commands.add_parser("channel-enable", help="bring a channel back at once (lifts a disable or a cooldown)")
     p.add_argument("name")
+    p = commands.add_parser("outbox", help="the newest mail make run sent (sign-up codes, password resets)")
+    p.add_argument("--limit", type=int, default=10)
 
 
 # ---- which DynamoDB: the running local gateway, or a deployed stack ------------------------

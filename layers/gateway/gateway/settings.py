@@ -72,6 +72,10 @@ class Settings:
     stripe_api_key: str = ""
     stripe_webhook_secret: str = ""
     stripe_api_base: str = ""
+    # Mail to people (`commerce.mail`): deployed, SES from this verified address; under `make run`,
+    # files in this folder (the local outbox) instead.
+    mail_from: str = ""
+    mail_outbox: str = ""
 
 
 # Setting -> environment variable.
@@ -103,6 +107,7 @@ ENVIRONMENT = {
     "default_key_budget_period": "GATEWAY_DEFAULT_KEY_BUDGET_PERIOD",
     "stripe_secret_id": "GATEWAY_STRIPE_SECRET_ID", "stripe_api_key": "GATEWAY_STRIPE_API_KEY",
     "stripe_webhook_secret": "GATEWAY_STRIPE_WEBHOOK_SECRET", "stripe_api_base": "GATEWAY_STRIPE_API_BASE",
+    "mail_from": "GATEWAY_MAIL_FROM", "mail_outbox": "GATEWAY_MAIL_OUTBOX",
 }
 
 

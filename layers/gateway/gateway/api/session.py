@@ -133,6 +133,7 @@ def sign_in(body: str | bytes | None, address: str, https: bool, accounts: Accou
         raise AuthenticationFailed("this user is disabled", param="username")
     token = keys.new_secret()
     accounts.put_session(keys.hash_secret(token), user_id, int(now) + SESSION_SECONDS)
+    accounts.note_sign_in(user_id, int(now), address)
     record = {name: user.get(name) for name in ("id", "username", "display_name", "role", "status", "group")}
     return SignedIn({"data": record, "message": "", "success": True}, _cookie(token, SESSION_SECONDS, https))
 

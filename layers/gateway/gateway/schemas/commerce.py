@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
-from gateway.schemas.account import MAX_QUOTA_UNITS
+from gateway.schemas.account import MAX_PASSWORD_CHARS, MAX_QUOTA_UNITS, Password, Username
 
 #: new-api's limits: a code's name has 1 to 20 characters; at most 100 codes per request.
 CODE_NAME_CHARS = 20
@@ -74,3 +74,28 @@ class AffTransfer(_Strict):
     """POST /api/user/aff_transfer: invitation reward units moved into quota."""
 
     quota: Quota
+
+
+class Register(_Strict):
+    """POST /api/user/register (new-api's shape)."""
+
+    username: Username
+    password: Password
+    email: Annotated[StrictStr, Field(max_length=254)] = ""
+    verification_code: Annotated[StrictStr, Field(max_length=64)] = ""
+    aff_code: Annotated[StrictStr, Field(max_length=32)] = ""
+    # new-api's sign-up form sends the password twice.
+    password2: Annotated[StrictStr, Field(max_length=MAX_PASSWORD_CHARS)] = ""
+
+    @model_validator(mode="after")
+    def _same_twice(self) -> Register:
+        if self.password2 and self.password2 != self.password:
+            raise ValueError("password2: must repeat password")
+        return self
+
+
+class PasswordReset(_Strict):
+    """POST /api/user/reset: the emailed link's address and token."""
+
+    email: Annotated[StrictStr, Field(min_length=3, max_length=254)]
+    token: Annotated[StrictStr, Field(min_length=1, max_length=64)]

@@ -15,6 +15,7 @@
 | user id counter | `COUNTER` | `USER` |
 | channel health | `CHANNEL_HEALTH` | `<channel name>` (`routing/health.py`) |
 | username pointer (users with a password) | `USERNAME#<username>` | `USERNAME` |
+| invitation code pointer | `AFF#<aff code>` | `AFF` (`user_id`) |
 | console session | `SESSION#<sha256 of session token>` | `SESSION` (TTL at its expiry) |
 | failed sign-ins in a window | `SIGNIN#user:<username>` or `SIGNIN#addr:<address>` | `<window start>` (TTL) |
 
@@ -243,8 +244,9 @@ class AccountsRepository:
 
     def create_user(self, *, username: str, display_name: str = "", email: str = "", role: int = 1,
                     group: str = "default", quota: int = 0, user_id: int | None = None,
-                    access_token: str | None = None) -> dict[str, Any]:
-        """A new user; `user_id` None takes the next free id. Fails if the id is taken."""
+                    access_token: str | None = None, inviter_id: int = 0) -> dict[str, Any]:
+        """A new user; `user_id` None takes the next free id. Fails if the id is taken. Its
+        invitation code finds it (`user_id_for_aff_code`)."""
         now = int(time.time())
         while True:
             uid = user_id if user_id is not None else self._next_user_id()
@@ -253,7 +255,7 @@ class AccountsRepository:
                 "display_name": display_name or username, "role": role, "status": 1, "email": email,
                 "github_id": "", "wechat_id": "", "oidc_id": "", "google_id": "",
                 "quota": int(quota), "used_quota": 0, "request_count": 0, "group": group,
-                "can_use_self_group": False, "aff_code": keys.new_secret(4), "inviter_id": 0,
+                "can_use_self_group": False, "aff_code": keys.new_secret(4), "inviter_id": int(inviter_id),
                 "aff_count": 0, "aff_quota": 0, "aff_history_quota": 0, "created_at": now,
                 "last_login_at": 0, "last_login_ip": "", "group_ratio": 1, "topup_ratio": 1,
             }
@@ -268,9 +270,37 @@ class AccountsRepository:
                     raise ValueError(f"user {user_id} already exists") from None
         if user_id is not None:
             self.raise_user_counter(user_id)
+        profile["aff_code"] = self.claim_aff_code(uid, str(profile["aff_code"]))
         if access_token:
             self.set_access_token(uid, access_token)
         return profile
+
+    def claim_aff_code(self, user_id: int, code: str) -> str:
+        """Makes `code` find the user (a pointer item); another code, written on the profile, if
+        it is someone else's already."""
+        first = code
+        for _ in range(8):
+            try:
+                self._db.put_item(TableName=self.table, Item=to_item({"pk": f"AFF#{code}", "sk": "AFF",
+                                                                       "user_id": user_id}),
+                                  ConditionExpression="attribute_not_exists(pk) OR user_id = :u",
+                                  ExpressionAttributeValues=to_values({":u": user_id}))
+                break
+            except Exception as exc:
+                if not is_condition_failure(exc):
+                    raise
+                code = keys.new_secret(6)
+        else:
+            raise RuntimeError("no free invitation code was found")
+        if code != first:
+            self._db.update_item(TableName=self.table, Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                                 UpdateExpression="SET aff_code = :c",
+                                 ExpressionAttributeValues=to_values({":c": code}))
+        return code
+
+    def user_id_for_aff_code(self, code: str) -> int | None:
+        found = self._get(f"AFF#{code}", "AFF", consistent=True) if code else None
+        return int(found["user_id"]) if found else None
 
     def raise_user_counter(self, user_id: int) -> None:
         """Keeps the user id counter at or above every id taken, so that `users_page` sees an id
@@ -588,6 +618,13 @@ class AccountsRepository:
             if is_condition_failure(exc):
                 raise ValueError(f"username '{user['username']}' already signs in as another user") from None
             raise
+
+    def note_sign_in(self, user_id: int, at: int, address: str) -> None:
+        """`last_login_at` and `last_login_ip` of the account record."""
+        self._db.update_item(TableName=self.table, Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                             UpdateExpression="SET last_login_at = :t, last_login_ip = :ip",
+                             ConditionExpression="attribute_exists(pk)",
+                             ExpressionAttributeValues=to_values({":t": int(at), ":ip": address[:64]}))
 
     def user_id_for_username(self, username: str) -> int | None:
         found = self._get(f"USERNAME#{username}", "USERNAME", consistent=True)
