@@ -444,14 +444,16 @@ class AccountsRepository:
                    condition: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
         """Sets the attributes of `changes` on a key of `user_id` (a None value removes one);
         returns the record after. Raises `KeyNotFound` when the key is gone, is another user's
-        or fails the extra `condition` (an expression over `#s` (status) and its values)."""
+        or fails the extra `condition` (an expression over `#s` (status) or any attribute by its
+        name, and its values)."""
         expression, names, values = _assignments(changes)
         values[":owner"] = int(user_id)
         test = "attribute_exists(pk) AND user_id = :owner"
         if condition:
             test += f" AND ({condition[0]})"
             values.update(condition[1])
-            names["#s"] = "status"
+            if "#s" in condition[0]:
+                names["#s"] = "status"
         try:
             answer = self._db.update_item(
                 TableName=self.table, Key=to_item({"pk": key_pk(key_hash), "sk": "KEY"}),
