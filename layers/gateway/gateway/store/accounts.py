@@ -400,9 +400,10 @@ class AccountsRepository:
         ])
         return secret, record
 
-    def get_key(self, key_hash: str, *, balances: bool = True) -> dict[str, Any] | None:
-        """A key; with `balances`, its quota counters as users see them (its open leases included)."""
-        key = self._get(key_pk(key_hash), "KEY", consistent=balances)
+    def get_key(self, key_hash: str, *, balances: bool = True, consistent: bool = False) -> dict[str, Any] | None:
+        """A key; with `balances`, its quota counters as users see them (its open leases included)
+        and read consistently, as with `consistent`."""
+        key = self._get(key_pk(key_hash), "KEY", consistent=balances or consistent)
         if key is None or not balances:
             return key
         from gateway.admission import leases
