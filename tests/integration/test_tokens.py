@@ -224,3 +224,21 @@ def test_limits_given_to_issue_key_are_the_operators(account_fn, users, accounts
     status, body = call(account_fn, lambda_context, "PUT", "/api/token/", users[2],
                         {"id": issued["key_id"], "rpm": 0})
     assert status == 400 and body["message"].startswith("rpm: the operator set this key's rpm to 20")
+
+
+def test_an_owners_change_checked_against_an_old_mark_is_not_written(users, accounts, monkeypatch):
+    """The owner's PUT reads the key, checks its marks, then writes: an operator's limit set in
+    between wins (a 409), never overwritten by a value checked against the marks before it."""
+    from gateway import admin
+    from gateway.api import tokens
+    from gateway.errors import Conflict
+    from gateway.schemas.tokens import TokenUpdate
+
+    _, record = accounts.create_key(2, name="raced")
+    stale = dict(record)  # what the owner's request read, before the operator's change
+    admin.run(["set-limits", "--key", record["key_id"], "--rpm", "10"], accounts)
+    monkeypatch.setattr(accounts, "user_key", lambda user_id, key_id: stale)
+    with pytest.raises(Conflict, match="the operator changed this key's limits meanwhile"):
+        tokens.update_token(2, TokenUpdate(id=record["key_id"], rpm=50), accounts)
+    monkeypatch.undo()
+    assert accounts.user_key(2, record["key_id"])["rpm"] == 10
