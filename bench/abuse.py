@@ -9,7 +9,11 @@ function, the key checked) one request at a time, `--samples` times in each cond
 - idle: nobody else;
 - header flood: 8 clients without a key, each sending requests of 20,000 headers in a loop;
 - slowloris: one address opening connections whose headers never finish (a header line every
-  second on each), up to 2,000 at once, reopening what the runner closes;
+  second on each), 500 new ones a second (the issue's attack: 24,000 open after 50 s), up to 2,000
+  at once;
+
+Every attacker connects from 127.0.0.2, the user from 127.0.0.1 (the runner caps connections per
+address, as a network would show them).
 - stream flood: one key keeping 32 chat completions in flight (the fair queue's case; what
   `tests/e2e/test_abuse.py` checks as an order, timed here).
 
@@ -39,6 +43,9 @@ from load import ms, percentile, tree_cpu_seconds  # noqa: E402
 
 from tests.e2e.conftest import DEMO_KEY, LocalGateway  # noqa: E402
 
+# The attackers connect from another loopback address than the user they slow down, as on a network:
+# the runner caps connections per address.
+ATTACKER = "127.0.0.2"
 CHAT = {"model": "m-small", "messages": [{"role": "user", "content": " ".join(["word"] * 60)}], "stream": True}
 
 
@@ -59,7 +66,7 @@ def header_flood(port: int, stop: threading.Event, seen: Counter) -> None:
     flood = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(20_000)) + b"\r\n"
     while not stop.is_set():
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(ATTACKER, 0)) as sock:
                 try:
                     sock.sendall(flood)
                 except OSError:
@@ -70,12 +77,14 @@ def header_flood(port: int, stop: threading.Event, seen: Counter) -> None:
             seen[type(exc).__name__] += 1
 
 
-def slowloris(port: int, stop: threading.Event, seen: Counter, most: int = 2000) -> None:
+def slowloris(port: int, stop: threading.Event, seen: Counter, most: int = 2000, per_second: int = 500) -> None:
     open_: list[socket.socket] = []
     while not stop.is_set():
-        while len(open_) < most and not stop.is_set():
+        for _ in range(min(per_second, most - len(open_))):
+            if stop.is_set():
+                break
             try:
-                sock = socket.create_connection(("127.0.0.1", port), timeout=1)
+                sock = socket.create_connection(("127.0.0.1", port), timeout=1, source_address=(ATTACKER, 0))
                 sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")
                 sock.setblocking(False)
                 open_.append(sock)
@@ -112,7 +121,8 @@ def slowloris(port: int, stop: threading.Event, seen: Counter, most: int = 2000)
 def stream_flood(url: str, stop: threading.Event, seen: Counter) -> None:
     async def run() -> None:
         async with httpx.AsyncClient(base_url=url, timeout=120, headers={"Authorization": f"Bearer {DEMO_KEY}"},
-                                     limits=httpx.Limits(max_connections=32)) as client:
+                                     limits=httpx.Limits(max_connections=32),
+                                     transport=httpx.AsyncHTTPTransport(local_address=ATTACKER)) as client:
             async def worker() -> None:
                 while not stop.is_set():
                     async with client.stream("POST", "/v1/chat/completions", json=CHAT) as answer:

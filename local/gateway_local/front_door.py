@@ -31,7 +31,7 @@ MAX_HEADERS = 100  # the count bounds a flood of tiny headers
 MAX_HEADER_BLOCK_BYTES = 16 * 1024  # the request line and every header line
 HEADER_TIMEOUT_SECONDS = 5.0
 MAX_CONNECTIONS_PER_ADDRESS = 128
-LINGER_SECONDS = 2.0  # a refused connection is read (and dropped) this long, so its answer is not lost to a reset
+LINGER_SECONDS = 2.0  # a refused request's connection stays this long, unread, so its answer is not lost to a reset
 
 
 def header_timeout() -> float:
@@ -114,7 +114,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
-            return  # what follows a refused request is dropped until the connection closes
+            return  # what follows a refused request is never parsed
         if self._reading_headers:
             room = MAX_HEADER_BLOCK_BYTES - self._header_bytes
             if len(data) > room:  # parse no more than the bound allows
@@ -181,13 +181,20 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
         self._refused = True
         self._disarm_header_timer()
-        path = httptools.parse_url(self.url).path.decode("latin-1") if getattr(self, "url", b"") else "/"
+        try:  # the envelope of the route asked for, when the request line got that far
+            path = httptools.parse_url(getattr(self, "url", b"")).path.decode("latin-1")
+        except (httptools.HttpParserInvalidURLError, AttributeError, UnicodeDecodeError):
+            path = "/"
         rendered = render(PayloadTooLarge(message, status=431, code="request_header_fields_too_large"),
                           dialect_for_path(path))
         self.transport.write(_raw_answer(431, "Request Header Fields Too Large",
                                          json.dumps(rendered.body).encode()))
-        # Half-close: the answer goes out; what the client still sends is read and dropped for a
-        # moment (a close with unread bytes would reset the connection and lose the answer).
+        # Half-close, and read nothing more: the answer and a FIN go out at once, and the
+        # connection is closed after a moment (or by the client first). Reading what the client
+        # still sends would cost as much as parsing it; closing at once, with bytes unread, would
+        # reset the connection and could lose the answer. A client that keeps sending blocks
+        # meanwhile, so one address refuses at most its connection cap per linger.
+        self.transport.pause_reading()
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(LINGER_SECONDS, self.transport.close)

@@ -98,6 +98,10 @@ def test_a_header_block_past_16_kb_is_a_431_before_its_end_arrives(abused):
         head = read_answer(sock)
     assert head.startswith(b"HTTP/1.1 431"), head[:200]
     assert json.loads(head.split(b"\r\n\r\n", 1)[1])["type"] == "error"  # the messages envelope
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:  # a request line alone past 16 KB
+        sock.sendall(b"GET /v1/models?q=" + b"x" * (17 * 1024))
+        sock.settimeout(30)
+        assert read_answer(sock).startswith(b"HTTP/1.1 431")
     # API Gateway's own rule still holds for a whole header block under 16 KB (values past 10240 bytes)
     big = httpx.get(server.url + "/v1/models", headers={**AUTH, "X-Big": "v" * 11_000}, timeout=10)
     assert big.status_code == 431 and big.json()["error"]["message"]
