@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl
 import anyio
 import uvicorn
 
-from gateway_local import apigw
+from gateway_local import apigw, front_door
 from gateway_local.emulator import (
     LOCAL_AWS_ENVIRONMENT,
     SQS_SENDS,
@@ -55,9 +55,9 @@ SHUTDOWN_SETTLE_SECONDS = 10
 
 _TIMEOUT = json.dumps({"message": "Request Timeout"}).encode()
 # What API Gateway takes of a request's headers (REST: 10240 bytes for the request line and the
-# header values); the count bounds a flood of tiny headers.
+# header values); the count bounds a flood of tiny headers (refused while parsing: `front_door`).
 MAX_HEADER_BYTES = 10_240
-MAX_HEADERS = 100
+MAX_HEADERS = front_door.MAX_HEADERS
 BODY_TIMEOUT_SECONDS = 10.0
 # The streaming function's routes that need no key.
 KEYLESS_STREAMING_PATHS = ("/health", "/healthz")
@@ -457,7 +457,8 @@ def serving_server(template: Template, handlers: dict[str, Callable],
                    streaming_apps: dict[str, Any]) -> StoppableServer:
     """The gateway's HTTP server over this process's function instances (it is given its socket)."""
     app = GatewayApp(template, handlers, streaming_apps)
-    return StoppableServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3))
+    return StoppableServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3,
+                                          http=front_door.GuardedHttpProtocol))
 
 
 def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port: int, simulator_port: int,

@@ -327,7 +327,11 @@ class StreamedAnswer(Answer):
             await self.upcoming.aclose()
 
     def _usage(self) -> Usage:
-        """The upstream's usage for a whole stream; for a cut one, what was relayed."""
+        """The upstream's usage for a whole stream; for a cut one, what the upstream generated up
+        to the cut, on the best evidence the stream holds (`StreamConverter.output_tokens`: the
+        upstream's own mid-stream counts, else the stream's structure or its text), never the
+        hold's generous estimate. The upstream is not read on after the client leaves: closing
+        the connection stops the generation, and the client pays for nothing it never got."""
         converter, reported = self.converter, self.converter.usage
         if converter.completed and reported is not None and (reported.input_tokens or reported.output_tokens):
             return reported
