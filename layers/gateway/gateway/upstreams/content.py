@@ -3,12 +3,61 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote
 
+import httpx
+
 from gateway.sse import SSEEvent
 from gateway.upstreams.base import EventStream, UpstreamClient
-from gateway.upstreams.errors import UpstreamError, retryable_status
+from gateway.upstreams.errors import (
+    ACCOUNT,
+    CAPACITY,
+    ErrorTable,
+    Rule,
+    UpstreamError,
+    google_codes,
+    google_message,
+    retryable_status,
+)
+
+_TROUBLESHOOTING = "ai.google.dev/gemini-api/docs/troubleshooting"
+_REASONS = "googleapis/googleapis google/api/error_reason.proto"
+
+#: Google's errors (the Gemini API and Vertex AI answer alike): `error.status`, the canonical
+#: code, and `error.details[].reason` (a `google.rpc.ErrorInfo`). The reasons first: a revoked,
+#: expired or wrong key is a **400** INVALID_ARGUMENT whose ErrorInfo says `API_KEY_INVALID`
+#: (the body as users meet it: continuedev/continue#8516, google/timesketch#3703), not the
+#: request's fault. The delta family (Veo) shares these rules.
+GOOGLE_RULES = (
+    *(Rule(ACCOUNT, code=reason, source=_REASONS) for reason in (
+        "API_KEY_INVALID", "API_KEY_EXPIRED", "API_KEY_SERVICE_BLOCKED", "API_KEY_HTTP_REFERRER_BLOCKED",
+        "API_KEY_IP_ADDRESS_BLOCKED", "API_KEY_ANDROID_APP_BLOCKED", "API_KEY_IOS_APP_BLOCKED",
+        "SERVICE_DISABLED", "BILLING_DISABLED", "CONSUMER_SUSPENDED", "CONSUMER_INVALID",
+        "ACCESS_TOKEN_EXPIRED", "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "ACCESS_TOKEN_TYPE_UNSUPPORTED",
+        "ACCOUNT_STATE_INVALID", "USER_PROJECT_DENIED", "ORG_RESTRICTION_VIOLATION", "SECURITY_POLICY_VIOLATED")),
+    Rule(CAPACITY, code="RATE_LIMIT_EXCEEDED", source=_REASONS),
+    Rule(CAPACITY, code="RESOURCE_QUOTA_EXCEEDED", source=_REASONS),
+    # "400 FAILED_PRECONDITION: Gemini API free tier is not available in your country. Please
+    # enable billing on your project" (and "User location is not supported"): the channel's.
+    Rule(ACCOUNT, status=400, code="FAILED_PRECONDITION", source=_TROUBLESHOOTING),
+    Rule(ACCOUNT, code="UNAUTHENTICATED", source=_TROUBLESHOOTING),  # 401: Vertex's expired token
+    Rule(ACCOUNT, code="PERMISSION_DENIED", source=_TROUBLESHOOTING),  # 403: the key lacks permission
+    Rule(CAPACITY, code="RESOURCE_EXHAUSTED", source=_TROUBLESHOOTING),  # 429: a rate or quota limit
+)
+ERRORS = ErrorTable("content", GOOGLE_RULES, codes=google_codes, message=google_message)
+_SECONDS = re.compile(r"^(\d+(?:\.\d+)?)s$")
+
+
+def retry_delay(body: Any) -> float | None:
+    """The wait a 429 names in its `google.rpc.RetryInfo` detail (`"retryDelay": "37s"`)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    for detail in (error.get("details") or []) if isinstance(error, dict) else []:
+        if isinstance(detail, dict) and isinstance(detail.get("retryDelay"), str):
+            if found := _SECONDS.match(detail["retryDelay"]):
+                return float(found[1])
+    return None
 
 
 def model_path(model: str, action: str) -> str:
@@ -19,6 +68,13 @@ class ContentClient(UpstreamClient):
     protocol = "content"
     stream_params = {"alt": "sse"}
     probe_path = "/v1beta/models"
+    errors = ERRORS
+
+    def status_error(self, status: int, headers: httpx.Headers, content: bytes) -> UpstreamError:
+        error = super().status_error(status, headers, content)
+        if error.retry_after is None and error.fault == CAPACITY:
+            error.retry_after = retry_delay(error.body)
+        return error
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self._api_key}
@@ -39,7 +95,8 @@ class ContentClient(UpstreamClient):
             return None
         status = error.get("code") if isinstance(error.get("code"), int) else None
         return UpstreamError(status, self.redact(f"upstream stream failed: {error.get('message') or 'no detail'}"),
-                             retryable=status is None or retryable_status(status), body=data)
+                             retryable=status is None or retryable_status(status), body=data,
+                             fault=ERRORS.fault(status, data))
 
     async def generate_content(self, model: str, payload: dict[str, Any]) -> dict[str, Any]:
         return await self.call(model_path(model, "generateContent"), payload)

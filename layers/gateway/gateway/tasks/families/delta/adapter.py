@@ -19,6 +19,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.tasks.adapter import InlineResult, TaskSnapshot, UpstreamError, join, object_at, read_json, unified
+from gateway.tasks.families.delta.errors import ERRORS
 
 #: The upstream has no status word; the adapter names the three states an operation can be in.
 STATUSES: Mapping[str, str] = {
@@ -65,7 +66,7 @@ class DeltaAdapter:
                              headers={"x-goog-api-key": api_key}, json=body)
 
     def parse_submit(self, response: httpx.Response) -> str:
-        body = read_json(response, _error_text, retry_unreadable=False)
+        body = read_json(response, _error_text, retry_unreadable=False, errors=ERRORS)
         name = body.get("name")
         if not isinstance(name, str) or not _OPERATION_NAME.fullmatch(name) or ".." in name.split("/"):
             raise UpstreamError(502, "upstream accepted the task without a usable operation name", retryable=False)
@@ -77,7 +78,7 @@ class DeltaAdapter:
         return httpx.Request("GET", join(base_url, f"/v1beta/{upstream_task_id}"), headers={"x-goog-api-key": api_key})
 
     def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
-        body = read_json(response, _error_text, retry_unreadable=True)
+        body = read_json(response, _error_text, retry_unreadable=True, errors=ERRORS)
         raw = _elide_inline(body)
         if not body.get("done"):
             return self._snapshot("running", raw)
