@@ -105,8 +105,9 @@ FAULTS: dict[str, dict[str, Callable[[], tuple[int, Any, dict[str, str]]]]] = {
 }
 
 
-def with_provider_faults(app: ASGIApp, provider: str) -> ASGIApp:
-    """`app`, answering the provider's named faults first (module docstring)."""
+def with_provider_faults(app: ASGIApp, provider: str) -> Any:
+    """`app`, answering the provider's named faults first (module docstring). (Typed `Any`: the
+    simulators' `app` stays what the runner mounts, whatever Starlette's own type.)"""
     table = FAULTS[provider]
 
     async def wrapped(scope: Scope, receive: Callable[[], Awaitable[Message]],
