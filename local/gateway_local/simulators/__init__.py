@@ -15,4 +15,6 @@ SIMULATORS: dict[str, str] = {
     "beta": "gateway_local.simulators.beta:app",
     "imgtask": "gateway_local.simulators.imgtask:app",
     "alpha": "gateway_local.simulators.alpha:app",
+    # Vertex AI: Google's OAuth token endpoint and the content and delta methods under a project
+    "vertex": "gateway_local.simulators.vertex:app",
 }

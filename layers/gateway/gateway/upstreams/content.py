@@ -10,7 +10,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.sse import SSEEvent
-from gateway.upstreams.base import EventStream, UpstreamClient
+from gateway.upstreams.base import EventStream, Timeouts, UpstreamClient
 from gateway.upstreams.errors import (
     ACCOUNT,
     CAPACITY,
@@ -21,6 +21,7 @@ from gateway.upstreams.errors import (
     google_message,
     retryable_status,
 )
+from gateway.upstreams.vertex import VertexSite, tokens
 
 _TROUBLESHOOTING = "ai.google.dev/gemini-api/docs/troubleshooting"
 _REASONS = "googleapis/googleapis google/api/error_reason.proto"
@@ -70,6 +71,9 @@ class ContentClient(UpstreamClient):
     probe_path = "/v1beta/models"
     errors = ERRORS
 
+    def model_path(self, model: str, action: str) -> str:
+        return model_path(model, action)
+
     def status_error(self, status: int, headers: httpx.Headers, content: bytes) -> UpstreamError:
         error = super().status_error(status, headers, content)
         if error.retry_after is None and error.fault == CAPACITY:
@@ -99,19 +103,19 @@ class ContentClient(UpstreamClient):
                              fault=ERRORS.fault(status, data))
 
     async def generate_content(self, model: str, payload: dict[str, Any]) -> dict[str, Any]:
-        return await self.call(model_path(model, "generateContent"), payload)
+        return await self.call(self.model_path(model, "generateContent"), payload)
 
     def stream_generate_content(self, model: str, payload: dict[str, Any]) -> EventStream:
-        return self.stream(model_path(model, "streamGenerateContent"), payload)
+        return self.stream(self.model_path(model, "streamGenerateContent"), payload)
 
     async def count_tokens(self, model: str, payload: dict[str, Any]) -> dict[str, Any]:
-        return await self.call(model_path(model, "countTokens"), payload)
+        return await self.call(self.model_path(model, "countTokens"), payload)
 
     async def embed_content(self, model: str, payload: dict[str, Any]) -> dict[str, Any]:
-        return await self.call(model_path(model, "embedContent"), payload)
+        return await self.call(self.model_path(model, "embedContent"), payload)
 
     async def batch_embed_contents(self, model: str, payload: dict[str, Any]) -> dict[str, Any]:
-        return await self.call(model_path(model, "batchEmbedContents"), payload)
+        return await self.call(self.model_path(model, "batchEmbedContents"), payload)
 
 
 def _json(event: SSEEvent) -> dict[str, Any]:
@@ -120,3 +124,56 @@ def _json(event: SSEEvent) -> dict[str, Any]:
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
+
+
+class VertexContentClient(ContentClient):
+    """The content protocol on Vertex AI (`upstreams/vertex.py`): the regional host, the
+    project's publisher-model paths, and an OAuth access token from the channel's service
+    account instead of `x-goog-api-key`. The body and answers are the same as the Gemini API's
+    (Vertex AI REST reference, `projects.locations.publishers.models.generateContent`)."""
+
+    def __init__(self, base_url: str, api_key: str, client: httpx.AsyncClient, timeouts: Timeouts | None = None, *,
+                 site: VertexSite, probe_model: str = "gemini-2.5-flash"):
+        super().__init__(base_url, api_key, client, timeouts)
+        self.site = site
+        self.probe_model = probe_model
+        self._token = ""
+
+    def model_path(self, model: str, action: str) -> str:
+        return self.site.model_path(model, action)
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._token}"}
+
+    def redact(self, text: str) -> str:  # the token, and the key file's private key, never in a message
+        text = super().redact(text)
+        return text.replace(self._token, "***") if self._token else text
+
+    async def _authorize(self) -> None:
+        self._token = await tokens().token_async(self._api_key)
+
+    async def call(self, path: str, payload: dict[str, Any] | None = None, *, method: str = "POST") -> dict[str, Any]:
+        await self._authorize()
+        return await super().call(path, payload, method=method)
+
+    def stream(self, path: str, payload: dict[str, Any]) -> EventStream:
+        return _AuthorizedStream(self, path, payload)
+
+    async def probe(self) -> None:
+        """Vertex has no model list under a project: a free token count of one word instead."""
+        await self.count_tokens(self.probe_model, {"contents": [{"role": "user", "parts": [{"text": "ping"}]}]})
+
+
+class _AuthorizedStream(EventStream):
+    """An event stream whose request is built once the access token is in hand."""
+
+    def __init__(self, owner: VertexContentClient, path: str, payload: dict[str, Any]):
+        super().__init__(owner, None)  # type: ignore[arg-type]  # built in open()
+        self._vertex = owner
+        self._path, self._payload = path, payload
+
+    async def open(self) -> None:
+        if self._request is None:
+            await self._vertex._authorize()
+            self._request = self._vertex._request("POST", self._path, self._payload, stream=True)
+        await super().open()

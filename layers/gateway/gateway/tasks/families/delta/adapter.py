@@ -20,6 +20,7 @@ import httpx
 
 from gateway.tasks.adapter import InlineResult, TaskSnapshot, UpstreamError, join, object_at, read_json, unified
 from gateway.tasks.families.delta.errors import ERRORS
+from gateway.upstreams.vertex import VertexSite, tokens
 
 #: The upstream has no status word; the adapter names the three states an operation can be in.
 STATUSES: Mapping[str, str] = {
@@ -119,3 +120,34 @@ class DeltaAdapter:
         return TaskSnapshot(status=status, upstream_status=word, progress=100 if status == "succeeded" else None,
                             result_urls=urls or [], error=error, duration=None, raw=raw,
                             inline_results=inline or [])
+
+
+# A Vertex AI operation's name: projects/P/locations/L/publishers/google/models/M/operations/ID.
+_VERTEX_OPERATION = re.compile(r"projects/[^/]+/locations/[^/]+/publishers/google/models/([^/]+)/operations/[^/]+")
+
+
+class VertexDeltaAdapter(DeltaAdapter):
+    """Delta on Vertex AI (`upstreams/vertex.py`): `:predictLongRunning` under the project's
+    publisher model, then `:fetchPredictOperation` with `{"operationName": name}` (a POST: Vertex
+    has no GET of a publisher model's operation), with an OAuth access token from the channel's
+    service account. Vertex answers the videos inline, `response.videos[].bytesBase64Encoded`
+    (no `storageUri` is ever sent: the schema refuses it), which `parse_poll` already reads.
+    Sources: Vertex AI "Veo video generation API" reference; new-api `relay/channel/task/vertex`."""
+
+    def __init__(self, site: VertexSite):
+        self.site = site
+
+    def _headers(self, api_key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {tokens().token(api_key)}"}
+
+    def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request:
+        body = {"instances": request["instances"], "parameters": request.get("parameters", {})}
+        return httpx.Request("POST", join(base_url, self.site.model_path(upstream_model, "predictLongRunning")),
+                             headers=self._headers(api_key), json=body)
+
+    def build_poll(self, base_url: str, api_key: str, upstream_task_id: str) -> httpx.Request:
+        found = _VERTEX_OPERATION.fullmatch(upstream_task_id)
+        if not found or not _OPERATION_NAME.fullmatch(upstream_task_id) or ".." in upstream_task_id.split("/"):
+            raise ValueError(f"not a Vertex AI operation name: {upstream_task_id!r}")
+        return httpx.Request("POST", join(base_url, self.site.model_path(found[1], "fetchPredictOperation")),
+                             headers=self._headers(api_key), json={"operationName": upstream_task_id})
