@@ -5,7 +5,8 @@ methods of the content and delta protocols.
   oauth2/service-account "Preparing to make an authorized API call"): a form with `grant_type`
   `urn:ietf:params:oauth:grant-type:jwt-bearer` and an RS256 `assertion` whose `iss` is a service
   account registered here (`SERVICE_ACCOUNTS`: email -> public key PEM; a test registers the key it
-  generated), `aud` this endpoint, a `scope`, and at most an hour between `iat` and `exp`. Answers
+  generated; `make run` reads them from the JSON file `GATEWAY_SIM_VERTEX_KEYS` names), `aud`
+  Google's token endpoint or this one, a `scope`, and at most an hour between `iat` and `exp`. Answers
   `{access_token, expires_in: 3599, token_type: Bearer}`, or 400 `invalid_grant` as Google does
   ("Invalid JWT Signature.").
 - `POST /v1/projects/{project}/locations/{region}/publishers/google/models/{model}:{action}` with
@@ -22,6 +23,7 @@ methods of the content and delta protocols.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import secrets
@@ -54,6 +56,21 @@ def task_seconds() -> float:
     return float(os.environ.get("GATEWAY_SIM_TASK_SECONDS", "3"))
 
 
+def _registered_in_file(email: str) -> str | None:
+    """A public key from the file `GATEWAY_SIM_VERTEX_KEYS` names (a JSON object, email -> public
+    key PEM): how `make run` is told the service accounts it should know."""
+    path = os.environ.get("GATEWAY_SIM_VERTEX_KEYS")
+    if not path:
+        return None
+    try:
+        with open(path) as file:
+            known = json.load(file)
+    except (OSError, ValueError):
+        return None
+    found = known.get(email) if isinstance(known, dict) else None
+    return found if isinstance(found, str) else None
+
+
 def _grant_error(description: str) -> JSONResponse:
     return JSONResponse({"error": "invalid_grant", "error_description": description}, status_code=400)
 
@@ -70,7 +87,7 @@ async def token(request: Request) -> Response:
     except jwt.PyJWTError:
         return _grant_error("Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable "
                             "timeframe.")
-    public = SERVICE_ACCOUNTS.get(str(unverified.get("iss")))
+    public = SERVICE_ACCOUNTS.get(str(unverified.get("iss"))) or _registered_in_file(str(unverified.get("iss")))
     if public is None or header.get("alg") != "RS256":
         return _grant_error("Invalid JWT Signature.")
     # google-auth signs for Google's token endpoint whatever the key file's token_uri says
