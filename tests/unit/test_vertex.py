@@ -208,3 +208,40 @@ def test_a_vertex_operation_name_of_another_shape_is_never_put_in_a_url():
     adapter = VertexDeltaAdapter(VertexSite("p1", "us-central1"))
     with pytest.raises(ValueError):
         adapter.build_poll("https://x", "{}", "models/veo/operations/../../secrets")
+
+
+def test_a_token_count_is_sent_in_vertexs_own_shape(account, cache, sim_url):
+    # Given a count in the Gemini API's shape (what the messages dialect's count is converted to)
+    channel = Catalog.from_document({"channels": [vertex_channel(account, base_url=sim_url)]}).channels[0]
+    gemini_shaped = {"generateContentRequest": {"model": "models/gemini-2.5-pro", "contents": [
+        {"role": "user", "parts": [{"text": "count me"}]}], "toolConfig": {}}}
+    path = VertexSite("test-project", "europe-west4").model_path("gemini-2.5-pro", "countTokens")
+    # Then Vertex itself refuses that shape (its CountTokensRequest has no generateContentRequest)
+    refused = httpx.post(sim_url + path, json=gemini_shaped,
+                         headers={"authorization": f"Bearer {cache.token(account)}"})
+    assert refused.status_code == 400 and '"generateContentRequest"' in refused.json()["error"]["message"]
+
+    # And the Vertex client unpacks it, so the count is answered
+    async def scenario():
+        async with httpx.AsyncClient() as http:
+            return await client_for(channel, http).count_tokens("gemini-2.5-pro", gemini_shaped)
+
+    assert asyncio.run(scenario())["totalTokens"] > 0
+
+
+def test_the_probes_of_cooling_vertex_channels_reach_vertex_with_a_token(account, cache, sim_url, monkeypatch):
+    from gateway.routing import probes
+
+    catalog = Catalog.from_document({"channels": [
+        vertex_channel(account, base_url=sim_url),
+        vertex_channel(account, name="veo", protocol="delta", base_url=sim_url, models=["veo-3.0-generate-001"])]})
+    with httpx.Client() as http:
+        # A working channel's probe: a token, then an answer (a 404 for the probe's operation is one)
+        assert [probes.probe(channel, sender=http) for channel in catalog.channels] == [None, None]
+        assert len(simulator.TOKEN_REQUESTS) == 1
+        # A channel whose key Google no longer knows: the probe says so, as the channel's account
+        _, other_public = new_key()
+        monkeypatch.setitem(simulator.SERVICE_ACCOUNTS, EMAIL, other_public)
+        monkeypatch.setattr(vertex_module, "_tokens", TokenCache(clock=Clock()))
+        failure = probes.probe(catalog.channels[1], sender=http)
+    assert failure is not None and failure.account

@@ -127,6 +127,23 @@ def _refusal(request: Request) -> JSONResponse | None:
     return None
 
 
+#: Vertex's CountTokensRequest (REST reference, projects.locations.publishers.models.countTokens):
+#: no `generateContentRequest` (a Gemini API field), no `toolConfig`, no `safetySettings`.
+_COUNT_FIELDS = frozenset({"model", "instances", "contents", "tools", "systemInstruction", "generationConfig"})
+
+
+def _unknown_count_fields(raw: bytes) -> str | None:
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        return None  # the content simulator answers a body that is not JSON
+    return next((name for name in body if name not in _COUNT_FIELDS), None) if isinstance(body, dict) else None
+
+
+def _invalid(message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}, status_code=400)
+
+
 def _not_found(message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": 404, "message": message, "status": "NOT_FOUND"}}, status_code=404)
 
@@ -147,10 +164,25 @@ class _ModelMethod:
             return
         model, action = found["model"], found["action"]
         if action in _CONTENT_ACTIONS:
+            raw = await request.body()
+            if action == "countTokens" and (unknown := _unknown_count_fields(raw)):
+                await _invalid(f'Invalid JSON payload received. Unknown name "{unknown}": Cannot find field.')(
+                    scope, receive, send)
+                return
             path = f"/v1beta/models/{model}:{action}"
             inner = {**scope, "path": path, "raw_path": path.encode(), "root_path": "",
                      "headers": [*scope["headers"], (b"x-goog-api-key", b"vertex-token-checked")]}
-            await content.app(inner, receive, send)
+
+            replayed = False
+
+            async def replay() -> dict:
+                nonlocal replayed
+                if replayed:  # then what the server says next (a disconnect)
+                    return await receive()
+                replayed = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+
+            await content.app(inner, replay, send)
             return
         if action == "predictLongRunning":
             answer = await _submit(request, params["project"], params["region"], model)

@@ -126,6 +126,9 @@ def _json(event: SSEEvent) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+_VERTEX_COUNT_FIELDS = ("contents", "systemInstruction", "tools", "generationConfig")
+
+
 class VertexContentClient(ContentClient):
     """The content protocol on Vertex AI (`upstreams/vertex.py`): the regional host, the
     project's publisher-model paths, and an OAuth access token from the channel's service
@@ -158,6 +161,14 @@ class VertexContentClient(ContentClient):
 
     def stream(self, path: str, payload: dict[str, Any]) -> EventStream:
         return _AuthorizedStream(self, path, payload)
+
+    async def count_tokens(self, model: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Vertex's CountTokensRequest has the request's fields at its top, and only some of them
+        (REST reference, `projects.locations.publishers.models.countTokens`): a Gemini API body's
+        `generateContentRequest` is unpacked, what Vertex does not count with is left out."""
+        inner = payload.get("generateContentRequest")
+        source = inner if isinstance(inner, dict) else payload
+        return await super().count_tokens(model, {k: v for k, v in source.items() if k in _VERTEX_COUNT_FIELDS})
 
     async def probe(self) -> None:
         """Vertex has no model list under a project: a free token count of one word instead."""

@@ -122,6 +122,8 @@ class DeltaAdapter:
                             inline_results=inline or [])
 
 
+#: The model a bare operation id (the health probe's) is fetched under.
+PROBE_MODEL = "veo-3.0-generate-001"
 # A Vertex AI operation's name: projects/P/locations/L/publishers/google/models/M/operations/ID.
 _VERTEX_OPERATION = re.compile(r"projects/[^/]+/locations/[^/]+/publishers/google/models/([^/]+)/operations/[^/]+")
 
@@ -146,6 +148,10 @@ class VertexDeltaAdapter(DeltaAdapter):
                              headers=self._headers(api_key), json=body)
 
     def build_poll(self, base_url: str, api_key: str, upstream_task_id: str) -> httpx.Request:
+        if "/" not in upstream_task_id and _OPERATION_NAME.fullmatch(upstream_task_id):
+            # A bare id (the health probe's): an operation of this channel's own project.
+            upstream_task_id = (f"{self.site.model_path(PROBE_MODEL, '').removeprefix('/v1/').removesuffix(':')}"
+                                f"/operations/{upstream_task_id}")
         found = _VERTEX_OPERATION.fullmatch(upstream_task_id)
         if not found or not _OPERATION_NAME.fullmatch(upstream_task_id) or ".." in upstream_task_id.split("/"):
             raise ValueError(f"not a Vertex AI operation name: {upstream_task_id!r}")
