@@ -290,3 +290,18 @@ def test_the_alert_names_an_account_fault_of_a_400(book, monkeypatch, capsys):
     # And a ChannelAccountRefused point for the channel, the metric an alarm watches
     points = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "ChannelAccountRefused" in line]
     assert [(p["channel"], p["ChannelAccountRefused"]) for p in points] in ([("main", 1.0)], [("main", [1.0])])
+
+
+def test_an_unpaid_account_answered_with_a_429_is_never_told_as_a_rate_limit():
+    # Given every channel refused with Kling's 429 1101 (arrears) and OpenAI's 429 insufficient_quota
+    failures: list = []
+
+    class Channel:
+        name = "c"
+
+    for table, body in ((ALPHA, {"code": 1101, "message": "Account in arrears"}),
+                        (CHAT, {"error": {"type": "insufficient_quota", "code": "insufficient_quota"}})):
+        record_failure(Channel(), table.error(429, "refused", body), failures)
+    # Then the client gets a 502 about the gateway's own account, not a 429 asking it to wait
+    told = exhausted_error(failures)
+    assert told.status == 502 and "not a problem with your key" in told.message and not told.headers

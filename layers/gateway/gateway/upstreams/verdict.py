@@ -92,7 +92,7 @@ def exhausted_error(failures: Sequence[Any], no_attempt: str = "no upstream coul
     if not failures:
         return UpstreamTimeout(no_attempt)
     summary = f"{len(failures)} upstream attempt{'s' if len(failures) > 1 else ''} failed; last: {_shown(failures[-1])}"
-    if all(f.status == 429 for f in failures):
+    if all(f.status == 429 and not is_account(f) for f in failures):  # Kling's 429 1101 is a bill, not a rate
         waits = [f.retry_after for f in failures if f.retry_after is not None]
         headers = {"Retry-After": str(max(1, math.ceil(min(waits))))} if waits else None
         return RateLimited(f"the upstreams are rate limited: {summary}", headers=headers)
