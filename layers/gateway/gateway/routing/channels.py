@@ -25,14 +25,16 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from gateway.errors import NotFound, Unavailable, shown
 from gateway.prices import Price, PriceTable
 from gateway.routing import health
 from gateway.settings import get_settings
-from gateway.upstreams.vertex import VertexSite, service_account_info, valid_region
+
+if TYPE_CHECKING:
+    from gateway.upstreams.vertex import VertexSite
 
 PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
 ANY_MODEL = "*"
@@ -91,6 +93,8 @@ class Channel:
 def _document_model():
     # pydantic only when a document is read (not on every cold start of every function)
     from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+    from gateway.upstreams.vertex import valid_region
 
     class VertexSpec(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -198,6 +202,8 @@ class Catalog:
                                               f"in the environment{where}")
             site, base_url = None, spec.base_url or ""
             if spec.vertex is not None:
+                from gateway.upstreams.vertex import VertexSite, service_account_info
+
                 try:
                     info = service_account_info(api_key)
                 except ValueError as exc:

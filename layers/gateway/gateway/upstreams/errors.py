@@ -28,11 +28,12 @@ import email.utils
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from gateway.errors import GatewayError
+
+if TYPE_CHECKING:  # channel health imports this module: no HTTP client on its cold start
+    import httpx
 
 CLIENT, ACCOUNT, CAPACITY, UPSTREAM = "client", "account", "capacity", "upstream"
 FAULTS = (CLIENT, ACCOUNT, CAPACITY, UPSTREAM)
