@@ -76,3 +76,44 @@ def test_a_vertex_content_channel_serves_every_dialect(demo, catalog, service_ac
     assert status == 200 and b"cat" in data
     assert ledger(request.request_id)["detail"]["channel"] == "vertex"
     assert vertex_simulator.TOKEN_REQUESTS == ["text@vertex-project.iam.gserviceaccount.com"]
+
+
+@pytest.fixture(scope="module")
+def over_http(aws):
+    """The text function and the simulators, each over real HTTP on 127.0.0.1."""
+    from tests.conftest import load_function, serve_asgi
+
+    with serve_asgi(simulators_app()) as simulators, serve_asgi(load_function("text").app) as gateway:
+        yield simulators, gateway
+
+
+def test_the_google_genai_sdk_is_served_past_a_revoked_key_and_never_told_it(demo, over_http, tmp_path):
+    from google import genai
+    from google.genai import errors as genai_errors
+    from google.genai import types
+
+    from tests.conftest import use_environment
+
+    simulators, gateway = over_http
+
+    def channels(*entries: dict) -> dict:
+        path = tmp_path / "channels.json"
+        path.write_text(json.dumps({"channels": list(entries)}))
+        return use_environment(GATEWAY_CHANNELS_FILE=str(path), GATEWAY_SIMULATOR_URL=None,
+                               GATEWAY_CHANNELS_PARAMETER=None)
+
+    client = genai.Client(api_key=demo["key"], http_options=types.HttpOptions(base_url=gateway, api_version="v1beta"))
+    saved = channels(content_channel("revoked", f"{simulators}/content/account/keyinvalid", 1),
+                     content_channel("working", f"{simulators}/content", 0))
+    try:
+        # Given the preferred channel's Gemini key revoked, the SDK's call is answered by the other
+        answer = client.models.generate_content(model="m-small", contents="hi cat")
+        assert "cat" in answer.text
+        # And with only the revoked channel left, the SDK raises a server error that is not about its key
+        channels(content_channel("revoked", f"{simulators}/content/account/keyinvalid"))
+        with pytest.raises(genai_errors.ServerError) as raised:
+            client.models.generate_content(model="m-small", contents="hi cat")
+        assert raised.value.code == 502 and "not a problem with your key" in str(raised.value)
+        assert "API key not valid" not in str(raised.value)
+    finally:
+        use_environment(**saved)
