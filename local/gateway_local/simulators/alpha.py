@@ -30,6 +30,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from .provider_faults import with_provider_faults
+
 clock = time.time  # tests replace this to move tasks along without waiting
 ACCESS, SECRET = "simulator", "simulator-secret-of-at-least-32-bytes"
 TASKS: dict[str, dict] = {}
@@ -213,3 +215,6 @@ app = Starlette(routes=[
     Route("/v1/general/custom-voices", list_custom, methods=["GET"]),
     Route("/files/{name}", file, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "kling")
