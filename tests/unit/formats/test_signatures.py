@@ -69,9 +69,9 @@ def next_turn(dialect: str, answer: dict, *, thinking: bool = True) -> dict:
                 **({"thinking": {"type": "enabled", "budget_tokens": 2048}} if thinking else {})}
     content = answer["candidates"][0]["content"]
     calls = [p["functionCall"] for p in content["parts"] if "functionCall" in p]
+    results = [{"functionResponse": {"name": c["name"], "response": {"output": "sunny"}}} for c in calls]
     return {"contents": [{"role": "user", "parts": [{"text": "Weather?"}]}, content,
-                         {"role": "user", "parts": [{"functionResponse": {"name": c["name"], "response": {"output": "sunny"}}}
-                                                    for c in calls]}],
+                         {"role": "user", "parts": results}],
             "tools": [{"functionDeclarations": [{"name": "get_weather", "parametersJsonSchema": {"type": "object"}}]}],
             **({"generationConfig": {"thinkingConfig": {"thinkingBudget": 2048}}} if thinking else {})}
 
