@@ -280,3 +280,41 @@ def accumulate(client: str, events: list) -> dict:
     # content: the google-genai loop keeps every streamed part, in order
     parts = [p for d in datas for p in d["candidates"][0]["content"]["parts"] if p != {"text": ""}]
     return {"candidates": [{"content": {"role": "model", "parts": parts}}]}
+
+
+# ---- a turn another channel served, relayed to a channel of the client's own dialect ----
+
+def test_a_messages_client_history_from_a_content_channel_is_relayable_to_a_messages_channel():
+    # Given a messages client whose last turn a content channel served (its call signature sealed in
+    # a thinking block), now routed to a messages channel
+    answer = convert_response(CONTENT_ANSWER, source="content", target="messages")
+    body = convert_request(next_turn("messages", answer), source="messages", target="messages", model="claude-up")
+    # Then that block, which this upstream would refuse as an invalid signature, is taken out, and
+    # thinking is off for the turn since the tool loop's message no longer opens with thinking
+    assert [b["type"] for b in body["messages"][1]["content"]] == ["tool_use", "tool_use"]
+    assert "thinking" not in body
+    # while its own blocks pass untouched
+    own = convert_request(next_turn("messages", MESSAGES_ANSWER), source="messages", target="messages", model="c")
+    assert own["messages"][1]["content"][:2] == EXPECTED_BLOCKS and "thinking" in own
+
+
+def test_a_content_client_history_from_a_messages_channel_is_relayable_to_a_content_channel():
+    answer = convert_response(MESSAGES_ANSWER, source="messages", target="content")
+    body = convert_request(next_turn("content", answer), source="content", target="content", model="gemini-up")
+    parts = body["contents"][1]["parts"]
+    assert not [p for p in parts if p.get("thought") and p.get("thoughtSignature")]
+    calls = [p for p in parts if "functionCall" in p]
+    assert calls[0]["thoughtSignature"] == "skip_thought_signature_validator"
+    # and a content upstream's own signatures pass untouched
+    own = convert_request(next_turn("content", CONTENT_ANSWER), source="content", target="content", model="g")
+    assert own["contents"][1]["parts"][0]["thoughtSignature"] == GOOGLE_SIGNATURE
+
+
+def test_a_responses_client_history_from_another_channel_is_relayable_to_a_chat_channel():
+    answer = convert_response(MESSAGES_ANSWER, source="messages", target="responses")
+    request = next_turn("responses", answer)
+    request["input"].insert(1, {"type": "reasoning", "id": "rs_openai", "summary": [],
+                                "encrypted_content": "gAAAAABopenai-own"})
+    body = convert_request(request, source="responses", target="responses", model="gpt-up")
+    reasoning = [i for i in body["input"] if i.get("type") == "reasoning"]
+    assert [i["id"] for i in reasoning] == ["rs_openai"]  # only the upstream's own

@@ -51,7 +51,7 @@ from .neutral import (
     restyle_id,
     unsupported,
 )
-from .signatures import opened, sealed_thinking
+from .signatures import opened, sealed_thinking, unseal_bytes
 from .usage import Usage, usage_from_content, usage_to_content
 
 Event = tuple[str | None, dict[str, Any]]
@@ -283,9 +283,23 @@ def _contents(request: Request) -> list[dict[str, Any]]:
 def _sign_first_call(parts: list[dict[str, Any]]) -> None:
     """The upstream checks the signature of the first function call of each model step (parallel
     calls after it carry none); one the client did not hand back gets the placeholder."""
-    first = next((p for p in parts if "functionCall" in p), None)
-    if first is not None and not first.get("thoughtSignature"):
+    first = next((p for p in parts if isinstance(p, dict) and ("functionCall" in p or "function_call" in p)), None)
+    if first is not None and not (first.get("thoughtSignature") or first.get("thought_signature")):
         first["thoughtSignature"] = PLACEHOLDER_SIGNATURE
+
+
+def relayable(body: dict[str, Any]) -> dict[str, Any]:
+    """A request of this dialect for a channel of this dialect: as the client sent it, but without
+    the thoughts the gateway sealed for a messages upstream (a turn another channel served), and
+    with the placeholder on a model step's first call that came unsigned (a call another channel
+    made: this upstream refuses it otherwise)."""
+    for item in body.get("contents") or []:
+        if not isinstance(item, dict) or item.get("role") != "model" or not isinstance(item.get("parts"), list):
+            continue
+        item["parts"] = [p for p in item["parts"] if not (
+            isinstance(p, dict) and unseal_bytes(p.get("thoughtSignature") or p.get("thought_signature")))]
+        _sign_first_call(item["parts"])
+    return body
 
 
 def _parts_out(part: Part) -> list[dict[str, Any]]:

@@ -48,7 +48,7 @@ from .neutral import (
     safe_tool_id,
     unsupported,
 )
-from .signatures import opened, sealed_call, thinking_block, thinking_from_block
+from .signatures import opened, sealed_call, thinking_block, thinking_from_block, unseal
 from .usage import Usage, usage_from_messages, usage_to_messages
 
 Event = tuple[str | None, dict[str, Any]]
@@ -219,6 +219,31 @@ def _strip_final_thinking(messages: list[dict[str, Any]]) -> None:
     # contain `thinking`"); earlier ones it accepts and ignores.
     if messages and messages[-1]["role"] == ASSISTANT:
         messages[-1]["content"] = [b for b in messages[-1]["content"] if b.get("type") not in _THINKING_BLOCKS]
+
+
+def relayable(body: dict[str, Any]) -> dict[str, Any]:
+    """A request of this dialect for a channel of this dialect: as the client sent it, but without
+    the thinking blocks the gateway sealed for a content upstream (a turn another channel served;
+    this upstream would refuse their signature), and with thinking off if that leaves a tool loop's
+    final assistant message without its thinking."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return body
+    removed = False
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in _THINKING_BLOCKS
+                                               and unseal(b.get("signature")) is not None)]
+            removed = removed or len(kept) != len(content)
+            message["content"] = kept
+    if removed:
+        body["messages"] = [m for m in messages if not (isinstance(m, dict) and m.get("content") == [])]
+        shaped = [{"role": m.get("role"), "content": [b for b in m["content"] if isinstance(b, dict)]}
+                  for m in body["messages"] if isinstance(m, dict) and isinstance(m.get("content"), list)]
+        if "thinking" in body and not _opens_with_thinking(shaped):
+            del body["thinking"]
+    return body
 
 
 def _render_sampling(request: Request, body: dict[str, Any], thinking_allowed: bool = True) -> None:

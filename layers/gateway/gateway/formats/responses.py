@@ -46,7 +46,7 @@ from .neutral import (
     restyle_id,
     unsupported,
 )
-from .signatures import opened, sealed_call, sealed_thinking
+from .signatures import opened, sealed_call, sealed_thinking, unseal
 from .usage import Usage, usage_from_responses, usage_to_responses
 
 Event = tuple[str | None, dict[str, Any]]
@@ -126,6 +126,16 @@ def _read_input(request: Request, items: list[dict[str, Any]]) -> None:
                 request.add(ASSISTANT, [carried])
         else:
             raise unsupported(f"input item type {kind!r}", where + ".type")
+
+
+def relayable(body: dict[str, Any]) -> dict[str, Any]:
+    """A request of this dialect for a chat channel that serves it natively: as the client sent it,
+    but without the reasoning items the gateway sealed for another upstream (a turn another
+    channel served; this upstream could not read their `encrypted_content`)."""
+    if isinstance(body.get("input"), list):
+        body["input"] = [i for i in body["input"] if not (
+            isinstance(i, dict) and i.get("type") == "reasoning" and unseal(i.get("encrypted_content")) is not None)]
+    return body
 
 
 def _parts(content: Any, where: str) -> list[Part]:
