@@ -318,3 +318,33 @@ def test_a_responses_client_history_from_another_channel_is_relayable_to_a_chat_
     body = convert_request(request, source="responses", target="responses", model="gpt-up")
     reasoning = [i for i in body["input"] if i.get("type") == "reasoning"]
     assert [i["id"] for i in reasoning] == ["rs_openai"]  # only the upstream's own
+
+
+def test_a_later_step_of_the_same_turn_needs_no_thinking_of_its_own():
+    # Claude thinks once per assistant turn (without interleaved thinking): the turn's later
+    # tool-calling messages carry no block, and thinking stays on
+    answer = convert_response(MESSAGES_ANSWER, source="messages", target="chat")
+    request = next_turn("chat", answer)
+    call = {"id": "toolu_02", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    later = {"role": "assistant", "content": None, "tool_calls": [call]}
+    request["messages"] += [later, {"role": "tool", "tool_call_id": "toolu_02", "content": "rain"}]
+    body = convert_request(request, source="chat", target="messages", model="claude-up")
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert body["messages"][1]["content"][:2] == EXPECTED_BLOCKS
+    assert body["messages"][3]["content"][0]["type"] == "tool_use"
+
+
+@pytest.mark.parametrize("carrier", [
+    "gw1." + base64.urlsafe_b64encode(b"[" * 100_000 + b"]" * 100_000).decode(),
+    "gw1.!!!", "gw1." + base64.urlsafe_b64encode(b'{"o": "messages", "b": {"type": "thinking"}}').decode(),
+    "gw1." + base64.urlsafe_b64encode(b'{"o": "elsewhere", "b": {}}').decode()])
+def test_a_hostile_or_broken_carrier_is_dropped_not_a_500(carrier):
+    request = {"model": "m", "reasoning": {"effort": "low"}, "input": [
+        {"role": "user", "content": "Weather?"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": carrier},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"}]}
+    for target in ("messages", "content"):
+        body = convert_request(request, source="responses", target=target, model="up")
+        assert body  # converted, with the carrier left out
+    assert "thinking" not in convert_request(request, source="responses", target="messages", model="up")

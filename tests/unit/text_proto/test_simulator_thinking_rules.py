@@ -168,3 +168,16 @@ def test_content_checks_only_the_current_turn():
 def test_a_request_the_sdks_types_cannot_hold_is_refused(path, body, headers, said):
     answer = post(path, body, headers)
     assert answer.status_code == 400 and said in answer.json()["error"]["message"], answer.text
+
+
+def test_messages_takes_a_later_step_of_the_turn_without_thinking_of_its_own():
+    # the turn opens with its thinking; a later tool-calling message of the same turn needs none
+    content = first_turn()["content"]
+    body = second_turn(content)
+    body["messages"] += [{"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_later", "name": "get_weather", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_later", "content": "rain"}]}]
+    assert post("/messages/v1/messages", body, MESSAGES).status_code == 200, "a later step needs no thinking"
+    body["messages"][1]["content"] = [b for b in content if b["type"] == "tool_use"]
+    answer = post("/messages/v1/messages", body, MESSAGES)
+    assert answer.status_code == 400 and answer.json()["error"]["message"].startswith("messages.1.content.0.type")

@@ -201,16 +201,22 @@ _THINKING_BLOCKS = ("thinking", "redacted_thinking")
 
 
 def _opens_with_thinking(messages: list[dict[str, Any]]) -> bool:
-    """Whether thinking may be on: with thinking on, the upstream refuses a final assistant
-    message that calls tools but does not open with a thinking block ("messages.N.content.0.type:
-    Expected `thinking` or `redacted_thinking`, but found `tool_use`. ... To avoid this
-    requirement, disable `thinking`": its 400, docs.claude.com/en/docs/build-with-claude/
-    extended-thinking#preserving-thinking-blocks). A client of another dialect that dropped the
-    blocks gets its answer with thinking off for that request, instead of that 400."""
-    last = next((m for m in reversed(messages) if m["role"] == ASSISTANT), None)
-    if last is None or not any(b.get("type") == "tool_use" for b in last["content"]):
+    """Whether thinking may be on: with thinking on, the upstream refuses a tool loop whose
+    assistant turn (its messages since the last user message that is not only tool results) does
+    not open with a thinking block ("messages.N.content.0.type: Expected `thinking` or
+    `redacted_thinking`, but found `tool_use`. ... To avoid this requirement, disable `thinking`":
+    its 400; docs.claude.com/en/docs/build-with-claude/extended-thinking, "Preserving thinking
+    blocks": the whole assistant turn, tool calls and results included, runs in one thinking mode,
+    and only its first response need think). A client of another dialect that dropped the blocks
+    gets its answer with thinking off for that request, instead of that 400."""
+    start = 0
+    for i, message in enumerate(messages):
+        if message["role"] == USER and any(b.get("type") != "tool_result" for b in message["content"]):
+            start = i + 1
+    turn = [m for m in messages[start:] if m["role"] == ASSISTANT and m["content"]]
+    if not any(b.get("type") == "tool_use" for m in turn for b in m["content"]):
         return True
-    return bool(last["content"]) and last["content"][0].get("type") in _THINKING_BLOCKS
+    return turn[0]["content"][0].get("type") in _THINKING_BLOCKS
 
 
 def _strip_final_thinking(messages: list[dict[str, Any]]) -> None:
@@ -239,8 +245,9 @@ def relayable(body: dict[str, Any]) -> dict[str, Any]:
             message["content"] = kept
     if removed:
         body["messages"] = [m for m in messages if not (isinstance(m, dict) and m.get("content") == [])]
-        shaped = [{"role": m.get("role"), "content": [b for b in m["content"] if isinstance(b, dict)]}
-                  for m in body["messages"] if isinstance(m, dict) and isinstance(m.get("content"), list)]
+        shaped = [{"role": m.get("role"), "content": [b for b in m["content"] if isinstance(b, dict)]
+                   if isinstance(m.get("content"), list) else [{"type": "text"}]}
+                  for m in body["messages"] if isinstance(m, dict)]
         if "thinking" in body and not _opens_with_thinking(shaped):
             del body["thinking"]
     return body

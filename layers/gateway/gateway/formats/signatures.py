@@ -59,7 +59,7 @@ def unseal(value: Any) -> tuple[str, dict[str, Any]] | None:
     body = value[len(PREFIX):]
     try:
         data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):  # a client's value: anything may be in it
         return None
     if not isinstance(data, dict) or data.get("o") not in (MESSAGES, CONTENT) or not isinstance(data.get("b"), dict):
         return None

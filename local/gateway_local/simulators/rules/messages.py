@@ -86,29 +86,45 @@ def _thinking_blocks(body: dict[str, Any]) -> tuple[str, str] | None:
                 return f"{where}: Invalid `signature` in `thinking` block", where
             if block.get("type") == "redacted_thinking" and not _redacted_ok(block.get("data")):
                 return f"{where}: Invalid `data` in `redacted_thinking` block", where  # wording unverified
-    if not messages:
-        return None
-    last_assistant = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
-    if last_assistant is None:
-        return None
-    content = messages[last_assistant].get("content")
-    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
     if _enabled(body):
-        # The issue's row 1: a tool loop's final assistant message must open with its thinking.
-        if any(b.get("type") == "tool_use" for b in blocks) and blocks[0].get("type") not in _THINKING_BLOCKS:
-            where = f"messages.{last_assistant}.content.0.type"
-            return (f"{where}: Expected `thinking` or `redacted_thinking`, but found `{blocks[0].get('type')}`. "
-                    "When `thinking` is enabled, a final `assistant` message must start with a thinking block "
-                    "(preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you "
-                    "include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. "
-                    f"Please consult our documentation at {EXTENDED_THINKING}"), where
-    elif last_assistant == len(messages) - 1:
-        for j, block in enumerate(blocks):
+        return _turn_opens_with_thinking(messages)
+    last = messages[-1] if messages else {}
+    if last.get("role") == "assistant":
+        for j, block in enumerate(_blocks(last)):
             if block.get("type") in _THINKING_BLOCKS:
-                where = f"messages.{last_assistant}.content.{j}"
+                where = f"messages.{len(messages) - 1}.content.{j}"
                 return (f"{where}: When thinking is disabled, an `assistant` message in the final position cannot "
                         "contain `thinking`. To use thinking blocks, enable `thinking` in your request."), where
     return None
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _turn_opens_with_thinking(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """The issue's row 1: a tool loop's assistant turn (its messages since the last user message
+    that is not only tool results) must open with the thinking the upstream signed; the docs: the
+    whole turn runs in one thinking mode, and only its first response need think."""
+    start = 0
+    for i, message in enumerate(messages):
+        if message.get("role") == "user" and any(b.get("type") != "tool_result" for b in _blocks(message)):
+            start = i + 1
+    turn = [i for i in range(start, len(messages)) if messages[i].get("role") == "assistant" and _blocks(messages[i])]
+    if not any(b.get("type") == "tool_use" for i in turn for b in _blocks(messages[i])):
+        return None
+    first = _blocks(messages[turn[0]])[0]
+    if first.get("type") in _THINKING_BLOCKS:
+        return None
+    where = f"messages.{turn[0]}.content.0.type"
+    return (f"{where}: Expected `thinking` or `redacted_thinking`, but found `{first.get('type')}`. "
+            "When `thinking` is enabled, a final `assistant` message must start with a thinking block "
+            "(preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you "
+            "include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. "
+            f"Please consult our documentation at {EXTENDED_THINKING}"), where
 
 
 def _redacted_ok(data: Any) -> bool:
