@@ -325,7 +325,9 @@ def simulators_app() -> Any:
     from starlette.routing import Mount
 
     from gateway_local.simulators import SIMULATORS
+    from gateway_local.simulators.rules import _sdk
 
+    _sdk.warm()  # the SDK request types the text simulators check requests with
     mounts = []
     for protocol, target in SIMULATORS.items():
         module_name, attribute = target.split(":")

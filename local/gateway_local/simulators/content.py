@@ -201,7 +201,11 @@ async def _generate(request: Request, model: str, req: ContentRequest, *, stream
 
     thought_parts = [{"text": "".join(plan.thinking), "thought": True}] if plan.thinking else []
     if plan.tool_name:
-        answer_parts: list[dict[str, Any]] = [{"functionCall": {"name": plan.tool_name, "args": _arguments(plan)}}]
+        # Signed as a Gemini 3 model signs a step's first call, thinking shown or not (rules.content).
+        arguments = _arguments(plan)
+        answer_parts: list[dict[str, Any]] = [{"functionCall": {"name": plan.tool_name, "args": arguments},
+                                               "thoughtSignature": rules.content.signature_for(plan.tool_name,
+                                                                                               arguments)}]
     else:
         answer_parts = [{"text": plan.text}]
     if not stream:

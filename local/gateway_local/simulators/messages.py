@@ -122,13 +122,17 @@ async def messages(request: Request) -> Response:
                        tools=_tools(data), json_schema=_schema(data), thinking=req.thinking is not None,
                        attachments=media)
     message_id, tool_id = new_id("msg_"), new_id("toolu_")
-    signature = hashlib.sha256(" ".join(plan.thinking).encode()).hexdigest()
+    # Signed as the upstream signs its thinking; what comes back is checked (rules.messages).
+    signature = rules.messages.signature_for("thinking", "".join(plan.thinking))
     usage = {"input_tokens": plan.input_tokens, "cache_creation_input_tokens": created,
              "cache_read_input_tokens": read, "output_tokens": plan.output_tokens, "service_tier": "standard",
              "cache_creation": {"ephemeral_5m_input_tokens": created - hour, "ephemeral_1h_input_tokens": hour}}
     blocks: list[dict[str, Any]] = []
     if plan.thinking:
         blocks.append({"type": "thinking", "thinking": "".join(plan.thinking), "signature": signature})
+        if rules.messages.REDACTED_TRIGGER in prompt:  # the docs' way to see a redacted_thinking block
+            blocks.append({"type": "redacted_thinking",
+                           "data": rules.messages.signature_for("redacted_thinking", rules.messages.REDACTED_TRIGGER)})
     if plan.tool_name:
         blocks.append({"type": "tool_use", "id": tool_id, "name": plan.tool_name, "input": _arguments(plan)})
     else:
@@ -150,6 +154,8 @@ async def messages(request: Request) -> Response:
             start, deltas = {**block, "thinking": "", "signature": ""}, [
                 {"type": "thinking_delta", "thinking": piece} for piece in plan.thinking] + [
                 {"type": "signature_delta", "signature": signature}]
+        elif block["type"] == "redacted_thinking":
+            start, deltas = block, []  # whole in its start event
         elif block["type"] == "tool_use":
             start, deltas = {**block, "input": {}}, [
                 {"type": "input_json_delta", "partial_json": piece} for piece in plan.tool_arguments]

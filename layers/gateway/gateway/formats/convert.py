@@ -76,7 +76,9 @@ def convert_request(body: dict[str, Any], *, source: str, target: str, model: st
 
 
 def _same_dialect_request(body: dict[str, Any], dialect: str, model: str, stream: bool | None) -> dict[str, Any]:
-    relayed = copy.deepcopy(body)
+    # What the gateway sealed for an upstream of another dialect (a turn another channel served)
+    # is taken out; everything else goes as the client sent it.
+    relayed = _module(dialect).relayable(copy.deepcopy(body)) if dialect != CHAT else copy.deepcopy(body)
     if dialect == CONTENT:
         return relayed
     relayed["model"] = model
