@@ -24,7 +24,7 @@ def test_the_video_function_serves_the_spec_routes_and_the_sdk_content_path(temp
         ("/v1/video/generations", "post"), ("/v1/video/generations/result", "get"), ("/v1/videos", "post"),
         ("/v1/videos", "get"),
         ("/v1/videos/{video_id}", "get"), ("/videos/{videoId}/content", "get"),
-        ("/v1/videos/{video_id}/content", "get")}
+        ("/v1/videos/{video_id}/content", "get"), ("/v1/video/results/{task_id}/{index}", "get")}
 
 
 def test_the_poller_and_the_callback_sender_report_partial_batch_failures(template):
