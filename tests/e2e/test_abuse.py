@@ -81,6 +81,17 @@ def test_a_body_over_10_mb_is_a_413_in_the_envelope_at_once_and_a_keyless_one_a_
     assert time.perf_counter() - started < 10
 
 
+def test_a_text_body_lambda_would_refuse_is_a_413_locally_as_deployed(abused):
+    # Between Lambda's 6 MB invocation payload and API Gateway's 10 MB: on AWS the text function's
+    # invocation is refused (InvokeWithResponseStream takes 6 MB, like Invoke), so locally too
+    server, _ = abused
+    big = b'{"model":"m-small","messages":[{"role":"user","content":"' + b"x" * (7 * 1024 * 1024) + b'"}]}'
+    answer = httpx.post(server.url + "/v1/chat/completions", content=big, headers={**AUTH,
+                        "Content-Type": "application/json"}, timeout=30)
+    assert answer.status_code == 413 and answer.json()["error"]["code"] == "request_too_large"
+    assert "6 MB" in answer.json()["error"]["message"]
+
+
 def test_a_header_flood_is_a_431_in_linear_time_and_stalls_nobody(abused):
     server, other = abused
     flood = "".join(f"X-H{i}: v\r\n" for i in range(20_000))
