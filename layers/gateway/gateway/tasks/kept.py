@@ -49,12 +49,21 @@ def fetch(http: Sender, url: str, channel: Channel | None = None,
     """The upstream's bytes at `url`, or None once it no longer serves them. The channel's key
     (`key_headers`) goes with the request only to a URL the channel vouches for
     (`Channel.allows_poll_url`: https on its own host, or a listed one), on every redirect hop
-    too; anywhere else the URL must carry its own signature. An `UpstreamError` (retryable) for
-    transport trouble or an upstream failure."""
+    too; anywhere else the URL must carry its own signature, and must pass the callbacks' address
+    check (no private, loopback or metadata address: `callbacks.check_url`). An `UpstreamError`
+    (retryable) for transport trouble or an upstream failure; not retryable for an unsafe address."""
+    from gateway.tasks.callbacks import UnsafeCallback, check_url
+
     for _ in range(MAX_REDIRECTS + 1):
-        vouched = channel is not None and key_headers is not None and channel.allows_poll_url(url)
-        answer = send(http, httpx.Request("GET", url, headers=dict(key_headers or {}) if vouched else {}),
-                      repeatable=True)
+        vouched = channel is not None and channel.allows_poll_url(url)
+        if not vouched:  # an address nobody vouched for must not make the gateway read its own network
+            try:
+                check_url(url)
+            except UnsafeCallback as exc:
+                raise UpstreamError(502, f"the upstream named a result address the gateway does not read: {exc}",
+                                    retryable=False) from None
+        headers = dict(key_headers or {}) if vouched and key_headers is not None else {}
+        answer = send(http, httpx.Request("GET", url, headers=headers), repeatable=True)
         location = answer.headers.get("location")
         if answer.is_redirect and location:
             url = str(httpx.URL(url).join(location))
