@@ -330,8 +330,12 @@ class PatientAnswer:
             raise
         try:
             answer = self.waiting.result()
-        except GatewayError as error:
-            observability.note_error(error)
+        except Exception as failure:
+            observability.note_error(failure)
+            error = failure if isinstance(failure, GatewayError) else \
+                GatewayError("internal error; quote the request id when reporting it")
+            if not isinstance(failure, GatewayError):
+                logger.exception("unexpected error", extra={"request_id": self.request_id})
             rendered = render(error, dialect_for_path(self.prepared.call.route), self.request_id)
             await send(json.dumps(rendered.body, separators=(",", ":")).encode())
             return
