@@ -90,7 +90,9 @@ def link(base_url: str, path: str, task: Task, *, now: float | None = None) -> s
     """The gateway's signed link to a kept result at `path`: valid until the copy is removed
     (`KEPT_SECONDS` after the task ended), however late the query that hands it out."""
     now = time.time() if now is None else now
-    ends = int(task.completed_at or now) + KEPT_SECONDS
+    # The copy was written just before the task was (seconds at most): a minute's margin keeps
+    # the link from outliving it.
+    ends = int(task.completed_at or now) + KEPT_SECONDS - 60
     return links.sign(base_url, path, seconds=max(ends - int(now), 1), now=now)
 
 
