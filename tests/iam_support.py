@@ -85,6 +85,9 @@ def install() -> None:
     def hooked(service: str):
         made = original(service)
         made.meta.events.register("before-call", _record)
+        # A presigned link makes no call, but serves only what the signer's role may do: botocore
+        # builds its parameters as for the call itself, so they are recorded the same way.
+        made.meta.events.register("before-parameter-build.s3", _record)
         return made
 
     aws._new_client = hooked

@@ -76,7 +76,18 @@ def test_a_body_over_10_mb_is_a_413_in_the_envelope_at_once_and_a_keyless_one_a_
     assert keyless.status_code == 401 and keyless.json()["error"]["type"] == "authentication_error"
 
 
-def test_the_431_comes_while_the_client_still_has_headers_unsent(abused):
+def test_a_text_body_lambda_would_refuse_is_a_413_locally_as_deployed(abused):
+    # Between Lambda's 6 MB invocation payload and API Gateway's 10 MB: on AWS the text function's
+    # invocation is refused (InvokeWithResponseStream takes 6 MB, like Invoke), so locally too
+    server, _ = abused
+    big = b'{"model":"m-small","messages":[{"role":"user","content":"' + b"x" * (7 * 1024 * 1024) + b'"}]}'
+    answer = httpx.post(server.url + "/v1/chat/completions", content=big, headers={**AUTH,
+                        "Content-Type": "application/json"}, timeout=30)
+    assert answer.status_code == 413 and answer.json()["error"]["code"] == "request_too_large"
+    assert "6 MB" in answer.json()["error"]["message"]
+
+
+ef test_the_431_comes_while_the_client_still_has_headers_unsent(abused):
     """The 101st header is refused as it is parsed: the client has sent 102 headers (a header
     is whole once the next begins) and not the blank line that ends them, and has its 431, in the
     route's envelope, already (before, the runner waited for the end of the headers, then parsed

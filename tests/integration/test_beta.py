@@ -9,6 +9,7 @@ import json
 import time
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -40,13 +41,23 @@ def get_result(functions, ctx, task_id, key, **kwargs):
                                 **kwargs))
 
 
-def fetch_sample(functions, ctx, link):
+def fetch_sample(functions, ctx, link, redirects=None):
+    """The sample route's answer, its redirect to the kept copy followed with plain HTTP as a
+    browser would (`redirects` collects the Locations); the answer in API Gateway's shape."""
     parts = urlsplit(link)
     query = {k: v[0] for k, v in parse_qs(parts.query).items()}
     task_id = parts.path.split("/")[-2]
     event = api_event("GET", parts.path, resource="/beta/v1/results/{task_id}/sample",
                       path_parameters={"task_id": task_id}, query=query, headers={"Accept": "image/png"})
-    return functions["beta"].lambda_handler(event, ctx)
+    answer = functions["beta"].lambda_handler(event, ctx)
+    if answer["statusCode"] != 302:
+        return answer
+    location = answer["multiValueHeaders"]["Location"][0]
+    if redirects is not None:
+        redirects.append(location)
+    kept = httpx.get(location)
+    return {"statusCode": kept.status_code, "multiValueHeaders": {"Content-Type": [kept.headers["content-type"]]},
+            "body": base64.b64encode(kept.content).decode(), "isBase64Encoded": True}
 
 
 def quota(accounts) -> int:
@@ -76,8 +87,10 @@ def test_a_beta_image_goes_from_submit_to_a_served_sample_following_the_polling_
     sample = done["result"]["sample"]
     assert urlsplit(sample).path == f"/beta/v1/results/{task_id}/sample" and tasks_env not in sample
     assert done["result"]["seed"] == 7 and done["result"]["prompt"] == "a lighthouse in fog"
-    # And the link serves the image with no key
-    served = fetch_sample(functions, lambda_context, sample)
+    # And the link serves the image with no key, from the kept copy by a presigned S3 link
+    redirects: list[str] = []
+    served = fetch_sample(functions, lambda_context, sample, redirects)
+    assert len(redirects) == 1 and "X-Amz-Signature=" in redirects[0]
     assert served["statusCode"] == 200 and served["multiValueHeaders"]["Content-Type"] == ["image/png"]
     data = base64.b64decode(served["body"]) if served.get("isBase64Encoded") else served["body"].encode()
     assert data.startswith(b"\x89PNG")

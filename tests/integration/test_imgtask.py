@@ -8,6 +8,7 @@ import base64
 import json
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -15,7 +16,7 @@ from starlette.routing import Route
 from gateway.imagetypes import detect_image_type
 from gateway.tasks import callbacks
 from gateway_local.simulators import imgtask as simulator
-from tests.conftest import serve_asgi
+from tests.conftest import serve_asgi, use_environment
 from tests.integration.money_support import assert_nothing_held
 from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 from tests.integration.test_task_faults import Receiver
@@ -36,8 +37,15 @@ def fetch(functions, ctx, task_id, key):
 
 
 def image(functions, ctx, task_id, key, query=None):
-    return call(functions["imgtask"], ctx, "GET", f"/imgtask/image/{task_id}", key, query=query,
-                resource="/imgtask/image/{id}", path_parameters={"id": task_id})
+    """The image route's answer, its redirect to the kept copy followed with plain HTTP (no key),
+    in API Gateway's shape."""
+    answer = call(functions["imgtask"], ctx, "GET", f"/imgtask/image/{task_id}", key, query=query,
+                  resource="/imgtask/image/{id}", path_parameters={"id": task_id})
+    if answer["statusCode"] != 302:
+        return answer
+    kept = httpx.get(answer["multiValueHeaders"]["Location"][0])
+    return {"statusCode": kept.status_code, "multiValueHeaders": {"Content-Type": [kept.headers["content-type"]]},
+            "body": base64.b64encode(kept.content).decode(), "isBase64Encoded": True, "redirected": True}
 
 
 def quota(accounts) -> int:
@@ -115,9 +123,9 @@ def test_the_image_is_served_with_the_key_and_by_its_signed_link_without_one(
     # The record's imageUrl works without any key
     link = fetch(functions, lambda_context, task_id, demo["key"])[1]["imageUrl"]
     query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
-    signed = call(functions["imgtask"], lambda_context, "GET", f"/imgtask/image/{task_id}", "", query=query,
-                  resource="/imgtask/image/{id}", path_parameters={"id": task_id})
-    assert signed["statusCode"] == 200 and base64.b64decode(signed["body"]) == base64.b64decode(answer["body"])
+    signed = image(functions, lambda_context, task_id, "", query=query)
+    assert signed["statusCode"] == 200 and signed["redirected"]
+    assert base64.b64decode(signed["body"]) == base64.b64decode(answer["body"])
     # A tampered or expired link is refused, and no key is no access
     for bad in ({**query, "signature": "0" * 64}, {**query, "expires": "1"}):
         refused = call(functions["imgtask"], lambda_context, "GET", f"/imgtask/image/{task_id}", "", query=bad,
@@ -127,13 +135,32 @@ def test_the_image_is_served_with_the_key_and_by_its_signed_link_without_one(
     assert image(functions, lambda_context, "not-a-number", demo["key"])["statusCode"] == 400
 
 
-def test_an_expired_upstream_image_is_a_clear_404(tasks_env, functions, queues, demo, lambda_context, clock,
-                                                  monkeypatch):
+def test_an_image_larger_than_a_lambda_answer_is_kept_and_leaves_whole_by_a_presigned_link(
+        tasks_env, functions, queues, demo, lambda_context, clock):
+    from gateway.multipart import MAX_BINARY_ANSWER_BYTES
+
+    task_id = imagine(functions, lambda_context, demo["key"], prompt="a wide grid #fault=big")
+    finish(queues, lambda_context, clock)
+    link = fetch(functions, lambda_context, task_id, demo["key"])[1]["imageUrl"]
+    query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+    answer = image(functions, lambda_context, task_id, "", query=query)
+    assert answer["statusCode"] == 200 and answer["redirected"], answer.get("body", "")[:300]
+    data = base64.b64decode(answer["body"])
+    assert len(data) > MAX_BINARY_ANSWER_BYTES and detect_image_type(data) == "png"
+
+
+def test_an_expired_upstream_image_is_still_served_from_the_kept_copy_and_a_clear_404_without_one(
+        tasks_env, functions, queues, demo, lambda_context, clock, monkeypatch):
     monkeypatch.setenv("GATEWAY_SIM_IMAGE_SECONDS", "60")
     task_id = imagine(functions, lambda_context, demo["key"])
     finish(queues, lambda_context, clock)
     clock.advance(120)
-    answer = image(functions, lambda_context, task_id, demo["key"])
+    assert image(functions, lambda_context, task_id, demo["key"])["statusCode"] == 200  # the kept copy
+    saved = use_environment(RESULTS_BUCKET=None)
+    try:
+        answer = image(functions, lambda_context, task_id, demo["key"])
+    finally:
+        use_environment(**saved)
     assert answer["statusCode"] == 404 and "no longer has the image" in json.loads(answer["body"])["description"]
 
 
@@ -386,11 +413,13 @@ def test_an_action_needs_one_of_the_parents_buttons_and_the_callers_own_parent(
 def test_an_upstream_image_link_to_a_private_address_is_never_read(tasks_env, functions, queues, demo,
                                                                    lambda_context, clock, monkeypatch):
     task_id = imagine(functions, lambda_context, demo["key"])
-    finish(queues, lambda_context, clock)
-    # Given private addresses refused (as deployed), the simulator's 127.0.0.1 link is not followed
+    # Given private addresses refused (as deployed), the simulator's 127.0.0.1 link is not followed:
+    # neither by the poller that would keep the image, nor by the route that would relay it
     monkeypatch.setenv("GATEWAY_CALLBACK_ALLOW_PRIVATE", "0")
     from gateway.settings import reload_settings
     reload_settings()
+    finish(queues, lambda_context, clock)
+    assert stored(task_id)["status"] == "succeeded"
     answer = image(functions, lambda_context, task_id, demo["key"])
     assert answer["statusCode"] == 502 and "does not read" in json.loads(answer["body"])["description"]
 

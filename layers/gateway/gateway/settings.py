@@ -59,6 +59,9 @@ class Settings:
     # A streamed answer whose upstream is silent this long gets a `: keep-alive` comment (idle
     # connections are cut by proxies and clients; a reasoning model may think for minutes).
     stream_keepalive_seconds: float = 10.0
+    #: A non-streamed text answer still awaited this long is committed and kept alive with a space
+    #: every as many seconds (0: never); below API Gateway's 5-minute idle timeout.
+    buffered_keepalive_seconds: float = 30.0
     # A custom domain's base path mapping (e.g. /ai): stripped before a buffered function routes.
     base_path: str = ""
     # The limits a new key gets unless it is given its own (0: none; `admission.limits.Limits.defaults`).
@@ -101,7 +104,8 @@ ENVIRONMENT = {
     "channel_cooldown_seconds": "GATEWAY_CHANNEL_COOLDOWN_SECONDS",
     "channel_cooldown_max_seconds": "GATEWAY_CHANNEL_COOLDOWN_MAX_SECONDS",
     "channel_health_cache_seconds": "GATEWAY_CHANNEL_HEALTH_CACHE_SECONDS",
-    "stream_keepalive_seconds": "GATEWAY_STREAM_KEEPALIVE_SECONDS", "base_path": "GATEWAY_BASE_PATH",
+    "stream_keepalive_seconds": "GATEWAY_STREAM_KEEPALIVE_SECONDS",
+    "buffered_keepalive_seconds": "GATEWAY_BUFFERED_KEEPALIVE_SECONDS", "base_path": "GATEWAY_BASE_PATH",
     "default_key_rpm": "GATEWAY_DEFAULT_KEY_RPM", "default_key_max_parallel": "GATEWAY_DEFAULT_KEY_MAX_PARALLEL",
     "default_key_budget_usd": "GATEWAY_DEFAULT_KEY_BUDGET_USD",
     "default_key_budget_period": "GATEWAY_DEFAULT_KEY_BUDGET_PERIOD",

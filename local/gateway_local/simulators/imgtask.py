@@ -8,7 +8,8 @@ an upscale gets vary, zoom, custom zoom, vary region and pan buttons. A custom z
 answers 21 and waits in MODAL for `/mj/submit/modal`. Its image is a small PNG on this simulator,
 and its image link dies after `GATEWAY_SIM_IMAGE_SECONDS` (default: never), as the real one's do.
 
-Faults, written in the prompt: `#fault=fail` (ends FAILURE with a reason), `#fault=stuck` (never
+Faults, written in the prompt: `#fault=big` (its image is a PNG of about 8 MB, the size of a
+real grid's), `#fault=fail` (ends FAILURE with a reason), `#fault=stuck` (never
 finishes), `#fault=queue` (the submit answers 23), `#fault=error` (it answers 9); `#queued` takes
 the task with code 22 (queued). The word `forbidden` is banned (24, `properties.bannedWord`).
 """
@@ -41,11 +42,16 @@ def task_seconds() -> float:
     return float(os.environ.get("GATEWAY_SIM_TASK_SECONDS", "3"))
 
 
+BIG_IMAGE_BYTES = 8 * 1024 * 1024
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
 def _png(seed: int) -> bytes:
     """A valid 2x2 RGB PNG whose colour depends on the task."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
+    chunk = _chunk
     pixel = bytes([(seed * 37) % 256, (seed * 91) % 256, (seed * 53) % 256])
     raw = b"".join(b"\x00" + pixel * 2 for _ in range(2))
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
@@ -264,7 +270,10 @@ async def attachment(request: Request) -> Response:
         return Response(b"not found", status_code=404, media_type="text/plain")
     if lifetime and clock() - task["created"] - task_seconds() > lifetime:
         return Response(b"this link has expired", status_code=404, media_type="text/plain")
-    return Response(_png(int(task["id"]) % 1000), media_type="image/png")
+    image = _png(int(task["id"]) % 1000)
+    if task["fault"] == "big":  # the size of a real grid's PNG: more than a buffered Lambda answer carries
+        image = image[:-12] + _chunk(b"tEXt", b"Comment\x00" + b"x" * BIG_IMAGE_BYTES) + image[-12:]
+    return Response(image, media_type="image/png")
 
 
 async def swap(request: Request) -> Response:

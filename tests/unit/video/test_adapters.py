@@ -78,8 +78,10 @@ def test_delta_task_lives_from_submit_to_a_downloadable_video(sim, clock):
     clock.advance(3)
     done = poll(sim, adapter, base, KEY, name)
     assert (done.status, done.progress, done.error, done.terminal) == ("succeeded", 100, None, True)
-    assert len(done.result_urls) == 2 and all(url.startswith(f"{SIM}/delta/files/") for url in done.result_urls)
-    video = sim.get(done.result_urls[0])
+    assert len(done.result_urls) == 2 and all(url.startswith(f"{SIM}/delta/v1beta/files/") for url in done.result_urls)
+    # The link answers only with the API key (new-api's video_proxy.go fetches it with x-goog-api-key)
+    assert sim.get(done.result_urls[0]).status_code == 403
+    video = sim.get(done.result_urls[0], headers={"x-goog-api-key": KEY})
     assert video.status_code == 200 and video.headers["content-type"] == "video/mp4" and video.content[4:8] == b"ftyp"
 
 

@@ -345,9 +345,10 @@ def record(task: Task, snapshot: TaskSnapshot, *, now: float | None = None) -> s
     """Writes what the upstream said; a terminal answer goes on to `finish`."""
     now = time.time() if now is None else now
     if snapshot.status == "succeeded" and not snapshot.result_urls and family_of(task.family).result_links:
-        # Inline bytes (an upstream that answers with the video itself) would need an object store
-        # this gateway does not have. A family without links by design relays its bytes itself.
-        snapshot = _failed("the upstream returned the video inline; this gateway relays video links only"
+        # Inline bytes (an upstream that answers with the video itself) are kept by the family in
+        # the results bucket (delta: `tasks/kept`); without one they cannot be served. A family
+        # without links by design relays its bytes itself.
+        snapshot = _failed("the upstream returned the video inline, and no results bucket keeps it"
                            if snapshot.inline_results else "the upstream finished without a video",
                            snapshot.upstream_status)
     changes: dict[str, Any] = {"status": snapshot.status, "upstream_status": snapshot.upstream_status,

@@ -168,6 +168,11 @@ class TaskFamily:
     def query_answer(self, task: Task) -> dict[str, Any]:
         raise NotImplementedError
 
+    def generic_answer(self, task: Task) -> dict[str, Any]:
+        """What `GET /v1/video/generations/result` answers for this family's task: the
+        `generic_result`, unless the family hands out links of its own (delta)."""
+        return generic_result(task)
+
     def answer_links(self, answer: Mapping[str, Any]) -> list[str]:
         """The links to a task's results in its `query_answer` (what the console's tasks page
         shows, `api/tasks`): only links the family's own answer hands out (a signed link of the

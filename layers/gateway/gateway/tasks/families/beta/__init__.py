@@ -8,7 +8,8 @@ by changing its base URL and key.
   a task turns Ready the poller copies the image into the results bucket (`store/results`;
   a copy that fails is retried by the next poll while the upstream's link lives); the gateway's
   `result.sample` is a signed link to its own sample route (`tasks/links`), which serves the kept
-  copy. With no bucket configured it relays the upstream's bytes while the upstream still has
+  copy by a redirect to a presigned S3 link (`tasks/kept`: the image never passes through a
+  Lambda answer). With no bucket configured it relays the upstream's bytes while the upstream still has
   them (asking it for a fresh link if the stored one has expired), and answers 410 after.
 """
 
@@ -19,12 +20,12 @@ from typing import Any
 
 import httpx
 
-from gateway.errors import GatewayError, NotFound, PayloadTooLarge, UpstreamFailed
+from gateway.errors import NotFound, PayloadTooLarge, UpstreamFailed
 from gateway.multipart import MAX_BINARY_ANSWER_BYTES
 from gateway.routing.outbound import sync_client
 from gateway.store.results import KeptResult, ResultsStore
 from gateway.store.tasks import Task
-from gateway.tasks import engine, links
+from gateway.tasks import engine, kept, links
 from gateway.tasks.adapter import Accepted, Sender, TaskSnapshot, send
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.base import Quantities, TaskFamily
@@ -40,8 +41,7 @@ SUBMIT_ROUTE = "/beta/v1/{model}"
 MEDIA_TYPES = {"jpeg": "image/jpeg", "png": "image/png"}
 
 
-class Gone(GatewayError):
-    status, kind, code = 410, "not_found", "result_gone"
+Gone = kept.Gone
 
 
 def result_path(task_id: str) -> str:
@@ -159,18 +159,16 @@ class BetaFamily(TaskFamily):
 
     # --- the sample ----------------------------------------------------------------------------
 
-    def sample(self, task_id: str, expires: str | None, signature: str | None) -> tuple[bytes, str]:
-        """The image of a Ready task, for whoever holds a link signed by the gateway."""
+    def sample(self, task_id: str, expires: str | None, signature: str | None) -> tuple[str, Any]:
+        """The image of a Ready task, for whoever holds a link signed by the gateway:
+        ("redirect", a presigned S3 link) to the kept copy, else ("bytes", (data, media type))."""
         links.verify(sample_path(task_id), expires, signature)
         task = engine.tasks().get(task_id)
         if task is None or task.family != self.name or task.status != "succeeded" or not task.result_urls:
             raise NotFound(f"no image for task '{task_id}'", code="result_not_found")
         store = ResultsStore()
         if store.enabled:
-            kept = store.get(store.key(self.name, task_id))
-            if kept is None:
-                raise Gone(f"the image of task '{task_id}' is gone: the gateway keeps images one day")
-            return self._servable(kept)
+            return "redirect", kept.presigned(self.name, task_id, 0, "image")
         http = sync_client
         answer = self._fetch(http, task.result_urls[0])
         if answer is None:
@@ -184,7 +182,7 @@ class BetaFamily(TaskFamily):
         if answer is None:
             raise Gone(f"the image of task '{task_id}' is gone: the upstream keeps a result about ten minutes "
                        "after it is Ready, and this gateway has no results bucket to keep it in")
-        return self._servable(KeptResult(answer.content, self._media_type(task, answer)))
+        return "bytes", self._servable(KeptResult(answer.content, self._media_type(task, answer)))
 
     @staticmethod
     def _servable(result: KeptResult) -> tuple[bytes, str]:

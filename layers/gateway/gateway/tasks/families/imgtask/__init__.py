@@ -97,8 +97,14 @@ class ImgtaskFamily(TaskFamily):
         """One `list-by-condition` for every task of the batch on this channel."""
         listed = self.adapter.parse_list(send(http, self.adapter.build_list(
             channel.base_url, channel.api_key, [task.upstream_task_id for task in tasks]), repeatable=True))
-        return [listed.get(task.upstream_task_id)
-                or UpstreamError(404, "the upstream no longer lists this task", retryable=False) for task in tasks]
+        snapshots = [listed.get(task.upstream_task_id)
+                     or UpstreamError(404, "the upstream no longer lists this task", retryable=False) for task in tasks]
+        if not any(isinstance(s, TaskSnapshot) and s.status == "succeeded" for s in snapshots):
+            return snapshots
+        from gateway.tasks.families.imgtask.operations import keep_image  # its images are kept as they finish
+
+        return [keep_image(http, channel, task, s) if isinstance(s, TaskSnapshot) and s.status == "succeeded" else s
+                for task, s in zip(tasks, snapshots, strict=True)]
 
     # --- answers -------------------------------------------------------------------------------
 
