@@ -87,7 +87,7 @@ def test_a_text_body_lambda_would_refuse_is_a_413_locally_as_deployed(abused):
     assert "6 MB" in answer.json()["error"]["message"]
 
 
-ef test_the_431_comes_while_the_client_still_has_headers_unsent(abused):
+def test_the_431_comes_while_the_client_still_has_headers_unsent(abused):
     """The 101st header is refused as it is parsed: the client has sent 102 headers (a header
     is whole once the next begins) and not the blank line that ends them, and has its 431, in the
     route's envelope, already (before, the runner waited for the end of the headers, then parsed
