@@ -127,3 +127,17 @@ def test_what_the_sdk_sends_passes_the_gateway_rules(base_url):
     iota, theta, edit = checked
     assert (iota.n, iota.size, theta.quality) == (3, "1536x1024", "hd")
     assert (edit.n, edit.seed, edit.negative_prompt, edit.image_type) == (4, 7, "blur", "png")
+
+
+@pytest.mark.parametrize("call", ["generate", "edit"])
+def test_an_iota_model_refuses_response_format_as_gpt_image_does(sdk, call):
+    # gpt-image answers b64_json only and refuses the field (OpenAI images API reference;
+    # openai-python ImageGenerateParams/ImageEditParams: "not supported for gpt-image-1").
+    with pytest.raises(openai.BadRequestError) as refused:
+        if call == "generate":
+            sdk.images.generate(model="iota-image-1", prompt="a fox", response_format="b64_json")
+        else:
+            sdk.images.edit(model="iota-image-1", image=("a.png", PNG, "image/png"), prompt="p",
+                            response_format="b64_json")
+    assert refused.value.body["param"] == "response_format"
+    assert "Unknown parameter: 'response_format'" in refused.value.body["message"]
