@@ -12,9 +12,13 @@ from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, object_at, 
 
 TASKS_PATH = "/api/v3/contents/generations/tasks"
 
+#: Ark's task states (its API reference, "query a content generation task": queued, running,
+#: cancelled, succeeded, failed, expired). `expired`: the task outlived its
+#: `execution_expires_after` upstream and will never finish, so it fails (and is refunded) now
+#: rather than being polled as running until the gateway's age limit.
 STATUSES: Mapping[str, str] = {
     "queued": "queued", "running": "in_progress", "succeeded": "succeeded",
-    "failed": "failed", "cancelled": "cancelled",
+    "failed": "failed", "cancelled": "cancelled", "expired": "failed",
 }
 
 
@@ -53,7 +57,8 @@ class ZetaAdapter:
         urls = [video_url] if isinstance(video_url, str) and video_url else []
         error = None
         if status == "failed":
-            error = _error_text(body) or "the upstream task failed without a reason"
+            error = _error_text(body) or ("the upstream task expired before it finished" if word == "expired"
+                                          else "the upstream task failed without a reason")
         elif status == "succeeded" and not urls:
             status, error = "failed", "the upstream finished without a video_url"
         duration = body.get("duration")

@@ -324,6 +324,11 @@ class ZetaVideoRequest(StrictBody):
         content = []
         for item in self.content:
             dumped = item.model_dump(exclude_none=True)
+            if item.image_url is not None:
+                # Ark takes an image as `image_url.url` only, a link or a data URL alike (Ark's
+                # content-generation API reference; new-api's relay/channel/task/doubao MediaURL):
+                # the spec's `image_url.image_url` (a data URL) is relayed there.
+                dumped["image_url"] = {"url": item.image_url.url or item.image_url.image_url}
             if item.type == "text" and self._ignored:
                 dumped["text"] = _strip_commands(item.text or "", self._ignored)
             content.append(dumped)
