@@ -78,11 +78,16 @@ _VIDEO = {
                                           "delta-3.1-generate-preview", "delta-3.1-generate-001")},
     **{m: _p(per_second="0.15") for m in ("delta-3.0-fast-generate-001", "delta-3.0-fast-generate-preview",
                                           "delta-3.1-fast-generate-preview", "delta-3.1-fast-generate-001")},
-    "zeta-video-1-0-lite-i2v-250428": _p(per_second="0.05"),
-    "zeta-video-1-0-lite-t2v-250428": _p(per_second="0.05"),
-    "zeta-video-1-0-pro-250528": _p(per_second="0.10"),
     "epsilon-2": _p(per_second="0.10"),
     "epsilon-2-pro": _p(per_second="0.30"),
+}
+
+# Zeta video, per million of the tokens Ark bills (width x height x fps x seconds / 1024:
+# `tasks/families/zeta/prices.py`), at Ark's own rates for Seedance 1.0 pro and lite.
+_ZETA = {
+    "zeta-video-1-0-lite-i2v-250428": _p(output_per_million="1.80"),
+    "zeta-video-1-0-lite-t2v-250428": _p(output_per_million="1.80"),
+    "zeta-video-1-0-pro-250528": _p(output_per_million="2.50"),
 }
 
 # Gamma video, per second at 720P; the family multiplies by its resolution factor (480P 0.5,
@@ -112,7 +117,7 @@ _ALPHA = {
     "alpha-image-o1": _p(per_image="0.028"),
 }
 
-SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_GAMMA, **_BETA, **_IMGTASK, **_ALPHA}
+SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_ZETA, **_GAMMA, **_BETA, **_IMGTASK, **_ALPHA}
 
 
 class PriceTable:

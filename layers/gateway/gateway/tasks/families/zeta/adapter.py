@@ -62,7 +62,11 @@ class ZetaAdapter:
         elif status == "succeeded" and not urls:
             status, error = "failed", "the upstream finished without a video_url"
         duration = body.get("duration")
+        details: dict[str, Any] = {}
+        tokens = object_at(body, "usage").get("completion_tokens")
+        if status == "succeeded" and isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+            details["completion_tokens"] = tokens  # what Ark bills (zeta/prices.py)
         return TaskSnapshot(status=status, upstream_status=word, progress=100 if status == "succeeded" else None,
                             result_urls=urls, error=error,
                             duration=str(duration) if isinstance(duration, (int, str)) and duration != "" else None,
-                            raw=body)
+                            raw=body, details=details)

@@ -319,6 +319,16 @@ class ZetaVideoRequest(StrictBody):
     def billable_seconds(self) -> int:
         return self.duration
 
+    @property
+    def worst_case_tokens(self) -> int:
+        """The tokens Ark can bill for this video at most (`zeta/prices.py`)."""
+        from gateway.tasks.families.zeta.prices import default_resolution, worst_case_tokens
+
+        # Ark's default ratio: 16:9 for text-to-video, `adaptive` (the image's) for image-to-video.
+        ratio = self.commands.get("ratio") or ("16:9" if self._mode == "text-to-video" else "adaptive")
+        return worst_case_tokens(self.commands.get("rs", default_resolution(self.model)),
+                                 None if ratio in _IMAGE_RATIOS else ratio, self.duration)
+
     def upstream_body(self) -> dict[str, Any]:
         """`{model, content}` with ignored commands stripped; never the client's callback_url."""
         content = []
