@@ -205,8 +205,8 @@ def test_a_zeta_image_reaches_ark_as_image_url_url_whether_a_link_or_a_data_url(
 
 
 def test_the_zeta_simulator_refuses_an_image_item_ark_would_refuse(sim, clock):
-    body = {"model": ZETA_PRO, "content": [{"type": "text", "text": "x"},
-                                           {"type": "image_url", "image_url": {"image_url": "data:image/png;base64,AA"}}]}
+    image = {"type": "image_url", "image_url": {"image_url": "data:image/png;base64,AA"}}
+    body = {"model": ZETA_PRO, "content": [{"type": "text", "text": "x"}, image]}
     with pytest.raises(UpstreamError) as rejected:
         submit(sim, ADAPTERS["zeta"], f"{SIM}/zeta", KEY, ZETA_PRO, body)
     assert rejected.value.status == 400 and "image_url" in rejected.value.message
