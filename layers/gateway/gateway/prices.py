@@ -30,6 +30,9 @@ class Price:
     cache_write_per_million: Decimal | None = None
     cache_write_1h_per_million: Decimal | None = None
     per_image: Decimal | None = None
+    # Each megapixel of an image after its first, whose price is `per_image` (BFL's FLUX.2 way:
+    # `tasks/families/beta/prices.py`); unset: an image costs `per_image` whatever its size.
+    per_extra_megapixel: Decimal | None = None
     image_input_per_million: Decimal | None = None  # input images of an edit, per token the upstream reports
     per_second: Decimal | None = None
     per_call: Decimal | None = None
@@ -95,8 +98,9 @@ _ZETA = {
 _GAMMA = {m: _p(per_second="0.10") for m in ("gamma2.6-i2v", "gamma2.6-t2v", "gamma2.5-i2v-preview",
                                             "gamma2.5-t2v-preview")}
 
-# Beta images, per image (whatever its size, as the upstream's own price for this model).
-_BETA = {"beta-2-pro": _p(per_image="0.05")}
+# Beta images, by megapixels as BFL bills FLUX.2 [pro]: 0.03 USD for the first megapixel of the
+# image, 0.015 USD for each further one, megapixels rounded up (`tasks/families/beta/prices.py`).
+_BETA = {"beta-2-pro": _p(per_image="0.03", per_extra_megapixel="0.015")}
 
 # Image tasks (imgtask), per call: one model per action, held at submit and settled on SUCCESS.
 # A grid (imagine, variation, zoom, pan, blend, a modal's custom zoom or region vary) costs
