@@ -169,8 +169,8 @@ OPERATIONS = [
       "aspect_ratio": "9:16", "cfg_scale": 0.5, "mode": "pro"}, "videos", 980_000),  # 0.112 x 5 x 3.5
     ("motion-control", "/alpha/v1/videos/motion-control",
      {"model_name": "alpha-video-o1", "image_url": "https://cdn.example/a.png",
-      "video_url": "https://cdn.example/move.mp4", "mode": "std", "duration": 5,
-      "character_orientation": "video"}, "videos", 280_000),  # 0.112 x 5
+      "video_url": "https://cdn.example/move.mp4?seconds=12", "mode": "std", "duration": 5,
+      "character_orientation": "video"}, "videos", 672_000),  # 0.112 x 12 s of the reference video, not 5
     ("omni-image", "/alpha/v1/images/omni-image", {"model_name": "alpha-image-o1", "prompt": "a cat", "n": 2},
      "images", 28_000),  # 0.028 x 2 images
 ]
@@ -194,6 +194,30 @@ def test_each_operation_goes_from_submit_to_its_result_through_its_query(
         assert [i["index"] for i in data["task_result"]["images"]] == [0, 1]
     assert data["final_unit_deduction"] == str(units)
     assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", units)]
+
+
+@pytest.mark.parametrize("orientation,seconds,held,settled", [
+    ("video", 12, 1_680_000, 672_000),  # held: 0.112 x 30 s; settled: x 12 s
+    ("image", 7, 560_000, 392_000),     # held: 0.112 x 10 s; settled: x 7 s
+])
+def test_a_motion_control_holds_the_longest_video_and_settles_the_length_of_the_reference_video(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock, orientation, seconds, held, settled):
+    # The upstream's motion control has no duration: the video lasts as long as the reference
+    # video, up to 30 s (orientation video) or 10 s (image). The simulator refuses a `duration`.
+    before = quota(accounts)
+    body = {"model_name": "alpha-video-o1", "image_url": "https://cdn.example/a.png", "mode": "std",
+            "video_url": f"https://cdn.example/move.mp4?seconds={seconds}", "duration": 5,
+            "character_orientation": orientation}
+    status, answer = post(functions, lambda_context, "/alpha/v1/videos/motion-control", body, demo["key"])
+    assert status == 200, answer
+    task_id = answer["data"]["task_id"]
+    assert before - quota(accounts) == held
+    clock.advance()
+    queues.polls(lambda_context)
+    data = query(functions, lambda_context, "motion-control", task_id, demo["key"])[1]["data"]
+    assert data["task_status"] == "succeed" and data["task_result"]["videos"][0]["duration"] == str(seconds)
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", settled)]
+    assert before - quota(accounts) == settled and data["final_unit_deduction"] == str(settled)
 
 
 def test_alpha_models_run_on_the_generic_route_and_answer_its_result(tasks_env, functions, queues, demo, accounts,

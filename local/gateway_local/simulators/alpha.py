@@ -12,6 +12,14 @@ The mask rule of the spec: an image2video task whose static and dynamic masks di
 or whose mask differs in aspect ratio from the image (PNG sizes, read from base64), or whose
 mask URL contains `mismatch` (a URL cannot be measured here), ends failed. A base URL ending in
 `/fault/<status>` answers every request with that status.
+
+Motion control as the upstream's reference has it ("Motion Control": prompt, image_url,
+video_url, keep_original_sound, character_orientation, mode; new-api's Kling documentation the
+same): `character_orientation` and `mode` are required and there is no `duration` (a body
+carrying one is refused here, code 1201: stricter than the API, so a gateway relaying a field
+the API does not define is caught). The video lasts as long as the reference video, up to 30 s
+(orientation `video`) or 10 s (`image`); the simulated reference video lasts `?seconds=N` of its
+URL (default 7 s), and one longer than the orientation allows fails the task.
 """
 
 from __future__ import annotations
@@ -122,12 +130,32 @@ async def submit(request: Request) -> Response:
     if fault == "500":
         return _envelope(None, 5000, "Simulated internal error (#fault=500).")
     reason = _mask_mismatch(body) if operation == "image2video" else None
+    duration = str(body.get("duration") or "5")
+    if operation == "motion-control":
+        refused, duration, reason = _motion_control(body)
+        if refused is not None:
+            return _envelope(None, 1201, refused)
     task_id = uuid.uuid4().hex[:18]
     now = clock()
     TASKS[task_id] = {"operation": operation, "created": now, "fault": fault, "reason": reason,
-                      "duration": str(body.get("duration") or "5"), "n": int(body.get("n") or 1)}
+                      "duration": duration, "n": int(body.get("n") or 1)}
     return _envelope({"task_id": task_id, "task_status": "submitted", "task_info": {},
                       "created_at": int(now * 1000), "updated_at": int(now * 1000)})
+
+
+def _motion_control(body: dict) -> tuple[str | None, str, str | None]:
+    """(why the submit is refused, the video's seconds, why the task will fail) of a motion control."""
+    if "duration" in body:
+        return "duration is not a parameter of motion control: the reference video sets the length.", "", None
+    for name, allowed in (("character_orientation", ("image", "video")), ("mode", ("std", "pro"))):
+        if body.get(name) not in allowed:
+            return f"{name} is required: one of {', '.join(allowed)}.", "", None
+    found = re.search(r"[?&]seconds=(\d+)", str(body.get("video_url") or ""))
+    seconds = int(found[1]) if found else 7
+    longest = 30 if body["character_orientation"] == "video" else 10
+    if seconds > longest:
+        return None, "", f"the reference video lasts {seconds} s; at most {longest} s with this orientation"
+    return None, str(seconds), None
 
 
 def _status(task: dict) -> str:
