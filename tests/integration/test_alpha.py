@@ -402,7 +402,7 @@ def test_every_rule_refuses_a_bad_value_with_1201_naming_the_field_holding_nothi
 
 
 def test_custom_elements_and_voices_are_relayed_kept_per_user_and_free(tasks_env, functions, demo, accounts,
-                                                                      lambda_context):
+                                                                      lambda_context, clock):
     before = quota(accounts)
     element = {"model": "alpha-video-o1", "element_name": "hero", "element_description": "a knight in red",
                "element_frontal_image": "https://cdn.example/hero.png",
@@ -412,18 +412,32 @@ def test_custom_elements_and_voices_are_relayed_kept_per_user_and_free(tasks_env
     assert status == 200 and answer["code"] == 0
     created = answer["data"]
     assert created["element_id"] and created["element_name"] == "hero" and created["model_name"] == "alpha-video-o1"
+    # A voice is made by a creation task upstream (its create answers task_id and task_status)
     status, answer = post(functions, lambda_context, "/alpha/v1/general/custom-voices",
                           {"model": "alpha-video-o1", "voice_name": "narrator",
                            "voice_url": "https://cdn.example/voice.mp3"}, demo["key"])
-    voice = answer["data"]
-    assert status == 200 and voice["voice_id"] and voice["voice_name"] == "narrator"
-    # The lists and the single read answer the caller's own
+    assert status == 200, answer
+    creating = answer["data"]
+    assert creating["task_id"] and creating["task_status"] == "submitted" and creating["voice_name"] == "narrator"
+    assert "voice_id" not in creating
+    # The lists and the single read answer the caller's own; the voice's id once the upstream made it
     listed = get(functions, lambda_context, "/alpha/v1/general/custom-elements", demo["key"],
                  query={"model_name": "alpha-video-o1"})[1]["data"]
     assert [e["element_id"] for e in listed] == [created["element_id"]]
     voices = get(functions, lambda_context, "/alpha/v1/general/custom-voices", demo["key"],
                  query={"model_name": "alpha-video-o1"})[1]["data"]
-    assert [v["voice_id"] for v in voices] == [voice["voice_id"]]
+    assert [(v["task_id"], v["task_status"], v.get("voice_id")) for v in voices] == [
+        (creating["task_id"], "submitted", None)]
+    clock.advance()
+    voices = get(functions, lambda_context, "/alpha/v1/general/custom-voices", demo["key"],
+                 query={"model_name": "alpha-video-o1"})[1]["data"]
+    voice = voices[0]
+    assert len(voices) == 1 and voice["task_status"] == "succeed" and voice["voice_id"].startswith("v-")
+    assert voice["voice_name"] == "narrator" and voice["task_id"] == creating["task_id"]
+    by_task = get(functions, lambda_context, f"/alpha/v1/general/custom-voices/{creating['task_id']}", demo["key"],
+                  resource="/alpha/v1/general/custom-voices/{voice_id}", params={"voice_id": creating["task_id"]},
+                  query={"model_name": "alpha-video-o1"})
+    assert by_task[0] == 200 and by_task[1]["data"] == voice
     path = f"/alpha/v1/general/custom-voices/{voice['voice_id']}"
     one = get(functions, lambda_context, path, demo["key"], resource="/alpha/v1/general/custom-voices/{voice_id}",
               params={"voice_id": voice["voice_id"]}, query={"model_name": "alpha-video-o1"})
@@ -440,6 +454,10 @@ def test_custom_elements_and_voices_are_relayed_kept_per_user_and_free(tasks_env
     status, body = post(functions, lambda_context, "/alpha/v1/general/custom-voices",
                         {"model": "alpha-video-o1", "voice_name": "x"}, demo["key"])
     assert status == 400 and body["message"].startswith("voice_url:")
+    status, body = post(functions, lambda_context, "/alpha/v1/general/custom-voices",
+                        {"model": "alpha-video-o1", "voice_name": "n" * 21, "voice_url": "https://a/v.mp3"},
+                        demo["key"])
+    assert status == 400 and body["message"].startswith("voice_name:")
     status, body = get(functions, lambda_context, "/alpha/v1/general/custom-elements", demo["key"])
     assert status == 400 and body["message"].startswith("model_name:")
     assert quota(accounts) == before

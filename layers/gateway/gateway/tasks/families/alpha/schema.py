@@ -561,7 +561,7 @@ class CustomElementRequest(_Custom):
 
 
 class CustomVoiceRequest(_Custom):
-    voice_name: StrictStr = Field(min_length=1, max_length=100)
+    voice_name: StrictStr = Field(min_length=1, max_length=20)  # the upstream's limit ("Create Custom Voice")
     voice_url: StrictStr
 
     @field_validator("voice_url")
