@@ -24,10 +24,10 @@ from typing import Any
 
 from gateway.auth import Principal
 from gateway.errors import InvalidRequest, NotFound
+from gateway.observability import logger
 from gateway.routing.channels import get_catalog, report_success
 from gateway.settings import get_settings
 from gateway.store.accounts import user_pk
-from gateway.observability import logger
 from gateway.store.aws import client, from_item, to_item, to_values
 from gateway.tasks.adapter import send
 from gateway.tasks.families.alpha.adapter import AlphaAdapter
