@@ -35,6 +35,8 @@ from gateway.settings import get_settings
 
 PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
 ANY_MODEL = "*"
+#: A channel's `variant` (imgtask only): the open-source midjourney-proxy or its extended build.
+VARIANTS = ("basic", "extended")
 #: The key of each built-in simulator channel, where its protocol needs a shape of its own.
 SIMULATOR_KEYS = {"alpha": "simulator|simulator-secret-of-at-least-32-bytes"}
 _REMOTE_TTL = 60.0  # seconds a document read from SSM or Secrets Manager is reused
@@ -52,6 +54,9 @@ class Channel:
     weight: int = 1
     #: Hosts the upstream may name in a polling URL of its own (`allows_poll_url`).
     poll_hosts: frozenset[str] = frozenset()
+    #: Which build of its protocol the upstream runs, where a protocol has several (imgtask:
+    #: `basic`, the open-source midjourney-proxy, or `extended`, the default); None: the default.
+    variant: str | None = None
 
     def serves(self, model: str) -> bool:
         return model in self.models or ANY_MODEL in self.models
@@ -101,6 +106,7 @@ def _document_model():
         priority: int = 0
         weight: int = Field(1, ge=0)
         poll_hosts: list[str] = []
+        variant: Literal[VARIANTS] | None = None  # type: ignore[valid-type]
 
         @field_validator("poll_hosts")
         @classmethod
@@ -125,6 +131,8 @@ def _document_model():
         def _one_key(self) -> ChannelSpec:
             if self.api_key and self.api_key_env:
                 raise ValueError("give api_key or api_key_env, not both")
+            if self.variant is not None and self.protocol != "imgtask":
+                raise ValueError(f"variant: only an imgtask channel has one, not a {self.protocol} channel")
             return self
 
     class Document(BaseModel):
@@ -177,7 +185,7 @@ class Catalog:
             channels.append(Channel(name=spec.name, protocol=spec.protocol, base_url=spec.base_url, api_key=api_key,
                                     models=frozenset(spec.models), model_map=dict(spec.model_map),
                                     priority=spec.priority, weight=spec.weight,
-                                    poll_hosts=frozenset(spec.poll_hosts)))
+                                    poll_hosts=frozenset(spec.poll_hosts), variant=spec.variant))
         try:
             prices = PriceTable(parsed.prices)
         except ValueError as exc:

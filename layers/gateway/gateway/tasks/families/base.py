@@ -138,6 +138,12 @@ class TaskFamily:
 
     # --- the upstream --------------------------------------------------------------------------
 
+    def usable_channels(self, channels: list[Channel], request: NewTask) -> list[Channel]:
+        """The channels that can run this request, before anything is held (a family whose
+        channels run different builds of its upstream leaves out those that cannot; a
+        `GatewayError` when none can, so the client hears why and nothing is held)."""
+        return channels
+
     def submit_upstream(self, http: Sender, channel: Channel, upstream_model: str,
                         request: NewTask) -> Accepted:
         """Submits on one channel; `UpstreamError` when it does not take the task."""
