@@ -133,9 +133,9 @@ async def submit(request: Request) -> Response:
     reason = _mask_mismatch(body) if operation == "image2video" else None
     duration = str(body.get("duration") or "5")
     if operation == "motion-control":
-        refused, duration, reason = _motion_control(body)
-        if refused is not None:
-            return _envelope(None, 1201, refused)
+        why_refused, duration, reason = _motion_control(body)
+        if why_refused is not None:
+            return _envelope(None, 1201, why_refused)
     task_id = uuid.uuid4().hex[:18]
     now = clock()
     TASKS[task_id] = {"operation": operation, "created": now, "fault": fault, "reason": reason,

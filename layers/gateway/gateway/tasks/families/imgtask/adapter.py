@@ -185,7 +185,7 @@ def basic_buttons(record: dict) -> list[dict[str, Any]]:
     named as the extended build names them (the job's `messageHash`, else the record's id)."""
     if str(record.get("action") or "") not in GRID_ACTIONS or record.get("status") != "SUCCESS":
         return []
-    properties = record.get("properties") if isinstance(record.get("properties"), dict) else {}
+    properties = object_at(record, "properties")
     job = re.sub(r"[^\w-]", "", str(properties.get("messageHash") or record.get("id") or "job")) or "job"
     buttons = [{"customId": f"MJ::JOB::upsample::{n}::{job}", "emoji": "", "label": f"U{n}", "style": 2, "type": 2}
                for n in range(1, 5)]
