@@ -104,6 +104,22 @@ def test_a_zeta_task_succeeds_and_its_submit_answer_is_the_zeta_shape(tasks_env,
     assert [e["units"] for e in ledger_of(accounts, answer["taskId"])] == [ZETA_UNITS]
 
 
+def test_an_expired_zeta_task_is_failed_and_refunded_at_the_first_poll_that_sees_it(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock):
+    # Ark's `expired` is final: before, the gateway polled it as running until the 2-hour sweep.
+    before = quota(accounts)
+    body = {**ZETA, "content": [{"type": "text", "text": "waves #fault=expire --duration 10"}]}
+    status, answer = submit(functions, lambda_context, body, demo["key"])
+    assert status == 200 and quota(accounts) == before - ZETA_UNITS
+    clock.advance()
+    queues.polls(lambda_context)
+    done = result(functions, lambda_context, answer["taskId"], demo["key"])[1]
+    assert done["task_status"] == "failed" and "expired" in done["message"]
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, answer["taskId"])] == [("refunded", 0)]
+    assert quota(accounts) == before
+    assert_nothing_held(accounts, before)
+
+
 def test_a_zeta_task_holds_ark_s_worst_case_tokens_and_settles_the_tokens_ark_reports(
         tasks_env, functions, queues, demo, accounts, lambda_context, clock):
     # Ark bills width x height x 24 fps x seconds / 1024 tokens. An image-to-video task's ratio
