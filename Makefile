@@ -15,7 +15,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e mutate bench bench-peers bench-scale validate checkov build deploy admin invoke \
+.PHONY: run test unit integration e2e mutate bench bench-peers bench-scale bench-signin validate checkov build deploy admin invoke \
 	clean openapi lint typecheck console screenshots
 
 $(BIN)/.installed: pyproject.toml
@@ -108,6 +108,10 @@ bench: $(BIN)/.bench-installed
 ## emulator with its model of DynamoDB's limits on; writes its section of bench/results.md.
 bench-scale: $(BIN)/.bench-installed
 	$(BIN)/python bench/scale.py
+
+## Wrong sign-ins for a known and an unknown username through `make run`, their timings side by side.
+bench-signin: $(BIN)/.installed
+	$(BIN)/python bench/signin.py
 
 ## The same load through `make run` and through LiteLLM's proxy (in .venv-peers), side by side.
 bench-peers: $(BIN)/.bench-installed $(PEERS_VENV)/bin/litellm

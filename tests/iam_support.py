@@ -45,7 +45,8 @@ _TRANSACT_ITEMS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteIt
 
 def iam_actions(service: str, operation: str, params: dict[str, Any]) -> list[str]:
     """The IAM actions one API call needs."""
-    prefix = {"sqs": "sqs", "dynamodb": "dynamodb"}.get(service, service)
+    # SES v2's endpoint prefix is "email"; its IAM actions are "ses:...".
+    prefix = {"sqs": "sqs", "dynamodb": "dynamodb", "email": "ses"}.get(service, service)
     if service == "dynamodb" and operation == "TransactWriteItems":
         return sorted({f"{prefix}:{_TRANSACT_ITEMS[kind]}" for item in params.get("TransactItems", [])
                        for kind in item})

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.errors import Dialect, GatewayError, dialect_for_path, render
-from gateway.http import CATCH_ALL_RESOURCES
+from gateway.http import CATCH_ALL_RESOURCES, STATE_CHANGING
 from gateway.tasks.adapter import UNIFIED
 from gateway.tasks.families import FAMILIES
 from gateway_local.template import read_template
@@ -49,7 +49,7 @@ _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError",
 
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
-    from gateway.schemas import account, images, plants, text, tokens
+    from gateway.schemas import account, commerce, images, plants, text, tokens
     from gateway.tasks.families.alpha import schema as alpha
     from gateway.tasks.families.beta.schema import BetaRequest
     from gateway.tasks.families.delta.schema import DeltaVideoRequest
@@ -96,6 +96,16 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("PUT", "/api/admin/users/{id}/status"): ("application/json", account.UserStatus),
         ("POST", "/api/admin/users/{id}/quota"): ("application/json", account.QuotaAddition),
         ("PUT", "/api/admin/users/{id}/limits"): ("application/json", account.UserLimits),
+        ("PUT", "/api/option"): ("application/json", commerce.OptionUpdate),
+        ("POST", "/api/redemption"): ("application/json", commerce.NewCodes),
+        ("PUT", "/api/redemption"): ("application/json", [commerce.CodeUpdate, commerce.CodeStatus]),
+        ("POST", "/api/user/topup"): ("application/json", commerce.Redeem),
+        ("POST", "/api/user/pay"): ("application/json", commerce.PayRequest),
+        ("POST", "/api/user/register"): ("application/json", commerce.Register),
+        ("POST", "/api/user/reset"): ("application/json", commerce.PasswordReset),
+        ("POST", "/api/user/aff_transfer"): ("application/json", commerce.AffTransfer),
+        ("POST", "/api/stripe/webhook"): ("application/json", {"type": "object", "description": "a Stripe event, "
+                                                               "signed in the Stripe-Signature header"}),
     }
     for action in CONTENT_ACTIONS:
         models[("POST", f"/v1beta/models/{{model}}:{action}")] = ("application/json", text.CONTENT_ACTIONS[action])
@@ -205,19 +215,35 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
         params += [param("p", "query", "page, from 0", type="integer", minimum=0),
                    param("size", "query", "keys per page (1 to 100, 20 by default)", type="integer", minimum=1,
                          maximum=100)]
+    elif (method, path) in (("GET", "/api/redemption"), ("GET", "/api/user/topup"), ("GET", "/api/user/topup/self")):
+        params += [param("p", "query", "page, from 1", type="integer", minimum=1),
+                   param("page_size", "query", "items per page (1 to 100, 20 by default)", type="integer",
+                         minimum=1, maximum=100)]
+    elif (method, path) == ("PUT", "/api/redemption"):
+        params.append(param("status_only", "query", "true: the body is {id, status} and only enables (1) or "
+                            "disables (2) the code", enum=["true", "false"]))
     elif (method, path) == ("PUT", "/api/token"):
         params.append(param("status_only", "query", "true: the body is {id, status} and only enables (1) or "
                             "disables (2) the key", enum=["true", "false"]))
     elif path.endswith(":streamGenerateContent"):
         params.append(param("alt", "query", "must be sse", required=True, enum=["sse"]))
-    if path.startswith(_ACCOUNT_PATHS) and path != "/api/user/login":
+    if path in ("/api/verification", "/api/reset_password"):
+        params.append(param("email", "query", "the email address", required=True))
+    if path == "/api/stripe/webhook":
+        params.append(param("Stripe-Signature", "header", "Stripe's signature of the body (t=...,v1=...)",
+                            required=True))
+    if path.startswith(_ACCOUNT_PATHS) and path not in _ANONYMOUS:
         params.append(param("X-Api-User", "header", "the id of the user the access token (or session) belongs to",
                             required=True))
     return params
 
 
 # Routes reached with the system access token or the console's session (plus X-Api-User).
-_ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token", "/api/task/self")
+_ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token", "/api/task/self",
+                  "/api/option", "/api/redemption", "/api/verification", "/api/reset_password")
+# Account routes anyone may call.
+_ANONYMOUS = ("/api/user/login", "/api/status", "/api/stripe/webhook", "/api/verification", "/api/user/register",
+              "/api/reset_password", "/api/user/reset")
 
 
 def _documented_paths(template_path: str) -> list[tuple[str, str]]:
@@ -246,13 +272,16 @@ def build(template_path: str = "template.yaml") -> dict[str, Any]:
             "tags": [path.split("/")[1] if not path.startswith("/v1/") else path.split("/")[2]],
             "responses": {"200": {"description": "the answer", "content": {
                 "text/event-stream" if "stream" in path else "application/json": {"schema": {}}}}},
-            "security": ([] if path == "/api/user/login" else
+            "security": ([] if path in _ANONYMOUS else
                          [{"accessToken": []}, {"session": []}] if path.startswith(_ACCOUNT_PATHS) else
                          [{"bearer": []}, {"apiKey": []}, {"googApiKey": []}, {"queryKey": []}]),
         }
         for status, description in ERROR_STATUSES.items():
             operation["responses"][status] = {"description": description,
                                               "content": {"application/json": {"schema": envelope}}}
+        if path.startswith("/api/") and method in STATE_CHANGING:  # gateway.http.json_only
+            operation["responses"]["415"] = {"description": "a body that is not application/json",
+                                             "content": {"application/json": {"schema": envelope}}}
         if parameters := _parameters(method, path):
             operation["parameters"] = parameters
         if (method, path) in models:

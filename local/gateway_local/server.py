@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl
 import anyio
 import uvicorn
 
-from gateway_local import apigw
+from gateway_local import apigw, front_door
 from gateway_local.emulator import (
     LOCAL_AWS_ENVIRONMENT,
     SQS_SENDS,
@@ -55,9 +55,9 @@ SHUTDOWN_SETTLE_SECONDS = 10
 
 _TIMEOUT = json.dumps({"message": "Request Timeout"}).encode()
 # What API Gateway takes of a request's headers (REST: 10240 bytes for the request line and the
-# header values); the count bounds a flood of tiny headers.
+# header values); the count bounds a flood of tiny headers (refused while parsing: `front_door`).
 MAX_HEADER_BYTES = 10_240
-MAX_HEADERS = 100
+MAX_HEADERS = front_door.MAX_HEADERS
 BODY_TIMEOUT_SECONDS = 10.0
 # The streaming function's routes that need no key.
 KEYLESS_STREAMING_PATHS = ("/health", "/healthz")
@@ -376,7 +376,8 @@ DEFAULT_DEMO_QUOTA = 500_000_000  # 1000 USD
 _FUNCTION_SETTINGS = ("GATEWAY_SIMULATOR_URL", "GATEWAY_PUBLIC_URL", "GATEWAY_CHANNELS_FILE",
                       "GATEWAY_TASK_POLL_SECONDS", "GATEWAY_TASK_POLL_MAX_SECONDS", "GATEWAY_TASK_SWEEP_GRACE_SECONDS",
                       "GATEWAY_CALLBACK_ALLOW_PRIVATE", "GATEWAY_CALLBACK_RETRY_SECONDS", "GATEWAY_CALLBACK_SECRET",
-                      "GATEWAY_RESULT_LINK_SECRET")
+                      "GATEWAY_RESULT_LINK_SECRET", "GATEWAY_STRIPE_API_KEY", "GATEWAY_STRIPE_WEBHOOK_SECRET",
+                      "GATEWAY_STRIPE_API_BASE", "GATEWAY_MAIL_OUTBOX")
 
 
 def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: int, demo_key: str = "") -> Path:
@@ -456,7 +457,8 @@ def serving_server(template: Template, handlers: dict[str, Callable],
                    streaming_apps: dict[str, Any]) -> StoppableServer:
     """The gateway's HTTP server over this process's function instances (it is given its socket)."""
     app = GatewayApp(template, handlers, streaming_apps)
-    return StoppableServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3))
+    return StoppableServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3,
+                                          http=front_door.GuardedHttpProtocol))
 
 
 def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port: int, simulator_port: int,
@@ -484,7 +486,14 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
                         ("GATEWAY_TASK_SWEEP_GRACE_SECONDS", "10"), ("GATEWAY_CALLBACK_ALLOW_PRIVATE", "1"),
                         ("GATEWAY_CALLBACK_RETRY_SECONDS", "1"), ("GATEWAY_CALLBACK_SECRET", "local-callback-secret"),
                         # Signs the links to results the gateway serves (beta samples): a new key per run.
-                        ("GATEWAY_RESULT_LINK_SECRET", secrets.token_hex(24))):
+                        ("GATEWAY_RESULT_LINK_SECRET", secrets.token_hex(24)),
+                        # Online top-up against the Stripe simulator, whose webhooks come back here.
+                        ("GATEWAY_STRIPE_API_KEY", "sk_test_local"),
+                        ("GATEWAY_STRIPE_WEBHOOK_SECRET", "whsec_local_" + secrets.token_hex(16)),
+                        ("GATEWAY_STRIPE_API_BASE", f"http://127.0.0.1:{simulator_port}/stripe"),
+                        ("GATEWAY_STRIPE_WEBHOOK_URL", f"http://127.0.0.1:{port}/api/stripe/webhook"),
+                        # Mail to people lands in a folder (`make admin ARGS="outbox"`), not SES.
+                        ("GATEWAY_MAIL_OUTBOX", str(directory / "outbox"))):
         os.environ.setdefault(name, value)
 
     from gateway.admin import ensure_demo_account

@@ -72,7 +72,7 @@ def test_subscription_reports_the_keys_authorized_quota(account_fn, demo, accoun
     status, body = get(account_fn, lambda_context, "/v1/dashboard/billing/subscription",
                        {"Authorization": f"Bearer {demo['key']}"})
     assert status == 200 and body == {
-        "object": "billing_subscription", "has_payment_method": True, "soft_limit_usd": 100000000,
+        "object": "billing_subscription", "has_payment_method": False, "soft_limit_usd": 100000000,
         "hard_limit_usd": 100000000, "system_hard_limit_usd": 100000000, "access_until": 0}
     expires = int(time.time()) + 3600
     key, record = accounts.create_key(1, name="limited", quota=5_000_000, expires_at=expires)  # 10 USD

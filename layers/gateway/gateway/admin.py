@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway import keys
-from gateway.admission.limits import PERIODS, Limits
+from gateway.admission.limits import OPERATOR_LIMITS, PERIODS, Limits
 from gateway.api import requestlog
 from gateway.api.account import parse_date
 from gateway.errors import GatewayError
@@ -89,7 +89,8 @@ def _usd(text: str) -> Decimal:
 def _key_view(record: dict[str, Any]) -> dict[str, Any]:
     return {**{name: record.get(name) for name in (
         "key_id", "user_id", "name", "status", "unlimited", "remain_quota", "used_quota", "expires_at",
-        "allowed_models", "created_at", "last_used_at")}, "limits": Limits.of(record).view()}
+        "allowed_models", "created_at", "last_used_at")}, "limits": Limits.of(record).view(),
+        "operator_limits": {k: v for k, v in Limits.operator_set(record).view().items() if v}}
 
 
 def _limits(args: argparse.Namespace, current: Limits) -> Limits:
@@ -109,8 +110,11 @@ def set_limits(args: argparse.Namespace, accounts: AccountsRepository) -> dict[s
         record = accounts.get_key(accounts.key_hash_for_id(args.key))
     before = Limits.of(record)
     after = _limits(args, before)
-    accounts.set_limits(limits=after.attributes(clearing=True), user_id=args.user,
-                        key_id=args.key)
+    attributes = after.attributes(clearing=True)
+    if args.key is not None:  # marked as the operator's: the key's owner may tighten them, never loosen them
+        marks = _limits(args, Limits.operator_set(record)).attributes()
+        attributes[OPERATOR_LIMITS] = marks or None
+    accounts.set_limits(limits=attributes, user_id=args.user, key_id=args.key)
     return {("user_id" if args.user is not None else "key_id"): args.user if args.user is not None else args.key,
             "limits": after.view()}
 
@@ -129,9 +133,11 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
             raise ValueError("--expires-in-days must be at least 1 (omit it for a key that never expires)")
         expires_at = args.expires_at or (int(time.time()) + args.expires_in_days * 86400 if args.expires_in_days else 0)
         models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
+        given = _limits(args, Limits()).attributes()  # the flags given: the operator's, marked as such
         secret, record = accounts.create_key(args.user, name=args.name, quota=_units(args),
                                              expires_at=expires_at, allowed_models=models,
-                                             limits=_limits(args, Limits.defaults()).attributes())
+                                             limits={**_limits(args, Limits.defaults()).attributes(),
+                                                     **({OPERATOR_LIMITS: given} if given else {})})
         return {"key": secret, **_key_view(record)}
     if args.command == "list-keys":
         return {"user_id": args.user, "keys": [_key_view(k) for k in accounts.list_keys(args.user)]}
@@ -373,7 +379,20 @@ def disable_channel(args: argparse.Namespace, accounts: AccountsRepository) -> d
     return _channel_command(args, enable=False)
 
 
-OPERATOR_COMMANDS = {"set-limits": set_limits, "list-users": list_users, "disable-user": disable_user,
+def outbox(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+    """The newest messages `make run` sent (sign-up codes, resets): its local outbox, as the running
+    gateway's endpoint file names it."""
+    from gateway.commerce import mail
+
+    found = local_endpoint_file()
+    folder = os.environ.get("GATEWAY_MAIL_OUTBOX") or (
+        read_endpoint_file(found).get("function_environment", {}).get("GATEWAY_MAIL_OUTBOX") if found else None)
+    if not folder:
+        raise ValueError("no local outbox: start the local gateway (make run); deployed, mail goes through SES")
+    return {"outbox": folder, "messages": mail.outbox(args.limit, folder)}
+
+
+OPERATOR_COMMANDS = {"outbox": outbox, "set-limits": set_limits, "list-users": list_users, "disable-user": disable_user,
                      "enable-user": enable_user, "delete-key": delete_key, "set-password": set_password,
                      "channels": list_channels,
                      "channel-enable": enable_channel, "channel-disable": disable_channel}
@@ -414,6 +433,8 @@ def _add_operator_commands(commands: Any) -> None:
     p.add_argument("name")
     p = commands.add_parser("channel-enable", help="bring a channel back at once (lifts a disable or a cooldown)")
     p.add_argument("name")
+    p = commands.add_parser("outbox", help="the newest mail make run sent (sign-up codes, password resets)")
+    p.add_argument("--limit", type=int, default=10)
 
 
 # ---- which DynamoDB: the running local gateway, or a deployed stack ------------------------

@@ -66,6 +66,16 @@ class Settings:
     default_key_max_parallel: int = 0
     default_key_budget_usd: float = 0.0
     default_key_budget_period: str = "daily"
+    # Online top-up (`commerce.payments`): deployed, a Secrets Manager secret with both Stripe keys;
+    # locally the keys themselves, and the API's base URL (the local runner's Stripe simulator).
+    stripe_secret_id: str = ""
+    stripe_api_key: str = ""
+    stripe_webhook_secret: str = ""
+    stripe_api_base: str = ""
+    # Mail to people (`commerce.mail`): deployed, SES from this verified address; under `make run`,
+    # files in this folder (the local outbox) instead.
+    mail_from: str = ""
+    mail_outbox: str = ""
 
 
 # Setting -> environment variable.
@@ -95,6 +105,9 @@ ENVIRONMENT = {
     "default_key_rpm": "GATEWAY_DEFAULT_KEY_RPM", "default_key_max_parallel": "GATEWAY_DEFAULT_KEY_MAX_PARALLEL",
     "default_key_budget_usd": "GATEWAY_DEFAULT_KEY_BUDGET_USD",
     "default_key_budget_period": "GATEWAY_DEFAULT_KEY_BUDGET_PERIOD",
+    "stripe_secret_id": "GATEWAY_STRIPE_SECRET_ID", "stripe_api_key": "GATEWAY_STRIPE_API_KEY",
+    "stripe_webhook_secret": "GATEWAY_STRIPE_WEBHOOK_SECRET", "stripe_api_base": "GATEWAY_STRIPE_API_BASE",
+    "mail_from": "GATEWAY_MAIL_FROM", "mail_outbox": "GATEWAY_MAIL_OUTBOX",
 }
 
 

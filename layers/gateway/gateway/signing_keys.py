@@ -19,11 +19,13 @@ import time
 from gateway.settings import get_settings
 
 CACHE_SECONDS = 300.0
-CALLBACK, RESULT_LINK = "callback", "result_link"
+CALLBACK, RESULT_LINK, STRIPE = "callback", "result_link", "stripe"
 # name -> (literal setting, secret id setting, their environment variables for messages)
 _SOURCES = {
     CALLBACK: ("callback_signing_secret", "callback_secret_id", "GATEWAY_CALLBACK_SECRET(_ID)"),
     RESULT_LINK: ("result_link_secret", "result_link_secret_id", "GATEWAY_RESULT_LINK_SECRET(_ID)"),
+    # The Stripe keys as one JSON secret (`commerce.payments`; locally two literal settings instead).
+    STRIPE: ("", "stripe_secret_id", "GATEWAY_STRIPE_SECRET_ID"),
 }
 
 _lock = threading.Lock()
@@ -37,7 +39,7 @@ class SecretUnavailable(RuntimeError):
 def configured(name: str) -> bool:
     literal, secret_id, _ = _SOURCES[name]
     settings = get_settings()
-    return bool(getattr(settings, literal) or getattr(settings, secret_id))
+    return bool((literal and getattr(settings, literal)) or getattr(settings, secret_id))
 
 
 def versions(name: str, *, now: float | None = None) -> tuple[str, ...]:
@@ -45,7 +47,8 @@ def versions(name: str, *, now: float | None = None) -> tuple[str, ...]:
     any; empty when the secret is not configured."""
     literal_setting, id_setting, _ = _SOURCES[name]
     settings = get_settings()
-    literal, secret_id = getattr(settings, literal_setting), getattr(settings, id_setting)
+    literal = getattr(settings, literal_setting) if literal_setting else ""
+    secret_id = getattr(settings, id_setting)
     if literal:
         return (literal,)
     if not secret_id:

@@ -38,6 +38,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from .provider_faults import with_provider_faults
+
 clock = time.time  # tests replace this to move tasks along without waiting
 ACCESS, SECRET = "simulator", "simulator-secret-of-at-least-32-bytes"
 TASKS: dict[str, dict] = {}
@@ -274,3 +276,6 @@ app = Starlette(routes=[
     Route("/v1/general/custom-voices/{task_id}", get_voice_task, methods=["GET"]),
     Route("/files/{name}", file, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "kling")

@@ -21,6 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from .provider_faults import with_provider_faults
+
 clock = time.time  # tests replace this to move tasks along without waiting
 TASKS: dict[str, dict] = {}
 
@@ -123,3 +125,6 @@ app = Starlette(routes=[
     Route("/v1beta/models/{model}/operations/{task_id}", operation, methods=["GET"]),
     Route("/files/{name}", file, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "google")

@@ -21,6 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from .provider_faults import with_provider_faults
+
 clock = time.time  # tests replace this to move videos along without waiting
 VIDEOS: dict[str, dict] = {}
 
@@ -142,3 +144,6 @@ app = Starlette(routes=[
     Route("/v1/videos/{video_id}", retrieve, methods=["GET"]),
     Route("/v1/videos/{video_id}/content", content, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "openai")

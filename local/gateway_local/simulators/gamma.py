@@ -31,6 +31,8 @@ from starlette.routing import Route
 
 from gateway_local.simulators.zeta import MP4_BYTES
 
+from .provider_faults import with_provider_faults
+
 clock = time.time  # tests replace this to move tasks along without waiting
 TASKS: dict[str, dict] = {}
 SUBMIT_PATH = "/api/v1/services/aigc/video-generation/video-synthesis"
@@ -136,3 +138,6 @@ app = Starlette(routes=[
     Route("/api/v1/tasks/{task_id}", get_task, methods=["GET"]),
     Route("/files/{name}", file, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "dashscope")

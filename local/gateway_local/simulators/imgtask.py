@@ -36,6 +36,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from .provider_faults import with_provider_faults
+
 clock = time.time  # tests replace this to move tasks along without waiting
 TASKS: dict[str, dict] = {}
 LIST_CALLS: list[list[str]] = []  # the ids of each list-by-condition call (tests count polls)
@@ -365,3 +367,6 @@ app = Starlette(routes=[
     Route("/mj/task/{task_id}/image-seed", image_seed, methods=["GET"]),
     Route("/attachments/{task_id}/{name}", attachment, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "midjourney-proxy")

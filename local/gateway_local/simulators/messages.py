@@ -38,6 +38,7 @@ from ._text import (
     plan_answer,
     with_fault_prefix,
 )
+from .provider_faults import with_provider_faults
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
@@ -205,3 +206,6 @@ app = Starlette(routes=with_fault_prefix([
     Route("/v1/messages", messages, methods=["POST"]),
     Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
 ]))
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "anthropic")

@@ -33,6 +33,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from .provider_faults import with_provider_faults
+
 clock = time.time  # tests replace this to move tasks along without waiting
 TASKS: dict[str, dict] = {}
 
@@ -174,3 +176,6 @@ app = Starlette(routes=[
     Route(TASKS_PATH + "/{task_id}", get_task, methods=["GET"]),
     Route("/files/{name}", file, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "ark")

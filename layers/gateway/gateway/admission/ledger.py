@@ -18,8 +18,9 @@ from gateway.store.accounts import ledger_index, ledger_pk, usage_sk
 RESERVED, SETTLED, REFUNDED = "reserved", "settled", "refunded"
 # The request log's entry types (`gateway.api.requestlog`): a settled request; a refund because the
 # request failed (the upstream failed or refused it, its function died: a stale hold); any other
-# refund (the client went away first, a task was cancelled).
-LOG_CONSUME, LOG_ERROR, LOG_REFUND = 2, 5, 6
+# refund (the client went away first, a task was cancelled); a top-up (`gateway.commerce.credits`:
+# quota added by a code, a payment or a reward, `units` 0 and the amount in `credited_units`).
+LOG_TOPUP, LOG_CONSUME, LOG_ERROR, LOG_REFUND = 1, 2, 5, 6
 # How long after it was held a request's hold may still be in use: the longest request function's
 # timeout (the text function's 900 s) plus a margin for the settlement itself.
 REQUEST_HOLD_SECONDS = 900 + 120

@@ -31,6 +31,9 @@ from gateway.prices import UNITS_PER_USD
 
 PERIODS = ("daily", "weekly", "monthly")
 ATTRIBUTES = ("rpm", "tpm", "max_parallel", "budget_units", "budget_period")
+#: A key record's mark of the limits an operator set on it (a map of their attributes): the key's
+#: owner may tighten each of them, never loosen or clear one (`Limits.loosening`).
+OPERATOR_LIMITS = "operator_limits"
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,28 @@ class Limits:
             problems.append(("budget_usd", f"must not exceed the user's own budget of {outer.budget_usd} USD "
                                            f"({outer.budget_period})"))
         return problems
+
+    def loosening(self, operator: Limits) -> list[tuple[str, str]]:
+        """Where these limits, asked for by a key's owner, would loosen or clear one the operator
+        set (`operator`, from the key's `OPERATOR_LIMITS` mark): (field, rule) pairs, empty when
+        each operator-set limit stays as tight or tighter."""
+        problems = []
+        for name in ("rpm", "tpm", "max_parallel"):
+            mine, theirs = getattr(self, name), getattr(operator, name)
+            if theirs and not 0 < mine <= theirs:
+                problems.append((name, f"the operator set this key's {name} to {theirs}: it may be lowered, "
+                                       "not raised or cleared"))
+        if operator.budget_units and not (0 < self.budget_units <= operator.budget_units
+                                          and self.budget_period == operator.budget_period):
+            problems.append(("budget_usd", f"the operator set this key's budget to {operator.budget_usd} USD "
+                                           f"({operator.budget_period}): it may be lowered, not raised, cleared "
+                                           "or given another period"))
+        return problems
+
+    @classmethod
+    def operator_set(cls, record: dict[str, Any] | None) -> Limits:
+        """The limits an operator set on a key (its `OPERATOR_LIMITS` mark; none: no limits)."""
+        return cls.of((record or {}).get(OPERATOR_LIMITS))
 
     def attributes(self, *, clearing: bool = False) -> dict[str, Any]:
         """The record attributes of these limits: the ones set; with `clearing`, the others as

@@ -64,13 +64,16 @@ def billing_usage(principal: Principal, start_date: str | None, end_date: str | 
 
 def subscription(principal: Principal, accounts: AccountsRepository | None = None) -> dict[str, Any]:
     """The key's authorized quota in whole USD: what is left plus what it has used."""
-    key = (accounts or AccountsRepository()).get_key(principal.key_hash) or {}
+    accounts = accounts or AccountsRepository()
+    key = accounts.get_key(principal.key_hash) or {}
+    # True once the user has paid online (`commerce.payments` sets it with the credit).
+    paid = bool((accounts.raw_user(principal.user_id) or {}).get("has_payment_method"))
     if key.get("unlimited"):
         limit = UNLIMITED_USD
     else:
         limit = units_to_whole_usd(int(key.get("remain_quota", 0)) + int(key.get("used_quota", 0)))
     answer = {
-        "object": "billing_subscription", "has_payment_method": True, "soft_limit_usd": limit,
+        "object": "billing_subscription", "has_payment_method": paid, "soft_limit_usd": limit,
         "hard_limit_usd": limit, "system_hard_limit_usd": limit, "access_until": int(key.get("expires_at") or 0),
     }
     if limits.Limits.of(key).any:  # the key's rate limits and budget, beside the spec's fields

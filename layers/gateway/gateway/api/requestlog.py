@@ -28,17 +28,19 @@ from datetime import UTC, datetime
 from typing import Any, overload
 
 from gateway.admission.billing import LOG_CONSUME, LOG_ERROR, LOG_REFUND, REFUNDED, SETTLED
+from gateway.admission.ledger import LOG_TOPUP
 from gateway.auth import Principal
 from gateway.errors import InvalidRequest
 from gateway.store.accounts import LOG_BY_KEY, LOG_BY_MODEL, LOG_BY_USER, AccountsRepository, usage_sk, user_pk
 
 PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
 MAX_EXAMINED = 1000
-TYPES = (LOG_CONSUME, LOG_ERROR, LOG_REFUND)
+TYPES = (LOG_TOPUP, LOG_CONSUME, LOG_ERROR, LOG_REFUND)
 _NAME_MAX = 200
 MAX_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z, the last second an entry's sort key can hold
 _POSITION = re.compile(r"USAGE#\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#[\x21-\x7e]{1,200}")
 _TYPE_FILTERS = {
+    LOG_TOPUP: "#log_type = :topup",
     LOG_CONSUME: "#outcome = :settled",
     LOG_ERROR: "#log_type = :error",
     # Entries written before the log existed carry no type: their refunds count as type 6.
@@ -46,8 +48,9 @@ _TYPE_FILTERS = {
 }
 # Every attribute a filter names goes through an alias, so no DynamoDB reserved word can bite.
 _FILTER_NAMES = {"#outcome": "outcome", "#log_type": "log_type", "#model": "model", "#key_id": "key_id"}
-_TYPE_VALUES: dict[int, dict[str, Any]] = {LOG_CONSUME: {":settled": SETTLED}, LOG_ERROR: {":error": LOG_ERROR},
-                LOG_REFUND: {":refunded": REFUNDED, ":refund": LOG_REFUND}}
+_TYPE_VALUES: dict[int, dict[str, Any]] = {
+    LOG_TOPUP: {":topup": LOG_TOPUP}, LOG_CONSUME: {":settled": SETTLED}, LOG_ERROR: {":error": LOG_ERROR},
+    LOG_REFUND: {":refunded": REFUNDED, ":refund": LOG_REFUND}}
 
 
 # --- the query ---------------------------------------------------------------------------------
@@ -75,8 +78,8 @@ class LogQuery(PagedQuery):
         params = self.params
         kind = integer_param(params, "type", 0, 0, None)
         if kind not in (0, *TYPES):
-            raise InvalidRequest(f"type: must be 2 (consume), 5 (error), 6 (refund) or 0 (all); got {kind}",
-                                 param="type")
+            raise InvalidRequest(
+                f"type: must be 1 (top-up), 2 (consume), 5 (error), 6 (refund) or 0 (all); got {kind}", param="type")
         self.type = kind or None
         self.model_name = _name(params, "model_name")
         self.token_name = _name(params, "token_name")
@@ -276,7 +279,7 @@ def _item(entry: Mapping[str, Any], key_names: Mapping[str, str]) -> dict[str, A
         "type": entry_type(entry),
         "model_name": entry.get("model", ""),
         "token_name": key_names.get(entry.get("key_id", ""), ""),
-        "quota": int(entry.get("units", 0)),
+        "quota": int(entry.get("credited_units") or entry.get("units", 0)),
         "prompt_tokens": int(detail.get("input_tokens") or 0),
         "completion_tokens": int(detail.get("output_tokens") or 0),
         "use_time": max(created_at - started_at, 0) if started_at else 0,
@@ -291,6 +294,9 @@ def content_of(entry: Mapping[str, Any]) -> str:
     detail = entry.get("detail") or {}
     route = entry.get("route", "")
     kind = entry_type(entry)
+    if kind == LOG_TOPUP:
+        name = f" '{detail['name']}'" if detail.get("name") else ""
+        return f"{route}{name}: {int(entry.get('credited_units') or 0)} units added"[:300]
     if kind != LOG_CONSUME:
         reason = str(detail.get("reason") or "no reason recorded")
         held = int(entry.get("reserved_units") or 0)

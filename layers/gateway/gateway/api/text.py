@@ -55,7 +55,7 @@ from gateway.sse import encode
 from gateway.store.aws import here_unless_it_waits
 from gateway.tokens import estimate_value_tokens
 from gateway.upstreams.base import EventStream, Timeouts, UpstreamError
-from gateway.upstreams.clients import TEXT_CLIENTS as _CLIENTS
+from gateway.upstreams.clients import client_for
 from gateway.upstreams.verdict import first_success_async
 
 # The output a request may generate when it sets no limit of its own, for the reservation only:
@@ -327,7 +327,11 @@ class StreamedAnswer(Answer):
             await self.upcoming.aclose()
 
     def _usage(self) -> Usage:
-        """The upstream's usage for a whole stream; for a cut one, what was relayed."""
+        """The upstream's usage for a whole stream; for a cut one, what the upstream generated up
+        to the cut, on the best evidence the stream holds (`StreamConverter.output_tokens`: the
+        upstream's own mid-stream counts, else the stream's structure or its text), never the
+        hold's generous estimate. The upstream is not read on after the client leaves: closing
+        the connection stops the generation, and the client pays for nothing it never got."""
         converter, reported = self.converter, self.converter.usage
         if converter.completed and reported is not None and (reported.input_tokens or reported.output_tokens):
             return reported
@@ -399,7 +403,7 @@ async def serve(operation: str, dialect: str, inbound: Inbound, *, http: httpx.A
 
 async def _first_answer(prepared: _Prepared, http: httpx.AsyncClient, timeouts: Timeouts | None) -> Answer:
     def attempt(channel: Channel) -> Awaitable[Answer]:
-        client = _CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)
+        client = client_for(channel, http, timeouts)
         return _attempt(prepared, channel, client)
 
     answer, _ = await first_success_async(prepared.channels, attempt, offload=anyio.to_thread.run_sync)

@@ -25,13 +25,16 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from gateway.errors import NotFound, Unavailable, shown
 from gateway.prices import Price, PriceTable
 from gateway.routing import health
 from gateway.settings import get_settings
+
+if TYPE_CHECKING:
+    from gateway.upstreams.vertex import VertexSite
 
 PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
 ANY_MODEL = "*"
@@ -57,6 +60,8 @@ class Channel:
     #: Which build of its protocol the upstream runs, where a protocol has several (imgtask:
     #: `basic`, the open-source midjourney-proxy, or `extended`, the default); None: the default.
     variant: str | None = None
+    #: A Vertex AI channel's project and region (content and delta); its key is a service-account key file.
+    vertex: VertexSite | None = None
 
     def serves(self, model: str) -> bool:
         return model in self.models or ANY_MODEL in self.models
@@ -90,15 +95,35 @@ class Channel:
         return self.model_map.get(model, model)
 
 
+def _check_variant(protocol: str, variant: str | None) -> None:
+    if variant is not None and protocol != "imgtask":
+        raise ValueError(f"variant: only an imgtask channel has one, not a {protocol} channel")
+
+
 def _document_model():
     # pydantic only when a document is read (not on every cold start of every function)
     from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+    from gateway.upstreams.vertex import valid_region
+
+    class VertexSpec(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        project: str | None = Field(None, min_length=1, pattern=r"^[a-z][a-z0-9-]{4,61}[a-z0-9]$")
+        region: str = Field(min_length=1)
+
+        @field_validator("region")
+        @classmethod
+        def _region(cls, value: str) -> str:
+            if not valid_region(value):
+                raise ValueError(f"{value!r}: a Vertex AI location, such as us-central1 or global")
+            return value
 
     class ChannelSpec(BaseModel):
         model_config = ConfigDict(extra="forbid")
         name: str = Field(min_length=1)
         protocol: Literal[PROTOCOLS]  # type: ignore[valid-type]
-        base_url: str
+        base_url: str | None = None
+        vertex: VertexSpec | None = None
         api_key: str | None = None
         api_key_env: str | None = None
         models: list[str] = Field(min_length=1)
@@ -122,7 +147,9 @@ def _document_model():
 
         @field_validator("base_url")
         @classmethod
-        def _http(cls, value: str) -> str:
+        def _http(cls, value: str | None) -> str | None:
+            if value is None:
+                return None
             if not value.startswith(("http://", "https://")):
                 raise ValueError("must be an http(s) URL")
             return value.rstrip("/")
@@ -131,8 +158,11 @@ def _document_model():
         def _one_key(self) -> ChannelSpec:
             if self.api_key and self.api_key_env:
                 raise ValueError("give api_key or api_key_env, not both")
-            if self.variant is not None and self.protocol != "imgtask":
-                raise ValueError(f"variant: only an imgtask channel has one, not a {self.protocol} channel")
+            if self.vertex is not None and self.protocol not in ("content", "delta"):
+                raise ValueError("vertex: only the content and delta protocols have a Vertex AI flavour")
+            if self.vertex is None and not self.base_url:
+                raise ValueError("base_url: is required (a Vertex channel may leave it out)")
+            _check_variant(self.protocol, self.variant)
             return self
 
     class Document(BaseModel):
@@ -182,10 +212,25 @@ class Catalog:
                         if get_settings().channel_keys_secret else ""
                     raise ChannelsConfigError(f"{source}: channel {spec.name}: {spec.api_key_env} is not set "
                                               f"in the environment{where}")
-            channels.append(Channel(name=spec.name, protocol=spec.protocol, base_url=spec.base_url, api_key=api_key,
+            site, base_url = None, spec.base_url or ""
+            if spec.vertex is not None:
+                from gateway.upstreams.vertex import VertexSite, service_account_info
+
+                try:
+                    info = service_account_info(api_key)
+                except ValueError as exc:
+                    raise ChannelsConfigError(f"{source}: channel {spec.name}: {exc}") from None
+                project = spec.vertex.project or info.get("project_id")
+                if not isinstance(project, str) or not project:
+                    raise ChannelsConfigError(f"{source}: channel {spec.name}: vertex.project: is required (the "
+                                              "service-account key file names no project_id)")
+                site = VertexSite(project=project, region=spec.vertex.region)
+                base_url = spec.base_url or site.host_url
+            channels.append(Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
                                     models=frozenset(spec.models), model_map=dict(spec.model_map),
                                     priority=spec.priority, weight=spec.weight,
-                                    poll_hosts=frozenset(spec.poll_hosts), variant=spec.variant))
+                                    poll_hosts=frozenset(spec.poll_hosts), variant=spec.variant,
+                                    vertex=site))
         try:
             prices = PriceTable(parsed.prices)
         except ValueError as exc:

@@ -164,3 +164,8 @@ def from_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
 def is_condition_failure(exc: Exception) -> bool:
     code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
     return code in ("ConditionalCheckFailedException", "TransactionCanceledException")
+
+
+def cancellation_reasons(exc: Exception) -> list[str]:
+    """The codes of a cancelled transaction's items, in their order (empty for any other error)."""
+    return [str(r.get("Code") or "") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]

@@ -35,7 +35,6 @@ from gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable
 from gateway.observability import logger
 from gateway.routing import health
 from gateway.routing.channels import Channel, get_catalog, report_failure, report_success
-from gateway.routing.health import ACCOUNT_STATUSES
 from gateway.routing.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.store.tasks import Task, TasksRepository, open_shard
@@ -43,7 +42,7 @@ from gateway.tasks import queue
 from gateway.tasks.adapter import TERMINAL, UPSTREAM_TIMEOUT, TaskSnapshot
 from gateway.tasks.callbacks import UnsafeCallback, check_url
 from gateway.tasks.families import family_of
-from gateway.upstreams.errors import UpstreamError
+from gateway.upstreams.errors import UpstreamError, is_account
 from gateway.upstreams.verdict import counts_against_channel, first_success
 
 SUBMITTED = "submitted"
@@ -290,7 +289,7 @@ def _poll_group(group: list[Task], *, now: float | None) -> dict[str, str | Base
         try:
             if isinstance(snapshot, UpstreamError):
                 # Refused credentials say nothing about the task: it waits for the channel's key to be fixed.
-                if snapshot.retryable or snapshot.status in ACCOUNT_STATUSES:
+                if snapshot.retryable or is_account(snapshot):
                     logger.warning("upstream poll failed; retrying later",
                                    extra={"task_id": task.task_id, "error": snapshot.message})
                     outcomes[task.task_id] = _reschedule(task, now=now)

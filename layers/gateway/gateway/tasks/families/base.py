@@ -146,10 +146,15 @@ class TaskFamily:
         `GatewayError` when none can, so the client hears why and nothing is held)."""
         return channels
 
+    def adapter_for(self, channel: Channel) -> TaskAdapter:
+        """The adapter that speaks to `channel` (a family with a second flavour, delta on Vertex
+        AI, picks it by the channel)."""
+        return self.adapter
+
     def submit_upstream(self, http: Sender, channel: Channel, upstream_model: str,
                         request: NewTask) -> Accepted:
         """Submits on one channel; `UpstreamError` when it does not take the task."""
-        return Accepted(submit(http, self.adapter, channel.base_url, channel.api_key, upstream_model,
+        return Accepted(submit(http, self.adapter_for(channel), channel.base_url, channel.api_key, upstream_model,
                                request.upstream_request))
 
     def poll_upstream(self, http: Sender, channel: Channel,
@@ -157,7 +162,7 @@ class TaskFamily:
         """One snapshot per task, in order, all of one channel (a single task unless the family
         `polls_in_batches`); an `UpstreamError` in place of a task's snapshot, or raised for the
         whole call, when the upstream could not say (retried later if retryable, else failed)."""
-        return [poll(http, self.adapter, channel.base_url, channel.api_key, task.upstream_task_id)
+        return [poll(http, self.adapter_for(channel), channel.base_url, channel.api_key, task.upstream_task_id)
                 for task in tasks]
 
     # --- answers -------------------------------------------------------------------------------

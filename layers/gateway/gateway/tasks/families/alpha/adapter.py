@@ -19,6 +19,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.tasks.adapter import TaskSnapshot, join, object_at, read_json, unified
+from gateway.tasks.families.alpha.errors import ERRORS, documented_status
 from gateway.upstreams.errors import UpstreamError
 
 #: operation -> the upstream's submit path (its query is `<path>/<task id>`).
@@ -73,8 +74,11 @@ def _error_text(body: Any) -> str | None:
 def read_data(response: httpx.Response, *, retry_unreadable: bool) -> Any:
     """The `data` of a successful envelope `{code: 0, message, request_id, data}`; UpstreamError
     for an HTTP error or a non-zero code (the upstream's code and message in the text)."""
-    body = read_json(response, _error_text, retry_unreadable=retry_unreadable)
+    body = read_json(response, _error_text, retry_unreadable=retry_unreadable, errors=ERRORS)
     if body.get("code") != 0:
+        if ERRORS.codes(body):  # a documented code inside a 200: judged as Kling means it
+            return_status = documented_status(body.get("code"))
+            raise ERRORS.error(return_status, _error_text(body) or "the upstream refused", body)
         raise UpstreamError(502, _error_text(body) or "the upstream answered without code 0",
                             retryable=retry_unreadable)
     return body.get("data")

@@ -18,6 +18,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from gateway.tasks.adapter import Accepted, TaskSnapshot, UpstreamError, join, object_at, read_json, unified
+from gateway.tasks.families.beta.errors import ERRORS
 
 STATUSES: Mapping[str, str] = {
     "Pending": "in_progress", "Ready": "succeeded", "Error": "failed", "Request Moderated": "failed",
@@ -71,7 +72,7 @@ class BetaAdapter:
                              headers={"x-key": api_key, "accept": "application/json"})
 
     def parse_accepted(self, response: httpx.Response) -> Accepted:
-        body = read_json(response, error_text, retry_unreadable=False)
+        body = read_json(response, error_text, retry_unreadable=False, errors=ERRORS)
         task_id = body.get("id")
         if not isinstance(task_id, str) or not task_id:
             raise UpstreamError(502, "upstream accepted the task without an id", retryable=False)
@@ -94,7 +95,7 @@ class BetaAdapter:
         return httpx.Request("GET", polling_url, headers={"x-key": api_key, "accept": "application/json"})
 
     def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
-        body = read_json(response, error_text, retry_unreadable=True)
+        body = read_json(response, error_text, retry_unreadable=True, errors=ERRORS)
         word = str(body.get("status") or "")
         status = unified(STATUSES, word)
         result = object_at(body, "result")

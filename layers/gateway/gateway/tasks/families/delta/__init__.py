@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.routing.channels import Channel
 from gateway.store.tasks import Task
+from gateway.tasks.adapter import TaskAdapter
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.base import GENERIC_TASK_STATUS, Quantities, TaskFamily, generic_result
-from gateway.tasks.families.delta.adapter import STATUSES, DeltaAdapter
+from gateway.tasks.families.delta.adapter import STATUSES, DeltaAdapter, VertexDeltaAdapter
 
 
 class DeltaFamily(TaskFamily):
@@ -16,6 +18,9 @@ class DeltaFamily(TaskFamily):
     statuses = STATUSES
     public_statuses = GENERIC_TASK_STATUS
     generic_route = True
+
+    def adapter_for(self, channel: Channel) -> TaskAdapter:
+        return VertexDeltaAdapter(channel.vertex) if channel.vertex is not None else self.adapter
 
     def generic_task(self, data: dict[str, Any], route: str) -> NewTask:
         from gateway.tasks.families.delta.schema import DeltaVideoRequest  # pydantic only where a body is parsed

@@ -24,6 +24,8 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, object_at, read_json, unified
+from gateway.tasks.families.imgtask.errors import ERRORS
+from gateway.upstreams.errors import ACCOUNT
 
 SECRET_HEADER = "mj-api-secret"
 
@@ -73,7 +75,7 @@ class ImgtaskAdapter:
 
     def parse_submit_answer(self, response: httpx.Response, *, modal_expected: bool = False) -> SubmitAnswer:
         """The task the upstream took, or UpstreamError with the code the client is answered in `body`."""
-        body = read_json(response, _error_text, retry_unreadable=False)
+        body = read_json(response, _error_text, retry_unreadable=False, errors=ERRORS)
         code, description = body.get("code"), str(body.get("description") or "")
         properties = object_at(body, "properties")
         result = body.get("result")
@@ -91,6 +93,8 @@ class ImgtaskAdapter:
         if code == EXISTS:
             raise UpstreamError(409, f"the upstream already has this task: {description}", retryable=False,
                                 body=relayed)
+        if ERRORS.fault(None, body) == ACCOUNT:  # no Discord account instance: the channel's, failed over
+            raise UpstreamError(503, f"the upstream has no account to take the task: {description}", fault=ACCOUNT)
         if code in (VALIDATION, NOT_FOUND):
             raise UpstreamError(400 if code == VALIDATION else 404, f"the upstream refused the task: {description}",
                                 retryable=False, body=relayed)
@@ -103,7 +107,7 @@ class ImgtaskAdapter:
                              headers=_headers(api_key))
 
     def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
-        return self.snapshot(read_json(response, _error_text, retry_unreadable=True))
+        return self.snapshot(read_json(response, _error_text, retry_unreadable=True, errors=ERRORS))
 
     def build_list(self, base_url: str, api_key: str, upstream_task_ids: list[str]) -> httpx.Request:
         return httpx.Request("POST", join(base_url, "/mj/task/list-by-condition"), headers=_headers(api_key),
@@ -116,8 +120,8 @@ class ImgtaskAdapter:
         except ValueError:
             body = None
         if not response.is_success:
-            raise UpstreamError(response.status_code,
-                                _error_text(body) or response.text[:300] or response.reason_phrase)
+            raise ERRORS.error(response.status_code,
+                               _error_text(body) or response.text[:300] or response.reason_phrase, body)
         if not isinstance(body, list):
             raise UpstreamError(502, "upstream listed tasks without a JSON array", retryable=True)
         return {str(record["id"]): self.snapshot(record) for record in body
@@ -128,7 +132,7 @@ class ImgtaskAdapter:
                              headers=_headers(api_key))
 
     def parse_image_seed(self, response: httpx.Response) -> tuple[int, str, str]:
-        body = read_json(response, _error_text, retry_unreadable=True)
+        body = read_json(response, _error_text, retry_unreadable=True, errors=ERRORS)
         code = body.get("code")
         return (int(code) if isinstance(code, int) else FAILURE, str(body.get("description") or ""),
                 "" if body.get("result") is None else str(body["result"]))

@@ -9,6 +9,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, object_at, read_json, unified
+from gateway.tasks.families.zeta.errors import ERRORS
 
 TASKS_PATH = "/api/v3/contents/generations/tasks"
 
@@ -38,7 +39,7 @@ class ZetaAdapter:
                              headers={"Authorization": f"Bearer {api_key}"}, json=body)
 
     def parse_submit(self, response: httpx.Response) -> str:
-        body = read_json(response, _error_text, retry_unreadable=False)
+        body = read_json(response, _error_text, retry_unreadable=False, errors=ERRORS)
         task_id = body.get("id")
         if not isinstance(task_id, str) or not task_id:
             raise UpstreamError(502, "upstream accepted the task without an id", retryable=False)
@@ -49,7 +50,7 @@ class ZetaAdapter:
                              headers={"Authorization": f"Bearer {api_key}"})
 
     def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
-        body = read_json(response, _error_text, retry_unreadable=True)
+        body = read_json(response, _error_text, retry_unreadable=True, errors=ERRORS)
         word = str(body.get("status") or "")
         status = unified(STATUSES, word)
         content = object_at(body, "content")

@@ -1,0 +1,185 @@
+"""The operator's site options, under new-api's keys (`GET /api/option/`, `PUT /api/option/`), and
+what the public may read of them (`GET /api/status`).
+
+Every option has a kind, a default and a rule; a value is stored as text (new-api's `Option`
+table: `{key, value}`), so its clients carry over. An unknown key or a value that breaks its rule
+is a 400 naming it, and nothing is stored. Secrets (payment keys, webhook secrets) are never
+options here: they live in Secrets Manager (or the environment under `make run`).
+
+Each instance reads the options at most once per `GATEWAY_KEY_CACHE_SECONDS` (the same seconds a
+changed key or user takes to be seen); the instance that changes one sees it at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import InvalidRequest, shown
+from gateway.prices import UNITS_PER_USD
+from gateway.settings import get_settings
+
+
+@dataclass(frozen=True)
+class Option:
+    default: str
+    parse: Callable[[str], Any]
+    public: bool = False  # shown to anyone by GET /api/status
+    describe: str = ""
+
+
+def _bool(text: str) -> bool:
+    if text not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return text == "true"
+
+
+def _int(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if not (text.lstrip("-").isdigit() and text.isascii() and len(text) <= 19):
+            raise ValueError("must be a whole number")
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(f"must be {low} to {high}")
+        return value
+    return parse
+
+
+def _positive(high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError("must be a number") from None
+        if not 0 < value <= high or value != value:
+            raise ValueError(f"must be more than 0 and at most {high:g}")
+        return value
+    return parse
+
+
+def _text(limit: int) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if len(text) > limit:
+            raise ValueError(f"must have at most {limit} characters")
+        return text
+    return parse
+
+
+_QUOTA = _int(0, UNITS_PER_USD * 1_000_000)  # quota units, up to one million USD
+
+#: new-api's option keys this gateway reads, with their defaults (new-api's, unless said).
+OPTIONS: dict[str, Option] = {
+    "SystemName": Option("Unified AI Gateway", _text(64), public=True, describe="the site's name"),
+    "Notice": Option("", _text(4000), public=True, describe="a notice shown on the console's first page"),
+    "RegisterEnabled": Option("true", _bool, public=True, describe="anyone may sign up"),
+    "PasswordRegisterEnabled": Option("true", _bool, public=True, describe="sign-up with a password"),
+    "EmailVerificationEnabled": Option("false", _bool, public=True,
+                                       describe="sign-up needs a code sent to the email address"),
+    "QuotaForNewUser": Option("0", _QUOTA, describe="quota units a new user starts with"),
+    "QuotaForInviter": Option("0", _QUOTA, describe="quota units an inviter earns at an invitee's first payment"),
+    "QuotaForInvitee": Option("0", _QUOTA, describe="quota units a user who signs up with an invitation gets"),
+    # What a person pays for one USD of quota (new-api's StripeUnitPrice, in the payment's currency).
+    "StripeUnitPrice": Option("1", _positive(1000), public=True, describe="price of 1 USD of quota"),
+    "StripeMinTopUp": Option("1", _int(1, 100_000), public=True, describe="the smallest top-up, in USD"),
+    # Not new-api options (its limits are environment settings): the critical limit of sign-up,
+    # verification and password reset, per address and per email (new-api: 20 per 20 minutes).
+    "CriticalRateLimitNum": Option("20", _int(1, 100_000), describe="sign-up, code and reset requests per window"),
+    "CriticalRateLimitDurationSeconds": Option("1200", _int(1, 86_400), describe="that window, in seconds"),
+}
+
+
+def parse_value(key: str, value: Any) -> tuple[str, Any]:
+    """The option's text and its parsed value, or a 400 naming the key or the value. A JSON
+    `true`, `5` or `1.5` counts as its text, as new-api takes them."""
+    option = OPTIONS.get(key) if isinstance(key, str) else None
+    if option is None:
+        raise InvalidRequest(f"key: no option named '{shown(key, 64)}' (one of {', '.join(sorted(OPTIONS))})",
+                             param="key")
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        text = repr(value) if isinstance(value, float) and not value.is_integer() else str(int(value))
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        raise InvalidRequest(f"value: {key} takes a string, a number or a boolean", param="value")
+    try:
+        return text, option.parse(text)
+    except ValueError as exc:
+        raise InvalidRequest(f"value: {key} {exc} (got '{shown(text, 40)}')", param="value") from None
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.values: dict[str, str] | None = None
+        self.read_at = 0.0
+
+
+_cache = _Cache()
+
+
+def forget() -> None:
+    """Read the options again on next use (tests; an instance that changed one)."""
+    with _cache.lock:
+        _cache.values = None
+
+
+def _stored() -> dict[str, str]:
+    from gateway.commerce.store import CommerceRepository
+
+    ttl = get_settings().key_cache_seconds
+    now = time.monotonic()
+    with _cache.lock:
+        if _cache.values is not None and now - _cache.read_at < ttl:
+            return _cache.values
+    values = CommerceRepository().options()
+    with _cache.lock:
+        _cache.values, _cache.read_at = values, now
+    return values
+
+
+def current(key: str) -> Any:
+    """The option's value now (its default until an operator sets it)."""
+    option = OPTIONS[key]
+    text = _stored().get(key, option.default)
+    try:
+        return option.parse(text)
+    except ValueError:  # stored before its rule changed: the default, never a 500
+        return option.parse(option.default)
+
+
+def listed() -> dict[str, Any]:
+    """GET /api/option/ (operators): every option with its value as text, new-api's shape."""
+    stored = _stored()
+    data = [{"key": key, "value": stored.get(key, option.default), "description": option.describe}
+            for key, option in OPTIONS.items()]
+    return {"success": True, "message": "", "data": data}
+
+
+def update(body: Mapping[str, Any], operator_id: int) -> dict[str, Any]:
+    """PUT /api/option/ {key, value} (operators)."""
+    from gateway.commerce.store import CommerceRepository
+
+    text, _ = parse_value(body.get("key"), body.get("value"))  # type: ignore[arg-type]
+    CommerceRepository().put_option(str(body["key"]), text, by=operator_id, at=int(time.time()))
+    forget()
+    return {"success": True, "message": ""}
+
+
+def status() -> dict[str, Any]:
+    """GET /api/status (anyone): what a sign-up or top-up page needs to know, new-api's names."""
+    return {"success": True, "message": "", "data": {
+        "system_name": current("SystemName"),
+        "notice": current("Notice"),
+        "register_enabled": current("RegisterEnabled"),
+        "password_register_enabled": current("PasswordRegisterEnabled"),
+        "email_verification": current("EmailVerificationEnabled"),
+        "quota_per_unit": UNITS_PER_USD,
+        "display_in_currency": True,
+        "stripe_unit_price": current("StripeUnitPrice"),
+        "stripe_min_topup": current("StripeMinTopUp"),
+    }}

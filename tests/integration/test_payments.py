@@ -1,0 +1,315 @@
+"""Online top-up through Stripe Checkout against the Stripe simulator (Checkout Session API, hosted
+page, webhooks signed by the stripe library's own signer), delivered over HTTP to the commerce
+function: credited exactly once whatever Stripe retries, reorders or the gateway's crashes; the
+invitation reward at the first payment only; reward moved into quota never below zero."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+
+import httpx
+import pytest
+import stripe
+
+from gateway.commerce import credits, invitations, options, payments
+from gateway.commerce.store import CommerceRepository
+from gateway.errors import GatewayError
+from gateway.store.aws import client, to_item, to_values
+from gateway_local.simulators import stripe as stripe_sim
+from tests.conftest import LambdaContext, api_event, load_function, serve_asgi, use_environment
+
+SECRET = "whsec_test_secret"
+
+
+@pytest.fixture(scope="module")
+def commerce_fn(aws):
+    return load_function("commerce")
+
+
+@pytest.fixture(scope="module")
+def webhook_url(commerce_fn):
+    """The commerce function behind a real HTTP endpoint, as API Gateway would put it."""
+    async def app(scope, receive, send):
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        event = api_event("POST", "/api/stripe/webhook", body=body.decode(), headers=headers)
+        answer = commerce_fn.lambda_handler(event, LambdaContext())
+        await send({"type": "http.response.start", "status": answer["statusCode"],
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": answer["body"].encode()})
+
+    with serve_asgi(app) as url:
+        yield f"{url}/api/stripe/webhook"
+
+
+@pytest.fixture(scope="module")
+def stripe_url():
+    with serve_asgi(stripe_sim.app) as url:
+        yield url
+
+
+@pytest.fixture
+def payments_on(stripe_url, webhook_url, store):
+    saved = use_environment(GATEWAY_STRIPE_API_KEY="sk_test_gateway", GATEWAY_STRIPE_WEBHOOK_SECRET=SECRET,
+                            GATEWAY_STRIPE_API_BASE=stripe_url, GATEWAY_STRIPE_WEBHOOK_URL=webhook_url,
+                            GATEWAY_SIM_STRIPE_API_KEY="sk_test_gateway", GATEWAY_SIM_STRIPE_WEBHOOK_SECRET=SECRET)
+    options.forget()
+    stripe_sim.DELIVERED.clear()
+    yield stripe_url
+    use_environment(**saved)
+    options.forget()
+
+
+@pytest.fixture
+def payer(demo, accounts):
+    ann = accounts.create_user(username="ann", quota=0, access_token="ann-access-token")
+    return int(ann["id"])
+
+
+def quota(accounts, user_id):
+    return int(accounts.raw_user(user_id, consistent=True)["quota"])
+
+
+def start(user_id, accounts, amount=5):
+    user = accounts.raw_user(user_id, consistent=True)
+    return payments.start(user_id, user, amount, "stripe", return_url="http://gateway.test/console/")["data"]
+
+
+def pay(stripe_url, session_id, deliveries=1):
+    answer = httpx.post(f"{stripe_url}/pay/{session_id}", params={"deliveries": deliveries}, timeout=60)
+    assert answer.status_code == 303
+
+
+def signed(event: dict, secret: str = SECRET, at: int | None = None) -> tuple[str, str]:
+    payload = json.dumps(event)
+    return payload, stripe.WebhookSignature.generate_signature_header(payload, secret, at)
+
+
+def post_webhook(commerce_fn, payload: str, signature: str | None):
+    headers = {"Stripe-Signature": signature} if signature else {}
+    answer = commerce_fn.lambda_handler(api_event("POST", "/api/stripe/webhook", body=payload, headers=headers),
+                                      LambdaContext())
+    return answer["statusCode"], json.loads(answer["body"])
+
+
+def test_a_card_top_up_delivered_five_times_credits_once(payments_on, payer, accounts, commerce_fn):
+    order = start(payer, accounts, amount=5)
+    assert order["pay_link"].startswith(payments_on) and order["session_id"] in order["pay_link"]
+    assert order["quota"] == 5 * 500_000 and order["money"] == 5.0
+    assert CommerceRepository().order(order["trade_no"])["status"] == "pending"
+    pay(payments_on, order["session_id"], deliveries=5)
+    assert len(stripe_sim.DELIVERED) == 5
+    assert quota(accounts, payer) == 2_500_000
+    saved = CommerceRepository().order(order["trade_no"])
+    assert saved["status"] == "success" and saved["paid_at"] > 0
+    assert accounts.raw_user(payer, consistent=True)["has_payment_method"] is True
+    from gateway.api import requestlog
+
+    log = requestlog.account_log(payer, {"type": "1"})["data"]["items"]
+    assert [(e["quota"], e["content"]) for e in log] == [(2_500_000, "stripe: 2500000 units added")]
+
+
+def test_the_amount_credited_is_the_orders_never_the_events(payments_on, payer, accounts, commerce_fn):
+    order = start(payer, accounts, amount=5)
+    session = dict(stripe_sim.SESSIONS[order["session_id"]], status="complete", payment_status="paid",
+                   amount_total=99_999_900)  # an event naming another amount (Stripe never would)
+    payload, signature = signed({"id": "evt_1", "type": "checkout.session.completed", "data": {"object": session}})
+    assert post_webhook(commerce_fn, payload, signature)[0] == 200
+    assert quota(accounts, payer) == 2_500_000
+
+
+@pytest.mark.parametrize("how", ["forged", "stale", "unsigned", "other secret"])
+def test_a_forged_or_stale_webhook_is_a_400_and_changes_nothing(payments_on, payer, accounts, commerce_fn, how):
+    order = start(payer, accounts)
+    session = dict(stripe_sim.SESSIONS[order["session_id"]], status="complete", payment_status="paid")
+    event = {"id": "evt_2", "type": "checkout.session.completed", "data": {"object": session}}
+    payload, signature = signed(event, at=int(time.time()) - 600 if how == "stale" else None)
+    if how == "forged":
+        payload = payload.replace('"evt_2"', '"evt_3"')
+    if how == "other secret":
+        payload, signature = signed(event, secret="whsec_attacker")
+    status, body = post_webhook(commerce_fn, payload, None if how == "unsigned" else signature)
+    assert status == 400 and "Stripe-Signature" in body["message"]
+    assert quota(accounts, payer) == 0 and CommerceRepository().order(order["trade_no"])["status"] == "pending"
+
+
+def test_an_order_that_could_not_be_credited_is_never_sent_to_payment(payments_on, payer, accounts, store):
+    sessions = len(stripe_sim.SESSIONS)
+    for amount, words in ((0, "amount: must be 1"), (10_001, "amount: must be 1")):
+        with pytest.raises(GatewayError, match=words):
+            start(payer, accounts, amount=amount)
+    # A price below Stripe's smallest charge (50 cents) is refused before Stripe is asked.
+    CommerceRepository().put_option("StripeUnitPrice", "0.1", by=1, at=0)
+    options.forget()
+    with pytest.raises(GatewayError, match="below Stripe's smallest"):
+        start(payer, accounts, amount=1)
+    use_environment(GATEWAY_STRIPE_API_KEY=None, GATEWAY_STRIPE_WEBHOOK_SECRET=None)
+    with pytest.raises(GatewayError, match="not configured"):
+        start(payer, accounts, amount=5)
+    assert len(stripe_sim.SESSIONS) == sessions
+
+
+def test_an_expired_session_ends_the_order_and_a_late_duplicate_credits_nothing_more(
+        payments_on, payer, accounts, commerce_fn):
+    order = start(payer, accounts)
+    answer = httpx.post(f"{payments_on}/v1/checkout/sessions/{order['session_id']}/expire",
+                        headers={"Authorization": "Bearer sk_test_gateway"})
+    assert answer.status_code == 200
+    assert CommerceRepository().order(order["trade_no"])["status"] == "expired"
+    paid = start(payer, accounts)
+    pay(payments_on, paid["session_id"])
+    # Reordered: an `expired` event for the paid session arrives after its completion.
+    session = dict(stripe_sim.SESSIONS[paid["session_id"]], status="expired")
+    payload, signature = signed({"id": "evt_4", "type": "checkout.session.expired", "data": {"object": session}})
+    assert post_webhook(commerce_fn, payload, signature)[0] == 200
+    assert CommerceRepository().order(paid["trade_no"])["status"] == "success"
+    assert quota(accounts, payer) == 2_500_000
+
+
+def test_a_crash_after_the_credit_is_retried_by_stripe_and_credits_once(payments_on, payer, accounts, commerce_fn,
+                                                                         monkeypatch):
+    """The credit's transaction applied, then the function died before answering: Stripe retries."""
+    order = start(payer, accounts)
+    real = credits.apply
+    calls = Counter()
+
+    def applied_then_died(credit, claims, now=None):
+        calls["n"] += 1
+        real(credit, claims, now)
+        if calls["n"] == 1:
+            raise RuntimeError("the function died after the transaction")
+
+    monkeypatch.setattr(credits, "apply", applied_then_died)
+    session = dict(stripe_sim.SESSIONS[order["session_id"]], status="complete", payment_status="paid")
+    payload, signature = signed({"id": "evt_5", "type": "checkout.session.completed", "data": {"object": session}})
+    assert post_webhook(commerce_fn, payload, signature)[0] == 500  # Stripe will retry
+    assert post_webhook(commerce_fn, payload, signature)[0] == 200
+    assert quota(accounts, payer) == 2_500_000 and calls["n"] == 2
+
+
+def set_inviter(invitee: int, inviter: int) -> None:
+    from gateway.settings import get_settings
+
+    client("dynamodb").update_item(TableName=get_settings().accounts_table,
+                                   Key=to_item({"pk": f"USER#{invitee}", "sk": "PROFILE"}),
+                                   UpdateExpression="SET inviter_id = :i",
+                                   ExpressionAttributeValues=to_values({":i": inviter}))
+
+
+def test_the_inviter_is_rewarded_at_the_first_payment_only(payments_on, payer, accounts):
+    CommerceRepository().put_option("QuotaForInviter", "1000000", by=1, at=0)
+    options.forget()
+    set_inviter(payer, 1)
+    before = accounts.raw_user(1, consistent=True)
+    for _ in range(2):
+        order = start(payer, accounts)
+        pay(payments_on, order["session_id"], deliveries=2)
+    inviter = accounts.raw_user(1, consistent=True)
+    assert inviter["aff_quota"] - before["aff_quota"] == 1_000_000
+    assert inviter["aff_history_quota"] - before["aff_history_quota"] == 1_000_000
+    assert quota(accounts, payer) == 5_000_000
+    # The reward moves into quota, never below zero: two transfers of all of it race, one wins.
+    outcomes = []
+
+    def move():
+        try:
+            invitations.transfer(1, 1_000_000)
+            outcomes.append("moved")
+        except GatewayError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=move) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    after = accounts.raw_user(1, consistent=True)
+    assert sorted(outcomes) == ["moved", "refused", "refused", "refused"]
+    assert after["aff_quota"] == before["aff_quota"] and after["quota"] == inviter["quota"] + 1_000_000
+    with pytest.raises(GatewayError, match="smallest transfer"):
+        invitations.transfer(1, 10)
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_randomized_webhooks_credit_each_paid_order_once(payments_on, payer, accounts, commerce_fn, seed,
+                                                          monkeypatch):
+    """Many orders; their events delivered by several threads in a seeded random order, duplicated,
+    with `expired` events mixed in and one credit in five applied then crashed (the answer lost): in
+    the end each paid order is credited exactly once and nothing else is."""
+    rng = random.Random(seed)
+    orders = [start(payer, accounts, amount=rng.randint(1, 9)) for _ in range(12)]
+    paid = {o["trade_no"] for o in orders if rng.random() < 0.7}
+    deliveries = []
+    for o in orders:
+        session = dict(stripe_sim.SESSIONS[o["session_id"]])
+        if o["trade_no"] in paid:
+            session.update(status="complete", payment_status="paid")
+            deliveries += [("checkout.session.completed", session)] * rng.randint(1, 4)
+        else:
+            deliveries += [("checkout.session.expired", dict(session, status="expired"))] * rng.randint(1, 2)
+    rng.shuffle(deliveries)
+    real, lock = credits.apply, threading.Lock()
+
+    def sometimes_crash(credit, claims, now=None):
+        real(credit, claims, now)
+        with lock:
+            crash = rng.random() < 0.2
+        if crash:
+            raise RuntimeError("died after the transaction")
+
+    monkeypatch.setattr(credits, "apply", sometimes_crash)
+
+    def deliver(batch):
+        for kind, session in batch:
+            payload, signature = signed({"id": f"evt_{session['id']}", "type": kind, "data": {"object": session}})
+            while post_webhook(commerce_fn, payload, signature)[0] != 200:
+                pass  # Stripe retries until it gets a 2xx
+
+    threads = [threading.Thread(target=deliver, args=(deliveries[n::4],)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = sum(o["quota"] for o in orders if o["trade_no"] in paid)
+    assert quota(accounts, payer) == expected
+    for o in orders:
+        assert CommerceRepository().order(o["trade_no"])["status"] == ("success" if o["trade_no"] in paid
+                                                                       else "expired")
+    from gateway.api import requestlog
+
+    log = requestlog.account_log(payer, {"type": "1", "page_size": "100"})["data"]["items"]
+    assert len(log) == len(paid) and sum(e["quota"] for e in log) == expected
+
+
+def test_deployed_the_keys_come_from_one_secret_and_the_previous_webhook_secret_still_verifies(
+        payments_on, payer, accounts, commerce_fn):
+    from gateway import signing_keys
+
+    secrets_manager = client("secretsmanager")
+    name = f"stripe-keys-{random.randrange(10**9)}"
+    secrets_manager.create_secret(Name=name, SecretString=json.dumps(
+        {"api_key": "sk_test_gateway", "webhook_secret": "whsec_before"}))
+    secrets_manager.put_secret_value(SecretId=name, SecretString=json.dumps(
+        {"api_key": "sk_test_gateway", "webhook_secret": SECRET}))  # rotated: whsec_before is AWSPREVIOUS
+    use_environment(GATEWAY_STRIPE_API_KEY=None, GATEWAY_STRIPE_WEBHOOK_SECRET=None, GATEWAY_STRIPE_SECRET_ID=name)
+    signing_keys.forget()
+    try:
+        order = start(payer, accounts)
+        session = dict(stripe_sim.SESSIONS[order["session_id"]], status="complete", payment_status="paid")
+        event = {"id": "evt_6", "type": "checkout.session.completed", "data": {"object": session}}
+        payload, signature = signed(event, secret="whsec_before")  # signed just before the rotation
+        signing_keys.forget()  # a cold start of the commerce function: it reads the secret itself
+        status, body = post_webhook(commerce_fn, payload, signature)
+        assert (status, body["handled"]) == (200, True) and quota(accounts, payer) == 2_500_000
+    finally:
+        use_environment(GATEWAY_STRIPE_SECRET_ID=None)
+        signing_keys.forget()
