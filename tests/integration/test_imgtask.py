@@ -484,3 +484,87 @@ def test_a_modal_refused_for_quota_waits_again_and_two_completions_never_both_ru
     assert [e["outcome"] for e in ledger_of(accounts, modal_id)] == []  # held once, not yet settled
     finish(queues, lambda_context, clock)
     assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, modal_id)] == [("settled", MODAL_UNITS)]
+
+
+# --- the basic (open-source) midjourney-proxy: a channel's `variant` --------------------------
+
+@pytest.fixture
+def basic_channel(tasks_env, tmp_path):
+    """The only imgtask channel runs the open-source midjourney-proxy (`variant: basic`)."""
+    from tests.conftest import use_environment
+
+    document = {"channels": [{"name": "mj-basic", "protocol": "imgtask", "base_url": tasks_env + "/imgtask/basic",
+                              "api_key": "k", "models": ["*"], "variant": "basic"}]}
+    path = tmp_path / "channels.json"
+    path.write_text(json.dumps(document))
+    saved = use_environment(GATEWAY_CHANNELS_FILE=str(path))
+    yield tasks_env
+    use_environment(**saved)
+
+
+def test_on_a_basic_channel_buttons_are_change_calls_u_v_and_reroll(
+        basic_channel, functions, queues, demo, accounts, lambda_context, clock):
+    # The open-source midjourney-proxy has no /mj/submit/action and its records no buttons: the
+    # gateway gives a finished grid U1-U4, V1-V4 and reroll, and runs them as /mj/submit/change.
+    task_id = imagine(functions, lambda_context, demo["key"])
+    finish(queues, lambda_context, clock)
+    done = fetch(functions, lambda_context, task_id, demo["key"])[1]
+    assert done["status"] == "SUCCESS"
+    assert [b["label"] or b["emoji"] for b in done["buttons"]] == ["U1", "U2", "U3", "U4", "🔄",
+                                                                   "V1", "V2", "V3", "V4"]
+    made = {}
+    for label, action in (("U2", "UPSCALE"), ("V3", "VARIATION"), ("🔄", "IMAGINE")):
+        custom_id = next(b["customId"] for b in done["buttons"] if (b["label"] or b["emoji"]) == label)
+        status, answer = post(functions, lambda_context, "/imgtask/submit/action",
+                              {"taskId": task_id, "customId": custom_id}, demo["key"])
+        assert status == 200 and answer["code"] == 1, answer
+        upstream = simulator.TASKS[stored(answer["result"])["upstream_task_id"]]
+        assert upstream["basic"] and upstream["parent"] == stored(task_id)["upstream_task_id"]
+        finish(queues, lambda_context, clock)
+        record = fetch(functions, lambda_context, answer["result"], demo["key"])[1]
+        assert record["status"] == "SUCCESS" and record["action"] == action
+        assert [(e["outcome"]) for e in ledger_of(accounts, answer["result"])] == ["settled"]
+        made[label] = record
+    # A variation is a grid again (its buttons are change calls too); an upscale is not: none
+    assert [b["label"] for b in made["V3"]["buttons"]][:4] == ["U1", "U2", "U3", "U4"]
+    assert made["U2"]["buttons"] == []
+
+
+@pytest.mark.parametrize("path,body,named", [
+    ("/imgtask/submit/shorten", {"prompt": "a very long prompt"}, "shorten"),
+    ("/imgtask/insight-face/swap", {"sourceBase64": PNG, "targetBase64": PNG}, "face swap"),
+    ("/imgtask/submit/imagine", {"prompt": "a fox", "botType": "NIJI_JOURNEY"}, "NIJI_JOURNEY"),
+])
+def test_what_the_basic_build_cannot_do_is_a_clear_400_before_any_hold(
+        basic_channel, functions, demo, accounts, lambda_context, path, body, named):
+    before = quota(accounts)
+    status, answer = post(functions, lambda_context, path, body, demo["key"])
+    assert status == 400, answer
+    assert named in answer["description"] and "basic" in answer["description"]
+    assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert_nothing_held(accounts, before)
+
+
+def test_a_basic_channel_refuses_image_seed_and_an_extended_only_button_with_a_400(
+        basic_channel, functions, queues, demo, accounts, lambda_context, clock):
+    task_id = imagine(functions, lambda_context, demo["key"])
+    finish(queues, lambda_context, clock)
+    status, answer = status_and_json(call(functions["imgtask"], lambda_context, "GET",
+                                          f"/imgtask/task/{task_id}/image-seed", demo["key"],
+                                          resource="/imgtask/task/{id}/image-seed", path_parameters={"id": task_id}))
+    assert status == 400 and "image-seed" in answer["description"], answer
+    before = quota(accounts)
+    job = stored(task_id)["details"]["buttons"][0]["customId"].rsplit("::", 1)[-1]
+    status, answer = post(functions, lambda_context, "/imgtask/submit/action",
+                          {"taskId": task_id, "customId": f"MJ::JOB::pan_left::1::{job}::SOLO"}, demo["key"])
+    assert status == 400 and quota(accounts) == before
+
+
+def test_the_basic_simulator_answers_404_for_what_the_open_source_proxy_lacks(tasks_env):
+    import httpx
+
+    base = tasks_env + "/imgtask/basic/mj"
+    for path in ("/submit/action", "/submit/modal", "/submit/shorten", "/insight-face/swap"):
+        answer = httpx.post(base + path, json={}, headers={"mj-api-secret": "k"})
+        assert answer.status_code == 404 and answer.json()["error"] == "Not Found", path
+    assert httpx.get(base + "/task/1/image-seed", headers={"mj-api-secret": "k"}).status_code == 404

@@ -20,7 +20,7 @@ DELTA = {"model": "delta-3.0-generate-001", "instances": [{"prompt": "a red fox 
          "parameters": {"durationSeconds": 8, "generateAudio": True, "sampleCount": 2}}
 DELTA_UNITS = 3_200_000  # 0.40 USD/s x 8 s x 2 videos
 ZETA = {"model": "zeta-video-1-0-pro-250528", "content": [{"type": "text", "text": "waves at dusk --duration 10"}]}
-ZETA_UNITS = 500_000  # 0.10 USD/s x 10 s
+ZETA_UNITS = 612_000  # 1920x1088 (1080p 16:9) x 24 fps x 10 s / 1024 = 489600 tokens at 2.50 USD/M
 EPSILON = {"prompt": "a paper boat", "model": "epsilon-2-pro", "seconds": "8", "size": "1792x1024"}
 EPSILON_UNITS = 1_200_000  # 0.30 USD/s x 8 s
 
@@ -174,6 +174,43 @@ def test_a_zeta_task_succeeds_and_its_submit_answer_is_the_zeta_shape(tasks_env,
     assert done["task_status"] == "succeeded" and done["video_result"].startswith(tasks_env + "/zeta/files/")
     assert done["duration"] == "10"
     assert [e["units"] for e in ledger_of(accounts, answer["taskId"])] == [ZETA_UNITS]
+
+
+def test_an_expired_zeta_task_is_failed_and_refunded_at_the_first_poll_that_sees_it(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock):
+    # Ark's `expired` is final: before, the gateway polled it as running until the 2-hour sweep.
+    before = quota(accounts)
+    body = {**ZETA, "content": [{"type": "text", "text": "waves #fault=expire --duration 10"}]}
+    status, answer = submit(functions, lambda_context, body, demo["key"])
+    assert status == 200 and quota(accounts) == before - ZETA_UNITS
+    clock.advance()
+    queues.polls(lambda_context)
+    done = result(functions, lambda_context, answer["taskId"], demo["key"])[1]
+    assert done["task_status"] == "failed" and "expired" in done["message"]
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, answer["taskId"])] == [("refunded", 0)]
+    assert quota(accounts) == before
+    assert_nothing_held(accounts, before)
+
+
+def test_a_zeta_task_holds_ark_s_worst_case_tokens_and_settles_the_tokens_ark_reports(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock):
+    # Ark bills width x height x 24 fps x seconds / 1024 tokens. An image-to-video task's ratio
+    # follows its image (adaptive), so the hold is 720p's largest size (21:9, 1504x640), and the
+    # settlement the tokens Ark reports for the 16:9 video it rendered (1248x704).
+    before = quota(accounts)
+    body = {"model": "zeta-video-1-0-pro-250528", "content": [
+        {"type": "text", "text": "the cat jumps --rs 720p --duration 5"},
+        {"type": "image_url", "image_url": {"image_url": "data:image/png;base64,iVBORw0KGgo="}}]}
+    status, answer = submit(functions, lambda_context, body, demo["key"])
+    assert status == 200, answer
+    assert 1504 * 640 * 24 * 5 // 1024 == 112_800  # tokens; at 2.50 USD/M: 0.282 USD
+    assert before - quota(accounts) == 141_000
+    clock.advance()
+    queues.polls(lambda_context)
+    assert result(functions, lambda_context, answer["taskId"], demo["key"])[1]["task_status"] == "succeeded"
+    assert 1248 * 704 * 24 * 5 // 1024 == 102_960  # tokens; at 2.50 USD/M: 0.2574 USD
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, answer["taskId"])] == [("settled", 128_700)]
+    assert before - quota(accounts) == 128_700
 
 
 def test_an_upstream_rejection_refunds_at_once_and_stores_no_task(tasks_env, functions, demo, accounts,

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
 ANY_MODEL = "*"
+#: A channel's `variant` (imgtask only): the open-source midjourney-proxy or its extended build.
+VARIANTS = ("basic", "extended")
 #: The key of each built-in simulator channel, where its protocol needs a shape of its own.
 SIMULATOR_KEYS = {"alpha": "simulator|simulator-secret-of-at-least-32-bytes"}
 _REMOTE_TTL = 60.0  # seconds a document read from SSM or Secrets Manager is reused
@@ -55,6 +57,9 @@ class Channel:
     weight: int = 1
     #: Hosts the upstream may name in a polling URL of its own (`allows_poll_url`).
     poll_hosts: frozenset[str] = frozenset()
+    #: Which build of its protocol the upstream runs, where a protocol has several (imgtask:
+    #: `basic`, the open-source midjourney-proxy, or `extended`, the default); None: the default.
+    variant: str | None = None
     #: A Vertex AI channel's project and region (content and delta); its key is a service-account key file.
     vertex: VertexSite | None = None
 
@@ -90,6 +95,11 @@ class Channel:
         return self.model_map.get(model, model)
 
 
+def _check_variant(protocol: str, variant: str | None) -> None:
+    if variant is not None and protocol != "imgtask":
+        raise ValueError(f"variant: only an imgtask channel has one, not a {protocol} channel")
+
+
 def _document_model():
     # pydantic only when a document is read (not on every cold start of every function)
     from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -121,6 +131,7 @@ def _document_model():
         priority: int = 0
         weight: int = Field(1, ge=0)
         poll_hosts: list[str] = []
+        variant: Literal[VARIANTS] | None = None  # type: ignore[valid-type]
 
         @field_validator("poll_hosts")
         @classmethod
@@ -151,6 +162,7 @@ def _document_model():
                 raise ValueError("vertex: only the content and delta protocols have a Vertex AI flavour")
             if self.vertex is None and not self.base_url:
                 raise ValueError("base_url: is required (a Vertex channel may leave it out)")
+            _check_variant(self.protocol, self.variant)
             return self
 
     class Document(BaseModel):
@@ -217,7 +229,8 @@ class Catalog:
             channels.append(Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
                                     models=frozenset(spec.models), model_map=dict(spec.model_map),
                                     priority=spec.priority, weight=spec.weight,
-                                    poll_hosts=frozenset(spec.poll_hosts), vertex=site))
+                                    poll_hosts=frozenset(spec.poll_hosts), variant=spec.variant,
+                                    vertex=site))
         try:
             prices = PriceTable(parsed.prices)
         except ValueError as exc:

@@ -96,7 +96,7 @@ def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) ->
     principal.require_model(new.model)
     price, channels = get_catalog().serving(new.model, family.protocols)
     observability.set_model(new.model)  # a metric dimension only once the catalog knows the model
-    channels = _pinned(channels, new)
+    channels = family.usable_channels(_pinned(channels, new), new)  # a 4xx here holds nothing
     claimed = _claim(parked) if parked is not None else None
     task_id = claimed.task_id if claimed is not None else family.new_task_id()
     try:

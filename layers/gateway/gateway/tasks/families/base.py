@@ -6,6 +6,8 @@ A family (`tasks/families/<name>/`) is one object, `FAMILY`, of a `TaskFamily` s
 - `public_statuses` (unified status -> the word its own answers use);
 - `units_to_hold(request, price)` at submit and `units_to_settle(task, price)` at success, from
   the `Quantities` its request carries (per second, per image, per call, times a multiplier);
+- `usable_channels`: the channels that can run a request, before anything is held (all, unless
+  a family's channels run different builds of its upstream: imgtask's `variant`);
 - `submit_upstream` / `poll_upstream`: by default the adapter's submit and one poll per task;
   a family overrides them for a polling URL of the upstream's own, or (with `polls_in_batches`)
   one upstream call for all the tasks of a channel that a batch of poll messages carries;
@@ -137,6 +139,12 @@ class TaskFamily:
         return {self.result_noun: len(task.result_urls)}
 
     # --- the upstream --------------------------------------------------------------------------
+
+    def usable_channels(self, channels: list[Channel], request: NewTask) -> list[Channel]:
+        """The channels that can run this request, before anything is held (a family whose
+        channels run different builds of its upstream leaves out those that cannot; a
+        `GatewayError` when none can, so the client hears why and nothing is held)."""
+        return channels
 
     def adapter_for(self, channel: Channel) -> TaskAdapter:
         """The adapter that speaks to `channel` (a family with a second flavour, delta on Vertex

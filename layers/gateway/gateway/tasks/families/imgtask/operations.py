@@ -24,6 +24,7 @@ from gateway.tasks.adapter import Sender, TaskSnapshot, timed
 from gateway.tasks.callbacks import CallbackFailed, UnsafeCallback, check_url
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.imgtask import FAMILY, MODAL, image_path, model_of
+from gateway.tasks.families.imgtask.adapter import BASIC, basic_change
 from gateway.tasks.families.imgtask.schema import (
     TASK_ID,
     ActionRequest,
@@ -73,10 +74,26 @@ def submit(principal: Principal, kind: str, body: str | bytes | None, base_url: 
     model, path, action, priced = _SIMPLE_SUBMITS[kind]
     request: BaseModel = parse_model(model, parse_json(body))
     upstream = request.model_dump(exclude_none=True, exclude={"notifyHook", "state"})
-    new = _new_task(request, upstream={"path": path, "body": upstream}, action=action, priced=priced,
+    new = _new_task(request, upstream={"path": path, "body": upstream, **_basic_form(kind, path, upstream)},
+                    action=action, priced=priced,
                     route=ROUTE + kind if kind != SWAP else "/imgtask/" + SWAP, base_url=base_url,
                     prompt=getattr(request, "prompt", "") or "")
     return FAMILY.submit_answer(engine.submit(principal, new))
+
+
+#: Submits the basic (open-source) midjourney-proxy has; the others need an extended channel.
+_BASIC_SUBMITS = ("imagine", "blend", "describe")
+_NEEDS = {"shorten": "shorten", SWAP: "face swap"}
+
+
+def _basic_form(kind: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """`basic`: the request as the basic build takes it (None: it cannot run it), and `needs`,
+    what a refusal names (the family's `usable_channels`)."""
+    if kind not in _BASIC_SUBMITS:
+        return {"basic": None, "needs": _NEEDS.get(kind, kind)}
+    if body.get("botType") == "NIJI_JOURNEY":
+        return {"basic": None, "needs": "botType NIJI_JOURNEY"}
+    return {"basic": {"path": path, "body": {k: v for k, v in body.items() if k != "botType"}}}
 
 
 def _action(principal: Principal, request: ActionRequest, base_url: str) -> dict[str, Any]:
@@ -87,8 +104,11 @@ def _action(principal: Principal, request: ActionRequest, base_url: str) -> dict
     if request.customId not in {button.get("customId") for button in parent.details.get("buttons") or []}:
         raise InvalidRequest(f"customId: is not one of the buttons of task '{parent.task_id}'", param="customId")
     what = button_action(request.customId)
+    change = basic_change(request.customId, parent.upstream_task_id) if what.modal is None else None
     new = _new_task(request, upstream={"path": "/mj/submit/action",
-                                       "body": {"taskId": parent.upstream_task_id, "customId": request.customId}},
+                                       "body": {"taskId": parent.upstream_task_id, "customId": request.customId},
+                                       "basic": {"path": "/mj/submit/change", "body": change} if change else None,
+                                       "needs": f"the button {request.customId}"},
                     action=what.action, priced=what.price, route=ROUTE + "action", base_url=base_url,
                     prompt=str(parent.public.get("prompt") or ""), parent_id=parent.task_id, channel=parent.channel)
     if what.modal is None:
@@ -119,7 +139,8 @@ def _modal(principal: Principal, request: ModalRequest) -> dict[str, Any]:
     new = NewTask(family=FAMILY.name, model=parked.model,
                   upstream_request={"path": "/mj/submit/action", "modal": modal,
                                     "body": {"taskId": parent.upstream_task_id,
-                                             "customId": parked.public.get("customId")}},
+                                             "customId": parked.public.get("customId")},
+                                    "basic": None, "needs": "a modal"},
                   route=ROUTE + "modal", quantities=dict(parked.quantities), callback_url=parked.callback_url,
                   callback_field="notifyHook", public={"prompt": prompt or parked.public.get("prompt", "")},
                   parent_id=parked.parent_id, channel=parked.channel)
@@ -174,6 +195,10 @@ def image_seed(principal: Principal, task_id: str) -> dict[str, Any]:
         raise InvalidRequest(f"id: task '{task.task_id}' is {status}; its seed exists once it is SUCCESS", param="id")
     try:
         channel = engine.channel_named(task.channel)
+        if FAMILY.variant(channel) == BASIC:
+            raise InvalidRequest(f"id: the seed of task '{task.task_id}' is not available: its channel runs the "
+                                 "basic (open-source) midjourney-proxy, which has no image-seed", param="id",
+                                 code="not_supported_by_upstream")
         answer = sync_client.send(
             FAMILY.adapter.build_image_seed(channel.base_url, channel.api_key, task.upstream_task_id))
         code, description, result = FAMILY.adapter.parse_image_seed(answer)
