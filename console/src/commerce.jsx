@@ -42,8 +42,8 @@ function NewCodes({ onMade }) {
     <>
       {made && (
         <section class="card secret" aria-label="New codes">
-          <p>{made.keys.length} new code{made.keys.length === 1 ? "" : "s"} <strong>{made.name}</strong>. They are
-            shown in full only now: copy them and hand them out.</p>
+          <p>{made.keys.length} new code{made.keys.length === 1 ? "" : "s"} <strong>{made.name}</strong>. Copy them
+            and hand them out: each adds its quota to the first account that redeems it.</p>
           <code aria-label="The new codes" class="codes">{made.keys.join("\n")}</code>
           <div class="row">
             <button type="button" onClick={copy}>Copy</button>

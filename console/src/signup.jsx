@@ -76,13 +76,13 @@ export function SignUp({ onIn }) {
           <Field label="Repeat password" name="password2" type="password" autocomplete="new-password" required
             error={error} />
           <Field label={status.email_verification ? "Email" : "Email (optional)"} name="email" type="email"
-            autocomplete="email" required={status.email_verification} error={error} />
+            autocomplete="email" error={error} />
           {status.email_verification && (
             <>
               <button type="button" class="secondary" onClick={sendCode}>Send code</button>
               {sent && <p role="status">A code was sent to {sent}. It is valid for 10 minutes.</p>}
               <Field label="Verification code" name="verification_code" inputmode="numeric" autocomplete="one-time-code"
-                required error={error} />
+                error={error} />
             </>
           )}
           <Field label="Invitation code (optional)" name="aff_code" defaultValue={aff} error={error} />
