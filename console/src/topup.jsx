@@ -196,7 +196,7 @@ export function Invite({ me, reload }) {
       {loadError && <p class="error" role="alert">{loadError.message}</p>}
       <section class="card secret" aria-label="Your invitation link">
         <p>Whoever signs up with this link is your invitee. You earn a reward when an invitee first pays.</p>
-        <code aria-label="The invitation link">{link}</code>
+        {link ? <code aria-label="The invitation link">{link}</code> : <p>Loading…</p>}
         <div class="row">
           <button type="button" onClick={copy} disabled={!link}>Copy link</button>
           {copied && <span role="status">Copied.</span>}

@@ -77,11 +77,11 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     go_to(operator, "Site settings")
     setting = operator.get_by_role("form", name="EmailVerificationEnabled", exact=True)
     assert "sign-up needs a code" in setting.inner_text()  # the option's own description
-    setting.get_by_label("EmailVerificationEnabled").select_option("true")
+    setting.get_by_label("EmailVerificationEnabled", exact=True).select_option("true")
     setting.get_by_role("button", name="Save EmailVerificationEnabled").click()
     setting.get_by_role("status").filter(has_text="Saved.").wait_for()
     setting = operator.get_by_role("form", name="QuotaForInviter", exact=True)
-    setting.get_by_label("QuotaForInviter").fill(str(2 * UNITS_PER_USD))
+    setting.get_by_label("QuotaForInviter", exact=True).fill(str(2 * UNITS_PER_USD))
     setting.get_by_role("button", name="Save QuotaForInviter").click()
     setting.get_by_role("status").filter(has_text="Saved.").wait_for()
     go_to(operator, "Redemption codes")
@@ -258,12 +258,12 @@ def test_an_operator_makes_disables_and_deletes_codes_sees_every_order_and_chang
 
     go_to(page, "Site settings")
     name = page.get_by_role("form", name="SystemName", exact=True)
-    name.get_by_label("SystemName").fill("Acme AI")
+    name.get_by_label("SystemName", exact=True).fill("Acme AI")
     name.get_by_role("button", name="Save SystemName").click()
     name.get_by_role("status").filter(has_text="Saved.").wait_for()
     assert httpx.get(f"{site.url}/api/status").json()["data"]["system_name"] == "Acme AI"
     limit = page.get_by_role("form", name="CriticalRateLimitNum", exact=True)
-    limit.get_by_label("CriticalRateLimitNum").fill("many")
+    limit.get_by_label("CriticalRateLimitNum", exact=True).fill("many")
     limit.get_by_role("button", name="Save CriticalRateLimitNum").click()
     alert = limit.get_by_role("alert")
     alert.wait_for()
