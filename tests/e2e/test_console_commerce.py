@@ -34,6 +34,7 @@ def site():
         server.admin("set-password", "--user", "1", "--password", OPERATOR_PASSWORD)
         ivy = server.admin("create-user", "--username", "ivy")
         server.admin("set-password", "--user", str(ivy["user_id"]), "--password", IVY_PASSWORD)
+        server.ivy_id = ivy["user_id"]
         yield server
     finally:
         server.stop()
@@ -196,11 +197,13 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
 
 
 def test_an_operator_makes_disables_and_deletes_codes_sees_every_order_and_changes_a_setting(site, chromium):
-    # Two orders of the demo user's: one paid through the simulator's page, one left pending.
+    # Orders of two users: the demo user's paid through the simulator's page, ivy's left pending.
     with httpx.Client(base_url=site.url, headers=OPERATOR, timeout=30) as api:
         paid = api.post("/api/user/pay", json={"amount": 7, "payment_method": "stripe"}).json()["data"]
         assert httpx.post(paid["pay_link"]).status_code == 303
-        pending = api.post("/api/user/pay", json={"amount": 9, "payment_method": "stripe"}).json()["data"]
+    token = site.admin("set-access-token", "--user", str(site.ivy_id))["access_token"]
+    pending = httpx.post(f"{site.url}/api/user/pay", json={"amount": 9, "payment_method": "stripe"},
+                         headers={"Authorization": token, "X-Api-User": str(site.ivy_id)}).json()["data"]
 
     context = chromium.new_context(viewport=PHONE)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site.url)
@@ -210,7 +213,8 @@ def test_an_operator_makes_disables_and_deletes_codes_sees_every_order_and_chang
     go_to(page, "Orders")
     orders = page.get_by_role("table", name="Orders")
     orders.get_by_role("row").filter(has_text=paid["trade_no"]).filter(has_text="paid").wait_for()
-    assert "pending" in orders.get_by_role("row").filter(has_text=pending["trade_no"]).inner_text()
+    theirs = orders.get_by_role("row").filter(has_text=pending["trade_no"]).inner_text()
+    assert "pending" in theirs and f"#{site.ivy_id}" in theirs  # everyone's orders, not the operator's own
     assert fits(page, PHONE)
 
     go_to(page, "Redemption codes")
