@@ -15,7 +15,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e mutate bench bench-peers bench-scale validate checkov build deploy admin invoke \
+.PHONY: run test unit integration e2e mutate bench bench-faults bench-peers bench-scale validate checkov build deploy admin invoke \
 	clean openapi lint typecheck console screenshots
 
 $(BIN)/.installed: pyproject.toml
@@ -108,6 +108,12 @@ bench: $(BIN)/.bench-installed
 ## emulator with its model of DynamoDB's limits on; writes its section of bench/results.md.
 bench-scale: $(BIN)/.bench-installed
 	$(BIN)/python bench/scale.py
+
+## A few thousand requests of every family through `make run` while the emulator throttles, fails and
+## loses answers of DynamoDB calls and delivers SQS messages twice (GATEWAY_LOCAL_FAULTS); ends with
+## `bench-faults: requests=<n> server_errors=<n> lost_units=<n> double_charges=<n> stuck_tasks=<n>`.
+bench-faults: $(BIN)/.installed
+	$(BIN)/python bench/faults.py
 
 ## The same load through `make run` and through LiteLLM's proxy (in .venv-peers), side by side.
 bench-peers: $(BIN)/.bench-installed $(PEERS_VENV)/bin/litellm
