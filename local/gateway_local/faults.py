@@ -140,8 +140,22 @@ class TransactionTokens:
 class Faults:
     """Called under the emulator's lock for each DynamoDB and SQS call of the runner's processes."""
 
-    def __init__(self, rates: dict[str, float], seed: int = 0):
-        self.rates, self.random, self.counts = dict(rates), random.Random(seed), FaultCounts()
+    def __init__(self, rates: dict[str, float] | None = None, seed: int = 0):
+        self.rates, self.random, self.counts = dict(rates or {}), random.Random(seed), FaultCounts()
+        self.planned: list[tuple[str, str]] = []
+
+    def plan(self, operation: str, fault: str) -> None:
+        """The next `operation` call (e.g. "PutItem") meets `fault` ("throttle", "error",
+        "lost_answer"), whatever the draws: a test's one fault at the one place it means. A planned
+        throttle of a `TransactWriteItems` is its cancellation (`ThrottlingError`)."""
+        self.planned.append((operation, fault))
+
+    def _planned(self, operation: str) -> str | None:
+        for index, (planned, fault) in enumerate(self.planned):
+            if planned == operation:
+                del self.planned[index]
+                return fault
+        return None
 
     @classmethod
     def from_environment(cls) -> Faults | None:
@@ -162,13 +176,15 @@ class Faults:
             return apply()
         if operation not in _DYNAMODB_CALLS:
             return apply()
-        draw = self.random.random()
-        throttle = self.rates.get("dynamodb.throttle", 0.0)
-        error = throttle + self.rates.get("dynamodb.error", 0.0)
-        lost = error + (self.rates.get("dynamodb.lost_answer", 0.0) if operation in _WRITES else 0.0)
+        planned = self._planned(operation)
+        draw = self.random.random() if planned is None else {"throttle": 0.0, "error": 1.0, "lost_answer": 2.0}[planned]
+        throttle = self.rates.get("dynamodb.throttle", 0.0) if planned is None else 0.5
+        error = throttle + (self.rates.get("dynamodb.error", 0.0) if planned is None else 1.0)
+        lost = error + ((self.rates.get("dynamodb.lost_answer", 0.0) if planned is None else 1.0)
+                        if operation in _WRITES else 0.0)
         if draw < throttle:
             self.counts.throttled += 1
-            if operation == "TransactWriteItems" and self.random.random() < 0.5:
+            if operation == "TransactWriteItems" and (planned == "throttle" or self.random.random() < 0.5):
                 return _cancelled_for_throughput(body, self.random)
             return _throttled()
         if draw < error:

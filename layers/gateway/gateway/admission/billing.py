@@ -115,7 +115,7 @@ def _reserve(principal: Principal, units: int, *, model: str, route: str, reserv
         "pk": reservation_pk(reservation_id), "sk": "RES", "reservation_id": reservation_id,
         "user_id": principal.user_id, "key_hash": principal.key_hash, "key_id": principal.key_id,
         "limited_key": not principal.unlimited, "units": units, "model": model, "route": route,
-        "status": RESERVED, "created_at": now, "hold_until": now + int(hold_seconds),
+        "status": RESERVED, "created_at": now, "hold_until": now + int(hold_seconds), "hold_id": uuid.uuid4().hex,
         **hold_index_keys(reservation_id, now + int(hold_seconds)),
         **({"limit_budgets": notes} if notes else {}),
     }
@@ -144,6 +144,8 @@ def _reserve(principal: Principal, units: int, *, model: str, route: str, reserv
             raise
         reasons = _reasons(exc)
         if reasons and reasons[0] == "ConditionalCheckFailed":
+            if _held_by(record):  # this very hold, applied by an attempt whose answer was lost
+                return Reservation.from_record(record)
             # Whether it is open or closed, and whose it is, is not the caller's business.
             raise Conflict(f"request id {reservation_id} has already been used; a request is billed once under "
                            "its own id", code="duplicate_request") from None
@@ -163,6 +165,15 @@ def _reserve(principal: Principal, units: int, *, model: str, route: str, reserv
         raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to {units} "
                                 "units") from None
     return Reservation.from_record(record)
+
+
+def _held_by(record: dict[str, Any]) -> bool:
+    """Whether the stored reservation is `record` itself (its `hold_id`): `transact` asks a
+    transaction again after a cancellation, and an earlier attempt of botocore's whose answer was
+    lost may have applied it already."""
+    found = _db().get_item(TableName=_table(), Key=to_item({"pk": record["pk"], "sk": "RES"}),
+                           ConsistentRead=True).get("Item") or {}
+    return found.get("hold_id", {}).get("S") == record["hold_id"]
 
 
 def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str,
