@@ -23,15 +23,15 @@ def test_under_dynamodb_and_sqs_faults_every_request_answers_cleanly_and_every_u
         faulty_gateway):
     # Given a gateway whose emulator throttles, fails and loses answers of DynamoDB calls and
     # delivers SQS messages twice
-    # When 240 requests of every family (text in four dialects, streamed or not, embeddings,
+    # When 200 requests of every family (text in four dialects, streamed or not, embeddings,
     # images, video and imgtask submits polled to their end) go through it, 8 at a time
-    outcomes = Driver(faulty_gateway.url, DEMO_KEY, seed=7).run(240, concurrency=8)
+    outcomes = Driver(faulty_gateway.url, DEMO_KEY, seed=7).run(200, concurrency=8)
     counts = count(outcomes, faulty_gateway.emulator_url, DEMO_QUOTA)
     # Then every request answered or failed cleanly, nothing was lost or charged twice, and every
     # task ended settled or refunded
     assert (counts.server_errors, counts.lost_units, counts.double_charges, counts.stuck_tasks) == (0, 0, 0, 0), \
         "\n".join(counts.problems)
-    assert counts.requests == 240 and sum(n for (_, status), n in counts.statuses.items() if status == 200) > 200
+    assert counts.requests == 200 and sum(n for (_, status), n in counts.statuses.items() if status == 200) > 160
     # (and the faults did happen: the emulator says so when it stops)
     faulty_gateway.stop()
     said = next(line for line in faulty_gateway.output if "AWS emulator faults:" in line)

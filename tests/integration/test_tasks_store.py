@@ -106,3 +106,25 @@ def test_by_owner_walks_newest_or_oldest_first_from_an_edge_and_filters_a_family
     assert [t.task_id for t in tasks.by_owner(1, at_most=102)] == ["t-2", "t-1", "t-0"]
     assert [t.task_id for t in tasks.by_owner(1, at_most=102, newest_first=False)] == ["t-2", "t-3", "t-4"]
     assert [t.task_id for t in tasks.by_owner(1, family="delta")] == ["t-3", "t-1"]
+
+
+def test_a_new_task_starts_unpolled_and_an_item_written_without_counters_reads_with_defaults(tasks):
+    assert (tasks.put(new()).polls, tasks.get("t-1").polls) == (0, 0)
+    # an item from another version of the code: no progress or polls, an extra attribute
+    item = {k: v for k, v in new("old").item().items() if k not in ("progress", "polls")}
+    old = Task.from_item({**item, "retired_field": 1, "progress": 40.0})
+    assert (old.polls, old.progress) == (0, 40) and isinstance(old.progress, int)
+
+
+def test_every_read_the_repository_decides_on_is_strongly_consistent(tasks, faults):
+    from gateway.store.aws import client
+
+    reads: list[dict] = []
+    client("dynamodb").meta.events.register("provide-client-params.dynamodb.GetItem",
+                                            lambda params, **_: reads.append(dict(params)))
+    faults.plan("PutItem", "lost_answer")  # the put then reads whose write it met
+    first = tasks.put(new())
+    tasks.get("t-1")
+    faults.plan("UpdateItem", "lost_answer")
+    tasks.update(first, {"status": "running"})
+    assert len(reads) == 3 and all(read.get("ConsistentRead") is True for read in reads), reads
