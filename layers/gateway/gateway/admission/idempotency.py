@@ -92,9 +92,9 @@ def run_once(principal: Principal, route: str, key: str | None, body: str | byte
             ExpressionAttributeValues={":now": {"N": str(int(now))}, ":pending": {"S": "pending"},
                                        ":stale": {"N": str(int(now) - _PENDING_SECONDS)}})
     except dynamodb.exceptions.ConditionalCheckFailedException:
-        recorded = _recorded(dynamodb, table, item_key, body_hash, claim_id)
-        if recorded is not None:
-            return (*recorded, True)
+        replayed = _recorded(dynamodb, table, item_key, body_hash, claim_id)
+        if replayed is not None:
+            return (*replayed, True)
     try:
         status, answer = run()
     except GatewayError:
