@@ -10,7 +10,7 @@ the whole run stays within MUTATE_MINUTES on 2 cores. The last line is for scrip
 
 A survivor is printed with its diff: kill it with a test, or list it in docs/DEVELOPING.md
 ("Mutation testing") with why it is equivalent. Settings (environment): MUTATE_SEED (default 25),
-MUTATE_SAMPLE (mutants per module, default 24; MUTATE_SAMPLE_SLOW, default 20, for the two whose
+MUTATE_SAMPLE (mutants per module, default 24; MUTATE_SAMPLE_SLOW, default 20, for those whose
 tests start the AWS emulator), MUTATE_JOBS (modules run side by side, default 2), MUTATE_MODULES
 (comma-separated names below, to run some only).
 """
