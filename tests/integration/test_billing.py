@@ -402,3 +402,15 @@ def test_every_read_billing_decides_on_is_strongly_consistent(limited, accounts)
     with pytest.raises(InsufficientQuota):  # the user's refusal reads the profile
         billing.reserve(poor, 500, model="m-small", route="test", reservation_id="c-4")
     assert len(reads) >= 5 and all(read.get("ConsistentRead") is True for read in reads), reads
+
+
+def test_a_settlement_above_the_hold_never_takes_a_limited_key_below_zero_when_the_user_is_rich(accounts):
+    # Given a rich user behind a key limited to 600, and a task that held 300 of them
+    accounts.create_user(username="hal", quota=10**6, user_id=15)
+    principal = authenticate({"x-api-key": accounts.create_key(15, name="k", quota=600)[0]})
+    reservation = billing.reserve(principal, 300, model="m-small", route="test", reservation_id="key-binds")
+    # When its real price comes to 5000 units
+    assert billing.settle(reservation, 5000) is True
+    # Then the key gives what it had (600 in all), never more
+    key = accounts.list_keys(15)[0]
+    assert key["remain_quota"] == 0 and accounts.get_user(15, consistent=True)["quota"] == 10**6 - 600
