@@ -319,3 +319,9 @@ def test_a_counter_write_cancelled_for_throughput_is_asked_again(user, accounts,
     finally:
         store.use_faults(None)
     assert faults.counts.throttled == 1
+
+
+def test_what_is_left_is_never_shown_below_zero_in_either_dialects_headers():
+    state = (("tokens", 1000, -5, 1_800_000_060),)
+    assert limits.anthropic_headers(state)["anthropic-ratelimit-tokens-remaining"] == "0"
+    assert limits.openai_headers(state, now=1_800_000_000)["x-ratelimit-remaining-tokens"] == "0"
