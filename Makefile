@@ -15,7 +15,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e mutate bench bench-peers bench-scale bench-signin validate checkov build deploy admin invoke \
+.PHONY: run test unit integration e2e mutate bench bench-peers bench-scale bench-faults bench-signin validate checkov build deploy admin invoke \
 	clean openapi lint typecheck console screenshots
 
 $(BIN)/.installed: pyproject.toml
@@ -112,6 +112,12 @@ bench-scale: $(BIN)/.bench-installed
 ## Wrong sign-ins for a known and an unknown username through `make run`, their timings side by side.
 bench-signin: $(BIN)/.installed
 	$(BIN)/python bench/signin.py
+
+## A few thousand requests of every family through `make run` while the emulator throttles, fails and
+## loses answers of DynamoDB calls and delivers SQS messages twice (GATEWAY_LOCAL_FAULTS); ends with
+## `bench-faults: requests=<n> server_errors=<n> lost_units=<n> double_charges=<n> stuck_tasks=<n>`.
+bench-faults: $(BIN)/.installed
+	$(BIN)/python bench/faults.py
 
 ## The same load through `make run` and through LiteLLM's proxy (in .venv-peers), side by side.
 bench-peers: $(BIN)/.bench-installed $(PEERS_VENV)/bin/litellm

@@ -356,17 +356,21 @@ class AccountsRepository:
         return self._get(user_pk(user_id), PROFILE, consistent)
 
     def add_user_quota(self, user_id: int, units: int) -> int:
-        """Adds `units` on top of the remaining quota (a changed quota accumulates); returns it."""
+        """Adds `units` on top of the remaining quota (a changed quota accumulates); returns it.
+
+        Exactly once: an `ADD` DynamoDB applied whose answer was lost would be added again by
+        botocore's retry, so it goes as a one-item transaction, which DynamoDB applies once per
+        `ClientRequestToken` (botocore makes one per call and keeps it for its retries)."""
         try:
-            answer = self._db.update_item(
-                TableName=self.table, Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}),
-                UpdateExpression="ADD quota :u", ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues=to_values({":u": int(units)}), ReturnValues="UPDATED_NEW")
+            self._db.transact_write_items(TransactItems=[{"Update": {
+                "TableName": self.table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                "UpdateExpression": "ADD quota :u", "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeValues": to_values({":u": int(units)})}}])
         except Exception as exc:
-            if is_condition_failure(exc):
+            reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
+            if reasons[:1] == ["ConditionalCheckFailed"]:
                 raise UserNotFound(user_id) from None
             raise
-        int(answer["Attributes"]["quota"]["N"])
         return int((self.get_user(user_id, consistent=True) or {}).get("quota", 0))  # its open leases included
 
     def set_access_token(self, user_id: int, token: str) -> None:
