@@ -38,6 +38,9 @@ _RENAMED = {
     "sqs": {"SendMessageBatch": ["SendMessage"], "DeleteMessageBatch": ["DeleteMessage"],
             "ChangeMessageVisibilityBatch": ["ChangeMessageVisibility"]},
     "s3": {"HeadObject": ["GetObject"]},
+    # BatchGetSecretValue also needs GetSecretValue on each secret it returns (its own action has no
+    # resource-level permission): Secrets Manager API reference, BatchGetSecretValue "Required permissions".
+    "secretsmanager": {"BatchGetSecretValue": ["BatchGetSecretValue", "GetSecretValue"]},
 }
 _TRANSACT_ITEMS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
                    "ConditionCheck": "ConditionCheckItem"}

@@ -164,7 +164,8 @@ def test_the_web_acl_is_optional_with_a_rate_based_rule(resources):
 def test_every_routing_function_may_read_the_channel_sources_and_nothing_puts_a_key_in_the_template(resources):
     source = resources["ChannelSourcesPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert source[0]["Action"] == "ssm:GetParameter"
-    assert [s["Fn::If"][0] for s in source[1:]] == ["HasChannelsSecret", "HasChannelKeysSecret", "HasChannelsKmsKey"]
+    assert [s["Fn::If"][0] for s in source[1:]] == [
+        "ReadsChannelSecrets", "HasChannelsSecret", "HasChannelKeysSecret", "HasChannelsKmsKey"]
     for name in ("TextFunction", "ImagesFunction", "VideoFunction", "AlphaFunction", "BetaFunction",
                  "GammaFunction", "ImgtaskFunction", "TaskPollerFunction", "TaskSweeperFunction"):
         role = resources[resources[name]["Properties"]["Role"]["Fn::GetAtt"][0]]
@@ -175,6 +176,16 @@ def test_every_routing_function_may_read_the_channel_sources_and_nothing_puts_a_
         names = set(function["Properties"]["Environment"]["Variables"])
         assert not {n for n in names if n.endswith(("_KEY", "_SECRET")) and n != "GATEWAY_CHANNELS_SECRET"
                     and n != "GATEWAY_CHANNEL_KEYS_SECRET"}
+
+
+def test_the_account_function_reads_the_channel_names_never_their_keys(resources):
+    role = resources[resources["AccountFunction"]["Properties"]["Role"]["Fn::GetAtt"][0]]
+    policies = [arn["Ref"] for arn in role["Properties"]["ManagedPolicyArns"] if isinstance(arn, dict)]
+    assert "ChannelSourcesPolicy" not in policies and "ChannelDocumentPolicy" in policies
+    document = str(resources["ChannelDocumentPolicy"]["Properties"]["PolicyDocument"])
+    assert "ChannelKeysSecretName" not in document and "ChannelsParameterName" in document
+    variables = resources["AccountFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["GATEWAY_CHANNEL_KEYS_NEEDED"] == "false"
 
 
 def test_the_adapter_layer_follows_the_region_and_every_part_is_built_for_arm64(resources):
@@ -198,3 +209,52 @@ def test_public_url_and_base_path_reach_every_function(resources):
         variables = function["Properties"]["Environment"]["Variables"]
         assert variables["GATEWAY_PUBLIC_URL"] == {"Ref": "PublicUrl"}, name
         assert variables["GATEWAY_BASE_PATH"] == {"Ref": "CustomDomainBasePath"}, name
+
+
+def _vtl_branch(template: str, resource_path: str) -> str:
+    """The body a gateway response template gives for `resource_path`: its #if/#elseif chain on
+    `$context.resourcePath.startsWith(...)`, as API Gateway's template engine picks a branch."""
+    import re
+
+    chosen = None
+    for line in template.splitlines():
+        condition = re.fullmatch(r'#(?:if|elseif)\(\$context\.resourcePath\.startsWith\("([^"]*)"\)\)', line)
+        if condition:
+            taking = chosen is None and resource_path.startswith(condition.group(1))
+        elif line == "#else":
+            taking = chosen is None
+        elif line == "#end":
+            break
+        elif taking:
+            chosen = line
+    assert chosen is not None
+    return chosen
+
+
+@pytest.mark.parametrize("kind", ["INTEGRATION_FAILURE", "THROTTLED"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1beta/models/{proxy+}",
+                                  "/alpha/v1/videos/text2video", "/beta/v1/beta-2-pro", "/gamma/api/v1/tasks/{task_id}",
+                                  "/plants", "/api/user/self", "/imgtask/submit/imagine", "/v1/embeddings"])
+def test_a_throttle_reaches_the_client_as_429_with_retry_after_in_its_familys_envelope(kind, path):
+    import json
+
+    from gateway.errors import RateLimited, dialect_for_path, render
+    from tests.deploy_support import source_template
+
+    response = source_template()["Resources"]["GatewayApi"]["Properties"]["GatewayResponses"][kind]
+    assert response["StatusCode"] == "429"
+    assert response["ResponseParameters"]["Headers"]["retry-after"] == "'1'"
+    body = json.loads(_vtl_branch(response["ResponseTemplates"]["application/json"], path)
+                      .replace("$context.requestId", "req-1"))
+    expected = render(RateLimited(_message(body), code=_code(body)), dialect_for_path(path), "req-1")
+    assert body == expected.body
+
+
+def _message(body: dict) -> str:
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    return inner.get("message") or inner.get("detail") or inner.get("description")
+
+
+def _code(body: dict) -> str | None:
+    inner = body.get("error")
+    return inner.get("code") if isinstance(inner, dict) and isinstance(inner.get("code"), str) else None
