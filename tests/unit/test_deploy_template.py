@@ -258,3 +258,27 @@ def _message(body: dict) -> str:
 def _code(body: dict) -> str | None:
     inner = body.get("error")
     return inner.get("code") if isinstance(inner, dict) and isinstance(inner.get("code"), str) else None
+
+
+def test_a_new_key_cannot_take_the_whole_text_pool_by_default():
+    from tests.deploy_support import source_template
+
+    parameters = source_template()["Parameters"]
+    per_key = parameters["DefaultKeyMaxParallel"]["Default"]
+    assert 0 < per_key <= parameters["TextConcurrency"]["Default"] // 4
+    environment = source_template()["Globals"]["Function"]["Environment"]["Variables"]
+    assert environment["GATEWAY_DEFAULT_KEY_MAX_PARALLEL"] == {"Ref": "DefaultKeyMaxParallel"}
+
+
+def test_no_function_may_scan_a_table_but_the_operators_user_list_nor_change_the_bucket(resources):
+    from tests.iam_support import granted
+
+    grants = granted()
+    for function, statements in grants.items():
+        actions = {a for statement in statements for a in statement}
+        assert "dynamodb:Scan" not in actions or function == "account", function
+        assert not {a for a in actions if a.startswith("s3:") and a not in ("s3:GetObject", "s3:PutObject")}, function
+        assert "dynamodb:DescribeTable" not in actions, function
+    # the sample plant store: on the money table, the key lookup and its last-used stamp only
+    plants = {a for statement in grants["plants"] for a in statement}
+    assert plants == {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem"}
