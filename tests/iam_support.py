@@ -12,7 +12,7 @@ expands it (policy templates included): a call without a grant always fails the 
 the function and the action; a grant (a policy statement) none of whose actions any test used
 fails it when the whole integration suite ran (a partial run cannot tell). The statements are
 written per function and action (template.yaml: no SAM CRUD templates); the actions that must not
-be granted at all (Scan beyond the operator's user list, bucket settings) are held by
+be granted at all (Scan, DescribeTable, bucket settings) are held by
 tests/unit/test_deploy_template.py.
 """
 
