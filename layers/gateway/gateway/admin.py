@@ -275,6 +275,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # The command line names channels and their health; it never calls an upstream, so it reads no
+    # channel key (an operator may list channels without being allowed to read the keys secret).
+    keys_needed = os.environ.get("GATEWAY_CHANNEL_KEYS_NEEDED")
+    os.environ["GATEWAY_CHANNEL_KEYS_NEEDED"] = "false"
     try:
         use_target(_parser().parse_args(argv))
         result = run(argv)
@@ -292,6 +296,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "start the local gateway (make run) and run this from its folder, or set AWS_ENDPOINT_URL, "
             "or name a deployed stack with --stack (and --profile / --region)")}), file=sys.stderr)
         return 2
+    finally:
+        from gateway.settings import reload_settings
+
+        if keys_needed is None:
+            os.environ.pop("GATEWAY_CHANNEL_KEYS_NEEDED", None)
+        else:
+            os.environ["GATEWAY_CHANNEL_KEYS_NEEDED"] = keys_needed
+        reload_settings()
     print(json.dumps(result, indent=2, default=str))
     return 0
 
@@ -523,6 +535,10 @@ def read_endpoint_file(path: Path) -> dict[str, Any]:
 
 # The stack outputs the command line reads, and the variable each one sets.
 STACK_OUTPUTS = {"AccountsTableName": "ACCOUNTS_TABLE"}
+# The stack parameters naming the channels document's source, and the variable each one sets (the
+# secret's before the parameter's: routing/channels.py reads a channels secret first).
+STACK_CHANNEL_SOURCES = {"ChannelsParameterName": "GATEWAY_CHANNELS_PARAMETER",
+                         "ChannelsSecretName": "GATEWAY_CHANNELS_SECRET"}
 
 
 def _stack_tables(stack: str) -> dict[str, str]:
@@ -538,8 +554,8 @@ def _stack_tables(stack: str) -> dict[str, str]:
     if missing:
         raise TargetError(f"--stack {stack}: the stack has no output {', '.join(missing)}")
     parameters = {p["ParameterKey"]: p.get("ParameterValue") for p in stacks[0].get("Parameters", [])}
-    channels = {"GATEWAY_CHANNELS_PARAMETER": parameters["ChannelsParameterName"]} \
-        if parameters.get("ChannelsParameterName") else {}  # where `channels` reads the channels document
+    # Where `channels` reads the channels document: the stack's own parameters.
+    channels = {variable: parameters[name] for name, variable in STACK_CHANNEL_SOURCES.items() if parameters.get(name)}
     return {**{variable: outputs[name] for name, variable in STACK_OUTPUTS.items()}, **channels}
 
 

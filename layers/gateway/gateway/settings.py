@@ -27,6 +27,9 @@ class Settings:
     channels_secret: str = ""
     # A secret whose JSON object gives the channels' `api_key_env` names their keys.
     channel_keys_secret: str = ""
+    # False where the channels are read only for their names and models (the account function, the
+    # admin command line): no key is looked up, and the role need not read the keys secret.
+    channel_keys_needed: bool = True
     # Set by the local runner: base URL of the built-in simulated upstreams, used when no
     # channels document is configured.
     simulator_url: str = ""
@@ -88,7 +91,7 @@ ENVIRONMENT = {
     "task_poll_queue_url": "TASK_POLL_QUEUE_URL",
     "callback_queue_url": "CALLBACK_QUEUE_URL", "channels_file": "GATEWAY_CHANNELS_FILE",
     "channels_parameter": "GATEWAY_CHANNELS_PARAMETER", "channels_secret": "GATEWAY_CHANNELS_SECRET",
-    "channel_keys_secret": "GATEWAY_CHANNEL_KEYS_SECRET",
+    "channel_keys_secret": "GATEWAY_CHANNEL_KEYS_SECRET", "channel_keys_needed": "GATEWAY_CHANNEL_KEYS_NEEDED",
     "simulator_url": "GATEWAY_SIMULATOR_URL", "public_url": "GATEWAY_PUBLIC_URL",
     "key_cache_seconds": "GATEWAY_KEY_CACHE_SECONDS", "ledger_retention_days": "GATEWAY_LEDGER_RETENTION_DAYS",
     "callback_signing_secret": "GATEWAY_CALLBACK_SECRET",

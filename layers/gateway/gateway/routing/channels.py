@@ -193,7 +193,9 @@ class Catalog:
         self.prices = prices
 
     @classmethod
-    def from_document(cls, document: dict[str, Any], source: str = "channels document") -> Catalog:
+    def from_document(cls, document: dict[str, Any], source: str = "channels document",
+                      keys: dict[str, str] | None = None) -> Catalog:
+        """`keys`: the channel keys secret's names (read by the caller, once per refresh)."""
         from pydantic import ValidationError
 
         from gateway.validation import describe
@@ -205,8 +207,8 @@ class Catalog:
         channels = []
         for spec in parsed.channels:
             api_key = spec.api_key or ""
-            if spec.api_key_env:
-                api_key = os.environ.get(spec.api_key_env, "") or _channel_keys().get(spec.api_key_env, "")
+            if spec.api_key_env and get_settings().channel_keys_needed:
+                api_key = os.environ.get(spec.api_key_env, "") or (keys or {}).get(spec.api_key_env, "")
                 if not api_key:
                     where = f" nor in secret {get_settings().channel_keys_secret}" \
                         if get_settings().channel_keys_secret else ""
@@ -324,32 +326,49 @@ def _parse_text(text: str, source: str) -> dict[str, Any]:
     return document or {}
 
 
+_HINTS = {"ParameterNotFound": " (create it: docs/deploying.md)",
+          "ResourceNotFoundException": " (create it: docs/deploying.md)",
+          "AccessDeniedException": " (the function's role may not read it, or not use its KMS key: "
+                                   "the template's ChannelsKmsKeyArn)",
+          "AccessDenied": " (the function's role may not read it)"}
+
+
 def _unreadable(source: str, exc: Exception) -> ChannelsConfigError:
     code = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
-    hint = {"ParameterNotFound": " (create it: docs/deploying.md)",
-            "ResourceNotFoundException": " (create it: docs/deploying.md)",
-            "AccessDeniedException": " (the function's role may not read it, or not use its KMS key: "
-                                     "the template's ChannelsKmsKeyArn)",
-            "AccessDenied": " (the function's role may not read it)"}.get(code, "")
-    return ChannelsConfigError(f"{source} cannot be read: {code}{hint}: {exc}")
+    return ChannelsConfigError(f"{source} cannot be read: {code}{_HINTS.get(code, '')}: {exc}")
 
 
-def _secret_text(secret_id: str) -> str:
+def _secrets(*secret_ids: str) -> dict[str, str]:
+    """The text of every secret one refresh needs (the channels document's, the channel keys'),
+    by the id it was asked by: one BatchGetSecretValue call, not one GetSecretValue each."""
+    wanted = list(dict.fromkeys(s for s in secret_ids if s))
+    if not wanted:
+        return {}
     from gateway.store.aws import client
 
     try:
-        return client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"]
+        answer = client("secretsmanager").batch_get_secret_value(SecretIdList=wanted)
     except Exception as exc:
-        raise _unreadable(f"secret {secret_id}", exc) from None
+        raise _unreadable("secret " + ", ".join(wanted), exc) from None
+    for error in answer.get("Errors") or []:
+        code = error.get("ErrorCode", "")
+        raise ChannelsConfigError(f"secret {error.get('SecretId')} cannot be read: {code}{_HINTS.get(code, '')}: "
+                                  f"{error.get('Message', '')}")
+    found: dict[str, str] = {}
+    for value in answer.get("SecretValues") or []:
+        for secret_id in wanted:
+            if secret_id in (value.get("ARN"), value.get("Name")):
+                found[secret_id] = value.get("SecretString", "")
+    missing = [s for s in wanted if s not in found]
+    if missing:
+        raise ChannelsConfigError(f"secret {missing[0]} cannot be read: it was not returned")
+    return found
 
 
-def _channel_keys() -> dict[str, str]:
-    """The `api_key_env` names of the channel keys secret (a JSON object of strings), or none."""
-    secret_id = get_settings().channel_keys_secret
-    if not secret_id:
-        return {}
+def _channel_keys(secret_id: str, text: str) -> dict[str, str]:
+    """The `api_key_env` names of the channel keys secret (a JSON object of strings)."""
     try:
-        keys = json.loads(_secret_text(secret_id))
+        keys = json.loads(text)
     except ValueError:
         keys = None
     if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
@@ -358,18 +377,22 @@ def _channel_keys() -> dict[str, str]:
     return keys
 
 
-def _read_document() -> tuple[dict[str, Any], str, bool] | None:
-    """(document, where it came from, whether it may change while we run), or None."""
+def _read_document() -> tuple[dict[str, Any], str, bool, dict[str, str]] | None:
+    """(document, where it came from, whether it may change while we run, the channel keys), or None."""
     settings = get_settings()
+    keys_secret = settings.channel_keys_secret if settings.channel_keys_needed else ""
     if settings.channels_file:
         path = Path(settings.channels_file)
         try:
-            return _parse_text(path.read_text(), str(path)), str(path), False
+            text = path.read_text()
         except OSError as exc:
             raise ChannelsConfigError(f"GATEWAY_CHANNELS_FILE: cannot read {path}: {exc}") from None
+        secrets = _secrets(keys_secret)
+        return _parse_text(text, str(path)), str(path), False, _keys_of(keys_secret, secrets)
     if settings.channels_secret:
-        text = _secret_text(settings.channels_secret)
-        return _parse_text(text, f"secret {settings.channels_secret}"), "secret", True
+        secrets = _secrets(settings.channels_secret, keys_secret)
+        document = _parse_text(secrets[settings.channels_secret], f"secret {settings.channels_secret}")
+        return document, "secret", True, _keys_of(keys_secret, secrets)
     if settings.channels_parameter:
         from gateway.store.aws import client
 
@@ -378,30 +401,60 @@ def _read_document() -> tuple[dict[str, Any], str, bool] | None:
                                                WithDecryption=True)["Parameter"]["Value"]
         except Exception as exc:
             raise _unreadable(f"parameter {settings.channels_parameter}", exc) from None
-        return _parse_text(text, f"parameter {settings.channels_parameter}"), "parameter", True
+        secrets = _secrets(keys_secret)
+        return (_parse_text(text, f"parameter {settings.channels_parameter}"), "parameter", True,
+                _keys_of(keys_secret, secrets))
     return None
 
 
-_lock = threading.Lock()
+def _keys_of(secret_id: str, secrets: dict[str, str]) -> dict[str, str]:
+    return _channel_keys(secret_id, secrets[secret_id]) if secret_id else {}
+
+
+_lock = threading.Lock()  # one refresh at a time
 _cached: tuple[float, Catalog] | None = None
 
 
+def _fresh(cached: tuple[float, Catalog] | None) -> bool:
+    return cached is not None and (cached[0] == float("inf") or time.monotonic() < cached[0])
+
+
 def get_catalog() -> Catalog:
-    """The catalog in force, read once (a remote document is re-read every minute)."""
+    """The catalog in force, read once (a remote document is re-read every minute). While one
+    thread re-reads it, the others go on with the catalog they had rather than wait on the lock;
+    a re-read that fails keeps the catalog in force (logged) until the next minute."""
     global _cached
-    with _lock:
-        if _cached and (_cached[0] == float("inf") or time.monotonic() < _cached[0]):
-            return _cached[1]
-        found = _read_document()
-        if found is not None:
-            document, source, remote = found
-            catalog = Catalog.from_document(document, source)
-        elif get_settings().simulator_url:
-            catalog, remote = Catalog.simulated(get_settings().simulator_url), False
-        else:
-            catalog, remote = Catalog([], PriceTable()), True
+    cached = _cached
+    if _fresh(cached):
+        return cached[1]  # type: ignore[index]
+    if not _lock.acquire(blocking=cached is None):
+        return cached[1]  # type: ignore[index]
+    try:
+        if _fresh(_cached):
+            return _cached[1]  # type: ignore[index]
+        try:
+            catalog, remote = _load()
+        except ChannelsConfigError as exc:
+            if _cached is None:
+                raise  # the cold start: fail, naming the source and the cause
+            from gateway.observability import logger
+
+            logger.warning("channels document re-read failed; keeping the one in force", extra={"error": str(exc)})
+            catalog, remote = _cached[1], True
         _cached = (time.monotonic() + _REMOTE_TTL if remote else float("inf"), catalog)
         return catalog
+    finally:
+        _lock.release()
+
+
+def _load() -> tuple[Catalog, bool]:
+    found = _read_document()
+    if found is not None:
+        document, source, remote, keys = found
+        return Catalog.from_document(document, source, keys), remote
+    if get_settings().simulator_url:
+        return Catalog.simulated(get_settings().simulator_url), False
+    return Catalog([], PriceTable()), True
 
 
 def check_at_start() -> None:
