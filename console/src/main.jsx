@@ -4,7 +4,8 @@ import { call, forget, remember, who } from "./api.js";
 import { Keys } from "./keys.jsx";
 import { Account, Dashboard, Log } from "./user.jsx";
 import { Tasks } from "./tasks.jsx";
-import { Channels, Spend, Users } from "./operator.jsx";
+import { Spend, Users } from "./operator.jsx";
+import { Channels } from "./channels.jsx";
 import { Field, FormError } from "./ui.jsx";
 import "./style.css";
 
