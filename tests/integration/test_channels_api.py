@@ -327,3 +327,20 @@ def test_paging_and_only_an_operator(upstream, account_fn, lambda_context, accou
                          ("GET", "/api/channel/2"), ("DELETE", "/api/channel/2"), ("GET", "/api/channel/test/2")):
         status, _ = api(account_fn, lambda_context, method, path, body=new_channel(upstream), headers=ann)
         assert status == 403, (method, path)
+
+
+def test_the_local_runner_keeps_an_added_channels_key_across_a_restart(upstream, account_fn, lambda_context, aws,
+                                                                       tmp_path):
+    from gateway_local.state import State
+
+    _, made = api(account_fn, lambda_context, "POST", "/api/channel/", new_channel(upstream))
+    name = f"{get_settings().channel_key_prefix}{made['data']['id']}"
+    state = State(aws, tmp_path, log=lambda line: None)
+    assert state.save()
+    assert KEY in (tmp_path / "emulator.jsonl").read_text()  # the local state only: never a deployed file
+    # A restart: the emulator starts empty and loads the saved state
+    aws.reset()
+    assert State(aws, tmp_path, log=lambda line: None).load()["secrets"] == 1
+    assert boto3.client("secretsmanager").get_secret_value(SecretId=name)["SecretString"] == KEY
+    channels.reset_catalog()
+    assert channels.get_catalog().named("added").api_key == KEY

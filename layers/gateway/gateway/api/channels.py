@@ -96,6 +96,19 @@ def _models() -> tuple[Any, Any]:
     return AddedChannel, NewChannel
 
 
+def request_schemas() -> tuple[Any, dict[str, Any]]:
+    """The documented bodies: POST's model, and PUT's schema (`id` and any field of POST's, or `status`)."""
+    _, new_model = _models()
+    schema = new_model.model_json_schema(mode="validation")
+    properties = {k: v for k, v in schema.get("properties", {}).items() if k not in _KEY_FIELDS}
+    change = {"type": "object", "required": ["id"], "additionalProperties": False, "properties": {
+        "id": {"type": "integer", "minimum": 1, "description": "the channel's id (a document channel, which has "
+                                                               "none: give its name instead)"},
+        **properties,
+        "status": {"type": "integer", "enum": [1, 2], "description": "1 enables, 2 disables"}}}
+    return new_model, change
+
+
 def _ok(data: Any = None, message: str = "") -> dict[str, Any]:
     return {"success": True, "message": message, "data": data}
 
