@@ -9,7 +9,8 @@ SIGTERM). `make run FRESH=1` (`GATEWAY_LOCAL_FRESH=1`) deletes it first and star
 
 The file is written beside the old one and renamed over it, so a crash mid-save leaves the
 previous save whole. Each line is one JSON object: `{"table": name, "item": <DynamoDB JSON>}`,
-`{"secret": name, "value": text}` (a secret's current value; a deleted one is not kept)
+`{"secret": name, "value": text, "version": id}` (a secret's current value and its version id,
+which the channel's record names; a deleted secret is not kept)
 or `{"queue": name, "body": text, "wait": seconds}` (a message, and how long it still has to
 wait before it is delivered: its delay, or the rest of its visibility timeout if it was in
 flight). What is not kept: a message's receive count (a redrive count starts again) and
@@ -83,11 +84,13 @@ def _save_demo(directory: Path, demo: dict[str, Any]) -> None:
     (directory / "demo.json").write_text(json.dumps(demo))
 
 
-def _restore_secret(secrets: Any, name: str, value: str) -> None:
+def _restore_secret(secrets: Any, name: str, value: str, version: str | None) -> None:
+    """The secret as saved, under its saved version id (what a channel's record names)."""
+    token = {"ClientRequestToken": version} if version else {}
     try:
-        secrets.create_secret(Name=name, SecretString=value)
+        secrets.create_secret(Name=name, SecretString=value, **token)
     except secrets.exceptions.ResourceExistsException:
-        secrets.put_secret_value(SecretId=name, SecretString=value)
+        secrets.put_secret_value(SecretId=name, SecretString=value, **token)
 
 
 class State:
@@ -131,7 +134,8 @@ class State:
                                      DelaySeconds=min(max(int(record.get("wait", 0) + 0.999), 0), MAX_DELAY_SECONDS))
                     counts["messages"] += 1
                 elif "secret" in record:
-                    _restore_secret(client("secretsmanager"), record["secret"], record["value"])
+                    _restore_secret(client("secretsmanager"), record["secret"], record["value"],
+                                    record.get("version"))
                     counts["secrets"] += 1
                 else:  # a table or queue the template no longer has
                     counts["skipped"] += 1
@@ -153,7 +157,8 @@ class State:
                     records.append({"queue": queue_names[name], "body": message.body, "wait": round(wait / 1000, 3)})
         for name, secret in list(_secrets_backend().secrets.items()):
             if not secret.is_deleted() and isinstance(getattr(secret, "secret_string", None), str):
-                records.append({"secret": name, "value": secret.secret_string})
+                records.append({"secret": name, "value": secret.secret_string,
+                                "version": secret.default_version_id})
         return records
 
     def save(self) -> bool:

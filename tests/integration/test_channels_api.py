@@ -222,6 +222,28 @@ def test_an_edit_keeps_the_key_unless_given_and_a_new_key_is_used_at_once(upstre
     assert one["data"]["weight"] == 5 and one["data"]["key_last4"] == "9876" and one["data"]["name"] == "added"
 
 
+def test_a_new_key_whose_channel_write_loses_a_race_is_never_used(upstream, account_fn, lambda_context,
+                                                                   gateway_url, demo, monkeypatch):
+    from gateway.routing.channel_store import ChannelStore, StaleChannel
+
+    _, made = api(account_fn, lambda_context, "POST", "/api/channel/", new_channel(upstream))
+
+    def lost(self, record):
+        raise StaleChannel(record.name)
+
+    # Given another operator's change landing between the read and the write of this one
+    monkeypatch.setattr(ChannelStore, "replace", lost)
+    status, refused = api(account_fn, lambda_context, "PUT", "/api/channel/", {"id": made["data"]["id"],
+                                                                               "key": OTHER_KEY})
+    assert status == 409 and refused["message"].startswith("id")
+    monkeypatch.undo()
+    # Then the key the channel's record names is still the one sent, on every instance
+    channels.reset_catalog()
+    assert ask(gateway_url, demo["key"]) == "served by added" and upstream.keys["added"][-1] == f"Bearer {KEY}"
+    _, one = api(account_fn, lambda_context, "GET", f"/api/channel/{made['data']['id']}")
+    assert one["data"]["key_last4"] == "1234"
+
+
 def test_disable_enable_and_delete(upstream, account_fn, lambda_context, gateway_url, demo):
     _, made = api(account_fn, lambda_context, "POST", "/api/channel/", new_channel(upstream))
     ident = made["data"]["id"]
@@ -303,8 +325,8 @@ def test_a_change_reaches_another_instance_within_the_refresh(upstream, account_
     store = ChannelStore()
     ident = store.next_id()
     spec = {k: v for k, v in new_channel(upstream).items() if k not in ("name", "key")}
-    ref = channel_keys.store().put(ident, KEY, new=True)
-    store.create(ChannelRecord(id=ident, name="added", spec=spec, key_ref=ref, key_last4="1234"))
+    ref, version = channel_keys.store().put(ident, KEY, new=True)
+    store.create(ChannelRecord(id=ident, name="added", spec=spec, key_ref=ref, key_last4="1234", key_version=version))
     now[0] += get_settings().channels_refresh_seconds - 1
     assert channels.get_catalog().named("added") is None
     # ... until its refresh is due

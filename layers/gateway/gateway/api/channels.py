@@ -228,10 +228,11 @@ def create_channel(body: str | bytes | None, store: ChannelStore | None = None) 
     spec = request.model_dump(exclude={"key", "name", *_KEY_FIELDS})
     channel_id = store.next_id()
     keys = channel_keys.store()
-    ref = keys.put(channel_id, request.key, new=True)
+    ref, key_version = keys.put(channel_id, request.key, new=True)
     now = int(time.time())
     record = ChannelRecord(id=channel_id, name=request.name, spec=spec, key_ref=ref,
-                           key_last4=channel_keys.last_four(request.key), created_at=now, updated_at=now)
+                           key_last4=channel_keys.last_four(request.key), key_version=key_version,
+                           created_at=now, updated_at=now)
     try:
         store.create(record)
     except StaleChannel:
@@ -294,8 +295,8 @@ def _changed(record: ChannelRecord, changes: dict[str, Any], data: dict[str, Any
     keys = channel_keys.store()
     update: dict[str, Any] = {"spec": spec}
     if "key" in data:
-        keys.put(record.id, data["key"], new=False)
-        update.update(key_version=record.key_version + 1, key_last4=channel_keys.last_four(data["key"]))
+        _, key_version = keys.put(record.id, data["key"], new=False)  # read only once the record names it
+        update.update(key_version=key_version, key_last4=channel_keys.last_four(data["key"]))
     changed = record.changed(**update)
     try:
         store.replace(changed)

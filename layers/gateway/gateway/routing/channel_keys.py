@@ -8,8 +8,11 @@ Manager has no conditional write), a deleted channel's key goes with its secret,
 function's grant is one ARN pattern. Ids are never reused, so a deleted secret still in its
 recovery window never blocks a new channel's name.
 
-The key is written here and read back only by the catalog (`routing/channels`); no answer of
-the API ever carries it (`last_four` is what people see). Everything else talks to `KeyStore`.
+The key is written here and read back only by the catalog (`routing/channels`), always at the
+version the channel's record names (its `key_version`, the secret's VersionId): a change whose
+record write lost a race leaves a version nobody reads, never a key the record does not name. No
+answer of the API ever carries a key (`last_four` is what people see). Everything else talks to
+`KeyStore`.
 """
 
 from __future__ import annotations
@@ -31,11 +34,11 @@ def last_four(key: str) -> str:
 
 
 class KeyStore(Protocol):
-    def put(self, channel_id: int, key: str, *, new: bool) -> str:
-        """Stores `key` for the channel; answers the reference to read it by."""
+    def put(self, channel_id: int, key: str, *, new: bool) -> tuple[str, str]:
+        """Stores `key` for the channel; answers the reference and the version to read it by."""
         ...
 
-    def read(self, ref: str) -> str: ...
+    def read(self, ref: str, version: str) -> str: ...
 
     def delete(self, ref: str) -> None: ...
 
@@ -46,22 +49,22 @@ class SecretsManagerKeys:
     def name_of(self, channel_id: int) -> str:
         return f"{get_settings().channel_key_prefix}{int(channel_id)}"
 
-    def put(self, channel_id: int, key: str, *, new: bool) -> str:
+    def put(self, channel_id: int, key: str, *, new: bool) -> tuple[str, str]:
         from gateway.store.aws import client
 
         name = self.name_of(channel_id)
         secrets = client("secretsmanager")
         if new:
-            secrets.create_secret(Name=name, SecretString=key,
-                                  Description="Upstream key of a gateway channel added through /api/channel/")
+            answer = secrets.create_secret(Name=name, SecretString=key,
+                                           Description="Upstream key of a gateway channel added through /api/channel/")
         else:
-            secrets.put_secret_value(SecretId=name, SecretString=key)
-        return name
+            answer = secrets.put_secret_value(SecretId=name, SecretString=key)
+        return name, str(answer["VersionId"])
 
-    def read(self, ref: str) -> str:
+    def read(self, ref: str, version: str) -> str:
         from gateway.store.aws import client
 
-        return str(client("secretsmanager").get_secret_value(SecretId=ref)["SecretString"])
+        return str(client("secretsmanager").get_secret_value(SecretId=ref, VersionId=version)["SecretString"])
 
     def delete(self, ref: str) -> None:
         from gateway.store.aws import client
@@ -75,7 +78,7 @@ class SecretsManagerKeys:
 
 _store: KeyStore = SecretsManagerKeys()
 _lock = threading.Lock()
-_read: dict[tuple[str, int], str] = {}
+_read: dict[tuple[str, str], str] = {}
 
 
 def store() -> KeyStore:
@@ -89,12 +92,12 @@ def use_store(chosen: KeyStore | None) -> None:
     forget()
 
 
-def key_of(ref: str, version: int) -> str:
+def key_of(ref: str, version: str) -> str:
     """The key `ref` holds at `version` (the channel record's `key_version`), read once per
     instance: a changed key has a new version, so it is read again, and only then."""
     found = _read.get((ref, version))
     if found is None:
-        found = _store.read(ref)
+        found = _store.read(ref, version)
         with _lock:
             for old in [k for k in _read if k[0] == ref]:
                 del _read[old]

@@ -34,7 +34,7 @@ class ChannelRecord:
     spec: dict[str, Any]  # the document entry, without a key
     key_ref: str
     key_last4: str
-    key_version: int = 1
+    key_version: str  # the key's version in the key store (a secret's VersionId)
     version: int = 1
     created_at: int = 0
     updated_at: int = 0
@@ -48,7 +48,7 @@ class ChannelRecord:
     def of(cls, item: dict[str, Any]) -> ChannelRecord:
         return cls(id=int(item["id"]), name=str(item["sk"]), spec=json.loads(item["spec"]),
                    key_ref=str(item["key_ref"]), key_last4=str(item.get("key_last4") or ""),
-                   key_version=int(item.get("key_version") or 1), version=int(item.get("version") or 1),
+                   key_version=str(item["key_version"]), version=int(item.get("version") or 1),
                    created_at=int(item.get("created_at") or 0), updated_at=int(item.get("updated_at") or 0))
 
     def changed(self, **values: Any) -> ChannelRecord:
