@@ -14,6 +14,8 @@
 | a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (`units`, `requests`, `key:<id>:…`, `model:<name>:…`) |
 | user id counter | `COUNTER` | `USER` |
 | channel health | `CHANNEL_HEALTH` | `<channel name>` (`routing/health.py`) |
+| a channel added through /api/channel/ | `CHANNEL` | `<channel name>` (`routing/channel_store.py`; its key in Secrets Manager) |
+| channel id counter | `COUNTER` | `CHANNEL` |
 | username pointer (users with a password) | `USERNAME#<username>` | `USERNAME` |
 | invitation code pointer | `AFF#<aff code>` | `AFF` (`user_id`) |
 | console session | `SESSION#<sha256 of session token>` | `SESSION` (TTL at its expiry) |
