@@ -8,6 +8,12 @@ said). The body uses the channels document's field names (`routing/channels.spec
 same rules) plus `key`, the upstream key: written once, kept in the key store
 (`routing/channel_keys`), never answered again; only its last four characters are shown.
 
+new-api's shapes (QuantumNous/new-api `controller/channel.go`): the list's `p` from 1 and
+`page_size`, answered as `{items, total, page, page_size}`, never a key (`.Omit("key")`); a
+change answers the channel with `key` blanked (`UpdateChannel`: `channel.Key = ""`); `status` 1
+enabled, 2 disabled by hand; the test (`controller/channel-test.go`, `TestChannel`) answers HTTP
+200 with `success`, `message` and `time` in seconds, `success: false` when the upstream failed.
+
 The channels document stays the way to keep channels as code, and it wins: a name the document
 uses cannot be added, a document channel is read-only here (its `id` is null; it is named by its
 name, and only enabled, disabled and tested), and an added channel whose name the document takes
