@@ -366,3 +366,18 @@ def test_the_local_runner_keeps_an_added_channels_key_across_a_restart(upstream,
     assert boto3.client("secretsmanager").get_secret_value(SecretId=name)["SecretString"] == KEY
     channels.reset_catalog()
     assert channels.get_catalog().named("added").api_key == KEY
+
+
+def test_a_failing_test_says_what_the_upstream_did_without_the_key(upstream, account_fn, lambda_context):
+    # An upstream that does not answer at all (nothing listens on port 9)
+    _, made = api(account_fn, lambda_context, "POST", "/api/channel/",
+                  new_channel(upstream, base_url="http://127.0.0.1:9"))
+    status, tested = api(account_fn, lambda_context, "GET", f"/api/channel/test/{made['data']['id']}")
+    # new-api's answer: 200, success false, the message, the time taken
+    assert status == 200 and tested["success"] is False and isinstance(tested["time"], float)
+    assert tested["message"].startswith("the channel failed its test") and tested["data"]["ok"] is False
+    assert KEY not in str(tested)
+    _, one = api(account_fn, lambda_context, "GET", f"/api/channel/{made['data']['id']}")
+    assert one["data"]["last_probe"] and one["data"]["last_probe"] != "ok"
+    assert api(account_fn, lambda_context, "GET", "/api/channel/test/999")[0] == 404
+    assert api(account_fn, lambda_context, "GET", "/api/channel/test/nobody")[0] == 404
