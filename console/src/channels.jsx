@@ -149,7 +149,7 @@ export function Channels() {
         in the document (which wins a name); here they are only disabled, enabled and tested.</p>
       {editing ? <ChannelForm key={editing.id} channel={editing} onCancel={() => setEditing(null)}
         onDone={(message) => { setEditing(null); refresh(message); }} />
-        : <ChannelForm onDone={refresh} />}
+        : <details class="add"><summary>New channel</summary><ChannelForm onDone={refresh} /></details>}
       {note && <p role="status">{note}</p>}
       {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
       <div class="table">

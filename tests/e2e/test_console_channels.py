@@ -83,6 +83,7 @@ def test_an_operator_adds_tests_edits_disables_and_deletes_a_channel_that_serves
         assert main.get_by_role("button", name="Edit main").count() == 0
         assert main.get_by_role("button", name="Delete main").count() == 0
 
+        page.get_by_text("New channel", exact=True).click()  # the form folds away under the list's note
         form = page.get_by_role("form", name="Add channel")
         form.get_by_label("Name", exact=True).fill("console-chat")
         form.get_by_label("Protocol").select_option("chat")
