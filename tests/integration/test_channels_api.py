@@ -381,3 +381,21 @@ def test_a_failing_test_says_what_the_upstream_did_without_the_key(upstream, acc
     assert one["data"]["last_probe"] and one["data"]["last_probe"] != "ok"
     assert api(account_fn, lambda_context, "GET", "/api/channel/test/999")[0] == 404
     assert api(account_fn, lambda_context, "GET", "/api/channel/test/nobody")[0] == 404
+
+
+def test_a_document_channel_whose_key_this_function_does_not_read_is_not_tested_with_none(
+        upstream, account_fn, lambda_context, monkeypatch):
+    # The account function reads the document without the channel keys (GATEWAY_CHANNEL_KEYS_NEEDED=false)
+    monkeypatch.setenv("SECRET_MAIN_KEY", "sk-from-the-environment")
+    upstream.document.write_text(document(upstream.url).replace("api_key: sk-main-document-key",
+                                                                "api_key_env: SECRET_MAIN_KEY"))
+    use_environment(GATEWAY_CHANNELS_FILE=str(upstream.document), GATEWAY_CHANNEL_KEYS_NEEDED="false")
+    try:
+        status, refused = api(account_fn, lambda_context, "GET", "/api/channel/test/main")
+        assert status == 409 and refused["message"].startswith("id:") and upstream.probes["main"] == 0
+        # Added channels' keys are the account function's own to read: their test works there
+        _, made = api(account_fn, lambda_context, "POST", "/api/channel/", new_channel(upstream))
+        _, tested = api(account_fn, lambda_context, "GET", f"/api/channel/test/{made['data']['id']}")
+        assert tested["success"] is True and upstream.keys["added"] == [f"Bearer {KEY}"]
+    finally:
+        use_environment(GATEWAY_CHANNEL_KEYS_NEEDED=None)

@@ -81,9 +81,11 @@ def _models() -> tuple[Any, Any]:
 
         @field_validator("base_url")
         @classmethod
-        def _origin(cls, value: str) -> str:
+        def _origin(cls, value: str | None) -> str | None:
             from urllib.parse import urlsplit
 
+            if value is None:  # a Vertex channel's: its region's host
+                return None
             parts = urlsplit(value)
             if not parts.hostname or parts.username is not None or parts.query or parts.fragment:
                 raise ValueError("an http(s) URL with a host, no credentials, query or fragment")
@@ -345,6 +347,12 @@ def test_channel(ref: str, store: ChannelStore | None = None) -> dict[str, Any]:
     if channel is None:
         raise Conflict(f"id: channel '{shown(ref, 64)}' is not in force (its key cannot be read, or the "
                        "channels document has a channel of its name)", param="id")
+    if record is None and not channel.api_key:
+        # The account function reads the document without its keys (GATEWAY_CHANNEL_KEYS_NEEDED):
+        # a test without the key would only say the upstream refused nobody's key.
+        raise Conflict(f"id: channel '{shown(ref, 64)}' keeps its key in the channel keys secret, which this "
+                       "function does not read: the sweeper probes it when it fails (make admin ARGS=channels)",
+                       param="id")
     failure, said, seconds = check(channel)
     health.book().probed(channel.name, failure)
     data = {"id": record.id if record else None, "name": channel.name, "ok": failure is None,

@@ -30,13 +30,11 @@ _PARALLEL = 8
 def _exchange(channel: Channel, sender: Any) -> str:
     """The probe's one call; what the upstream answered, in a few words (an `UpstreamError` when
     it failed)."""
-    from gateway.upstreams.clients import TEXT_CLIENTS
+    from gateway.upstreams.clients import TEXT_CLIENTS, client_for
 
     if channel.protocol in TEXT_CLIENTS:
-        kind = TEXT_CLIENTS[channel.protocol]
-
         async def listed(http: Any) -> Any:
-            upstream = kind(channel.base_url, channel.api_key, http, PROBE_TIMEOUTS)
+            upstream = client_for(channel, http, PROBE_TIMEOUTS)
             return await upstream.call(upstream.probe_path, method="GET")
 
         return _models_said(run(listed))
@@ -44,7 +42,8 @@ def _exchange(channel: Channel, sender: Any) -> str:
     from gateway.tasks.families import family_of
 
     try:
-        poll(sender, family_of(channel.protocol).adapter, channel.base_url, channel.api_key, PROBE_TASK_ID)
+        poll(sender, family_of(channel.protocol).adapter_for(channel), channel.base_url, channel.api_key,
+             PROBE_TASK_ID)
     except UpstreamError as exc:
         if counts_against(exc):
             raise
