@@ -535,6 +535,8 @@ class _Added:
 
     def catalog(self, base: Catalog) -> Catalog:
         """`base` with the added channels a document channel does not already name (the document wins)."""
+        if not self.built:
+            return base
         merged = self.merged
         if merged and merged[0] == id(base) and merged[1] == self.generation:
             return merged[2]
