@@ -151,31 +151,6 @@ export function Users({ reload }) {
   );
 }
 
-export function Channels() {
-  const { data, error } = useLoad(() => call("GET", "/api/admin/channels"), []);
-  return (
-    <>
-      {error && <p class="error" role="alert">{error.message}</p>}
-      <p class="note">Health as every instance sees it: a cooling channel is skipped while another serves its models, and probed when its cooldown ends.</p>
-      <div class="table">
-        <table aria-label="Channels">
-          <thead><tr><th>Name</th><th>Protocol</th><th>Base URL</th><th>Models</th><th>Priority</th><th>Weight</th><th>Health</th><th>Last error</th></tr></thead>
-          <tbody>
-            {((data && data.data) || []).map((c) => (
-              <tr key={c.name}>
-                <td>{c.name}</td><td>{c.protocol}</td><td class="what">{c.base_url}</td><td>{c.models.join(", ")}</td>
-                <td>{c.priority}</td><td>{c.weight}</td>
-                <td>{c.state === "cooling" ? `cooling until ${c.cooling_until}` : c.state}</td>
-                <td class="what">{c.last_error || ""}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
-    </>
-  );
-}
-
 export function Spend() {
   return <SpendPanel path="/api/admin/spend" label="Spend of all users per day" />;
 }

@@ -6,7 +6,7 @@
 from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import observability
-from gateway.api import account, operator, requestlog, session, tasks, tokens
+from gateway.api import account, channels, operator, requestlog, session, tasks, tokens
 from gateway.http import authenticate, body_model, create_app, json_only, json_response, single_credential
 from gateway.routing.channels import check_at_start
 from gateway.schemas.tokens import NewToken, TokenStatus, TokenUpdate
@@ -126,6 +126,44 @@ def admin_channels():
 def admin_spend():
     session.require_operator(_headers())
     return json_response(operator.spend(app.current_event.query_string_parameters))
+
+
+# The operator's channels as data, new-api's /api/channel/ routes (API Gateway serves the paths
+# with and without the trailing slash alike).
+@app.get("/api/channel")
+def channel_list():
+    session.require_operator(_headers())
+    return json_response(channels.list_channels(app.current_event.query_string_parameters))
+
+
+@app.post("/api/channel")
+def channel_create():
+    session.require_operator(_headers())
+    return json_response(channels.create_channel(app.current_event.decoded_body))
+
+
+@app.put("/api/channel")
+def channel_update():
+    session.require_operator(_headers())
+    return json_response(channels.update_channel(app.current_event.decoded_body))
+
+
+@app.get("/api/channel/test/<channel_id>")
+def channel_test(channel_id: str):
+    session.require_operator(_headers())
+    return json_response(channels.test_channel(channel_id))
+
+
+@app.get("/api/channel/<channel_id>")
+def channel_get(channel_id: str):
+    session.require_operator(_headers())
+    return json_response(channels.get_channel(channel_id))
+
+
+@app.delete("/api/channel/<channel_id>")
+def channel_delete(channel_id: str):
+    session.require_operator(_headers())
+    return json_response(channels.delete_channel(channel_id))
 
 
 def _token_user() -> int:

@@ -65,7 +65,8 @@ def load_template(path: Path | str) -> dict[str, Any]:
 
 # Calls that change nothing worth keeping (`state.py` saves only after some other call).
 _READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable", "ListTables",
-                    "ReceiveMessage", "GetQueueAttributes", "GetQueueUrl", "ListQueues", "DescribeTimeToLive"})
+                    "ReceiveMessage", "GetQueueAttributes", "GetQueueUrl", "ListQueues", "DescribeTimeToLive",
+                    "GetSecretValue", "BatchGetSecretValue", "DescribeSecret", "ListSecrets"})
 
 
 _Answered = tuple[int, Any, Any]  # what moto's handlers return: status, headers, body

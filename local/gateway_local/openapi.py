@@ -49,6 +49,7 @@ _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError",
 
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
+    from gateway.api.channels import request_schemas
     from gateway.schemas import account, commerce, images, plants, text, tokens
     from gateway.tasks.families.alpha import schema as alpha
     from gateway.tasks.families.beta.schema import BetaRequest
@@ -107,6 +108,9 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/api/stripe/webhook"): ("application/json", {"type": "object", "description": "a Stripe event, "
                                                                "signed in the Stripe-Signature header"}),
     }
+    new_channel, channel_change = request_schemas()
+    models[("POST", "/api/channel")] = ("application/json", new_channel)
+    models[("PUT", "/api/channel")] = ("application/json", channel_change)
     for action in CONTENT_ACTIONS:
         models[("POST", f"/v1beta/models/{{model}}:{action}")] = ("application/json", text.CONTENT_ACTIONS[action])
     return models
@@ -215,7 +219,8 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
         params += [param("p", "query", "page, from 0", type="integer", minimum=0),
                    param("size", "query", "keys per page (1 to 100, 20 by default)", type="integer", minimum=1,
                          maximum=100)]
-    elif (method, path) in (("GET", "/api/redemption"), ("GET", "/api/user/topup"), ("GET", "/api/user/topup/self")):
+    elif (method, path) in (("GET", "/api/redemption"), ("GET", "/api/channel"), ("GET", "/api/user/topup"),
+                            ("GET", "/api/user/topup/self")):
         params += [param("p", "query", "page, from 1", type="integer", minimum=1),
                    param("page_size", "query", "items per page (1 to 100, 20 by default)", type="integer",
                          minimum=1, maximum=100)]
@@ -240,7 +245,7 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
 
 # Routes reached with the system access token or the console's session (plus X-Api-User).
 _ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token", "/api/task/self",
-                  "/api/option", "/api/redemption", "/api/verification", "/api/reset_password")
+                  "/api/option", "/api/channel", "/api/redemption", "/api/verification", "/api/reset_password")
 # Account routes anyone may call.
 _ANONYMOUS = ("/api/user/login", "/api/status", "/api/stripe/webhook", "/api/verification", "/api/user/register",
               "/api/reset_password", "/api/user/reset")

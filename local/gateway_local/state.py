@@ -1,13 +1,16 @@
 """The local runner's data across restarts: the emulator's tables and queues in one file.
 
-`make run` keeps everything it stores (users, keys, quotas, the ledger, plants, tasks and the
-messages waiting in its queues) in `<state dir>/emulator.jsonl`, by default `.local/state` in
+`make run` keeps everything it stores (users, keys, quotas, the ledger, plants, tasks, the
+messages waiting in its queues and the secrets made at run time: the keys of the channels added
+through /api/channel/) in `<state dir>/emulator.jsonl`, by default `.local/state` in
 the checkout (git-ignored; `GATEWAY_LOCAL_STATE_DIR` moves it). It is loaded at start, saved
 every `GATEWAY_LOCAL_SAVE_SECONDS` (30) when something changed, and at a clean stop (Ctrl-C,
 SIGTERM). `make run FRESH=1` (`GATEWAY_LOCAL_FRESH=1`) deletes it first and starts empty.
 
 The file is written beside the old one and renamed over it, so a crash mid-save leaves the
-previous save whole. Each line is one JSON object: `{"table": name, "item": <DynamoDB JSON>}`
+previous save whole. Each line is one JSON object: `{"table": name, "item": <DynamoDB JSON>}`,
+`{"secret": name, "value": text, "version": id}` (a secret's current value and its version id,
+which the channel's record names; a deleted secret is not kept)
 or `{"queue": name, "body": text, "wait": seconds}` (a message, and how long it still has to
 wait before it is delivered: its delay, or the rest of its visibility timeout if it was in
 flight). What is not kept: a message's receive count (a redrive count starts again) and
@@ -32,6 +35,13 @@ MAX_DELAY_SECONDS = 900  # SQS refuses a longer DelaySeconds
 
 def state_dir(root: Path) -> Path:
     return Path(os.environ.get("GATEWAY_LOCAL_STATE_DIR") or root / ".local" / "state")
+
+
+def _secrets_backend() -> Any:
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.secretsmanager.models import secretsmanager_backends
+
+    return secretsmanager_backends[DEFAULT_ACCOUNT_ID][os.environ.get("AWS_DEFAULT_REGION", "us-east-1")]
 
 
 def _backends() -> tuple[Any, Any]:
@@ -74,6 +84,15 @@ def _save_demo(directory: Path, demo: dict[str, Any]) -> None:
     (directory / "demo.json").write_text(json.dumps(demo))
 
 
+def _restore_secret(secrets: Any, name: str, value: str, version: str | None) -> None:
+    """The secret as saved, under its saved version id (what a channel's record names)."""
+    token = {"ClientRequestToken": version} if version else {}
+    try:
+        secrets.create_secret(Name=name, SecretString=value, **token)
+    except secrets.exceptions.ResourceExistsException:
+        secrets.put_secret_value(SecretId=name, SecretString=value, **token)
+
+
 class State:
     """Loads and saves one emulator's tables and queues (in the emulator's process)."""
 
@@ -91,7 +110,7 @@ class State:
 
     def load(self) -> dict[str, int]:
         """Puts the saved items and messages into the emulator's (empty) tables and queues."""
-        counts = {"items": 0, "messages": 0, "skipped": 0}
+        counts = {"items": 0, "messages": 0, "secrets": 0, "skipped": 0}
         if not self.path.exists():
             return counts
         dynamodb, _ = _backends()
@@ -114,6 +133,10 @@ class State:
                     sqs.send_message(QueueUrl=self.emulator.queues[record["queue"]], MessageBody=record["body"],
                                      DelaySeconds=min(max(int(record.get("wait", 0) + 0.999), 0), MAX_DELAY_SECONDS))
                     counts["messages"] += 1
+                elif "secret" in record:
+                    _restore_secret(client("secretsmanager"), record["secret"], record["value"],
+                                    record.get("version"))
+                    counts["secrets"] += 1
                 else:  # a table or queue the template no longer has
                     counts["skipped"] += 1
         self._saved_changes = self.emulator.changes
@@ -132,6 +155,10 @@ class State:
                 for message in list(queue._messages):
                     wait = max(message.delayed_until, message.visible_at, now_ms) - now_ms
                     records.append({"queue": queue_names[name], "body": message.body, "wait": round(wait / 1000, 3)})
+        for name, secret in list(_secrets_backend().secrets.items()):
+            if not secret.is_deleted() and isinstance(getattr(secret, "secret_string", None), str):
+                records.append({"secret": name, "value": secret.secret_string,
+                                "version": secret.default_version_id})
         return records
 
     def save(self) -> bool:

@@ -164,7 +164,11 @@ def test_the_web_acl_is_optional_with_a_rate_based_rule(resources):
 def test_every_routing_function_may_read_the_channel_sources_and_nothing_puts_a_key_in_the_template(resources):
     source = resources["ChannelSourcesPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert source[0]["Action"] == "ssm:GetParameter"
-    assert [s["Fn::If"][0] for s in source[1:]] == [
+    # The keys of the channels added through /api/channel/: one secret each, under the stack's prefix
+    assert source[1]["Action"] == "secretsmanager:GetSecretValue"
+    assert source[1]["Resource"] == {"Fn::Sub": "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:"
+                                                "${AWS::AccountId}:secret:${AWS::StackName}/channel-keys/*"}
+    assert [s["Fn::If"][0] for s in source[2:]] == [
         "ReadsChannelSecrets", "HasChannelsSecret", "HasChannelKeysSecret", "HasChannelsKmsKey"]
     for name in ("TextFunction", "ImagesFunction", "VideoFunction", "AlphaFunction", "BetaFunction",
                  "GammaFunction", "ImgtaskFunction", "TaskPollerFunction", "TaskSweeperFunction"):

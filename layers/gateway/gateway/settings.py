@@ -27,6 +27,10 @@ class Settings:
     channels_secret: str = ""
     # A secret whose JSON object gives the channels' `api_key_env` names their keys.
     channel_keys_secret: str = ""
+    # The channels operators add through /api/channel/ (`routing/channel_store.py`): each key in
+    # a secret of this name + the channel id; each instance reads the channels again this often.
+    channel_key_prefix: str = "unified-ai-gateway/channel-keys/"
+    channels_refresh_seconds: float = 10.0
     # False where the channels are read only for their names and models (the account function, the
     # admin command line): no key is looked up, and the role need not read the keys secret.
     channel_keys_needed: bool = True
@@ -92,6 +96,8 @@ ENVIRONMENT = {
     "callback_queue_url": "CALLBACK_QUEUE_URL", "channels_file": "GATEWAY_CHANNELS_FILE",
     "channels_parameter": "GATEWAY_CHANNELS_PARAMETER", "channels_secret": "GATEWAY_CHANNELS_SECRET",
     "channel_keys_secret": "GATEWAY_CHANNEL_KEYS_SECRET", "channel_keys_needed": "GATEWAY_CHANNEL_KEYS_NEEDED",
+    "channel_key_prefix": "GATEWAY_CHANNEL_KEY_PREFIX",
+    "channels_refresh_seconds": "GATEWAY_CHANNELS_REFRESH_SECONDS",
     "simulator_url": "GATEWAY_SIMULATOR_URL", "public_url": "GATEWAY_PUBLIC_URL",
     "key_cache_seconds": "GATEWAY_KEY_CACHE_SECONDS", "ledger_retention_days": "GATEWAY_LEDGER_RETENTION_DAYS",
     "callback_signing_secret": "GATEWAY_CALLBACK_SECRET",

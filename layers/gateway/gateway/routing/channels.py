@@ -17,12 +17,13 @@ the cooling channel whose cooldown ends soonest; a channel an operator disabled,
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,6 +33,7 @@ from gateway.errors import NotFound, Unavailable, shown
 from gateway.prices import Price, PriceTable
 from gateway.routing import health
 from gateway.settings import get_settings
+from gateway.store.aws import store_call_ahead
 
 if TYPE_CHECKING:
     from gateway.upstreams.vertex import VertexSite
@@ -100,6 +102,7 @@ def _check_variant(protocol: str, variant: str | None) -> None:
         raise ValueError(f"variant: only an imgtask channel has one, not a {protocol} channel")
 
 
+@functools.cache
 def _document_model():
     # pydantic only when a document is read (not on every cold start of every function)
     from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -181,6 +184,11 @@ def _document_model():
     return Document
 
 
+def spec_model() -> Any:
+    """The rules of one channel entry of the document (a pydantic model)."""
+    return _document_model().model_fields["channels"].annotation.__args__[0]
+
+
 class ChannelsConfigError(ValueError):
     pass
 
@@ -188,9 +196,14 @@ class ChannelsConfigError(ValueError):
 class Catalog:
     """The channels and prices in force."""
 
-    def __init__(self, channels: Sequence[Channel], prices: PriceTable):
+    def __init__(self, channels: Sequence[Channel], prices: PriceTable, *, added: Iterable[str] = (),
+                 shadowed: Iterable[str] = ()):
         self.channels = list(channels)
         self.prices = prices
+        #: Names of the channels operators added through /api/channel/ (the rest: the document's).
+        self.added = frozenset(added)
+        #: Added channels not in force: the document has a channel of the same name, and it wins.
+        self.shadowed = frozenset(shadowed)
 
     @classmethod
     def from_document(cls, document: dict[str, Any], source: str = "channels document",
@@ -214,30 +227,34 @@ class Catalog:
                         if get_settings().channel_keys_secret else ""
                     raise ChannelsConfigError(f"{source}: channel {spec.name}: {spec.api_key_env} is not set "
                                               f"in the environment{where}")
-            site, base_url = None, spec.base_url or ""
-            if spec.vertex is not None:
-                from gateway.upstreams.vertex import VertexSite, service_account_info
-
-                try:
-                    info = service_account_info(api_key)
-                except ValueError as exc:
-                    raise ChannelsConfigError(f"{source}: channel {spec.name}: {exc}") from None
-                project = spec.vertex.project or info.get("project_id")
-                if not isinstance(project, str) or not project:
-                    raise ChannelsConfigError(f"{source}: channel {spec.name}: vertex.project: is required (the "
-                                              "service-account key file names no project_id)")
-                site = VertexSite(project=project, region=spec.vertex.region)
-                base_url = spec.base_url or site.host_url
-            channels.append(Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
-                                    models=frozenset(spec.models), model_map=dict(spec.model_map),
-                                    priority=spec.priority, weight=spec.weight,
-                                    poll_hosts=frozenset(spec.poll_hosts), variant=spec.variant,
-                                    vertex=site))
+            channels.append(cls.channel_of(spec, api_key, source))
         try:
             prices = PriceTable(parsed.prices)
         except ValueError as exc:
             raise ChannelsConfigError(f"{source}: {exc}") from None
         return cls(channels, prices)
+
+    @staticmethod
+    def channel_of(spec: Any, api_key: str, source: str = "channels document") -> Channel:
+        """The channel a validated document entry (`spec_model()`) describes, with its key."""
+        site, base_url = None, spec.base_url or ""
+        if spec.vertex is not None:
+            from gateway.upstreams.vertex import VertexSite, service_account_info
+
+            try:
+                info = service_account_info(api_key)
+            except ValueError as exc:
+                raise ChannelsConfigError(f"{source}: channel {spec.name}: {exc}") from None
+            project = spec.vertex.project or info.get("project_id")
+            if not isinstance(project, str) or not project:
+                raise ChannelsConfigError(f"{source}: channel {spec.name}: vertex.project: is required (the "
+                                          "service-account key file names no project_id)")
+            site = VertexSite(project=project, region=spec.vertex.region)
+            base_url = spec.base_url or site.host_url
+        return Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
+                       models=frozenset(spec.models), model_map=dict(spec.model_map),
+                       priority=spec.priority, weight=spec.weight, poll_hosts=frozenset(spec.poll_hosts),
+                       variant=spec.variant, vertex=site)
 
     @classmethod
     def simulated(cls, simulator_url: str) -> Catalog:
@@ -419,8 +436,8 @@ def _fresh(cached: tuple[float, Catalog] | None) -> bool:
     return cached is not None and (cached[0] == float("inf") or time.monotonic() < cached[0])
 
 
-def get_catalog() -> Catalog:
-    """The catalog in force, read once (a remote document is re-read every minute). While one
+def _document_catalog() -> Catalog:
+    """The document's catalog, read once (a remote document is re-read every minute). While one
     thread re-reads it, the others go on with the catalog they had rather than wait on the lock;
     a re-read that fails keeps the catalog in force (logged) until the next minute."""
     global _cached
@@ -457,6 +474,116 @@ def _load() -> tuple[Catalog, bool]:
     return Catalog([], PriceTable()), True
 
 
+class _Added:
+    """The channels operators added through /api/channel/ (`routing/channel_store`), as this
+    instance last read them: one Query every `GATEWAY_CHANNELS_REFRESH_SECONDS` (10), each key
+    read once per version (`channel_keys.key_of`). A read that fails keeps the last channels in
+    force (logged): a request never fails because this bookkeeping did."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.source: Callable[[], list[Any]] | None = stored_channels
+        self.read_at: float | None = None
+        self.built: list[tuple[Any, Channel]] = []  # (record, channel), by id
+        self.merged: tuple[int, int, Catalog] | None = None  # (id of the base, generation, catalog)
+        self.generation = 0
+
+    def due(self) -> bool:
+        return self.source is not None and (
+            self.read_at is None or time.monotonic() - self.read_at >= get_settings().channels_refresh_seconds)
+
+    def refresh(self) -> None:
+        # One thread re-reads; the others go on with the channels they had (the first read waits).
+        if not self.lock.acquire(blocking=self.read_at is None):
+            return
+        try:
+            self._refresh()
+        finally:
+            self.lock.release()
+
+    def _refresh(self) -> None:
+        from gateway.observability import logger
+        from gateway.routing.channel_keys import key_of
+
+        if not self.due() or self.source is None:
+            return
+        self.read_at = time.monotonic()
+        try:
+            records = self.source()
+        except Exception as exc:  # noqa: BLE001 - the last channels read stay in force
+            logger.warning("added channels not read; the last ones stay in force", extra={"error": repr(exc)})
+            return
+        before = {record.name: (record, channel) for record, channel in self.built}
+        built = []
+        for record in records:
+            known = before.get(record.name)
+            if known and (known[0].version, known[0].key_version) == (record.version, record.key_version):
+                built.append(known)
+                continue
+            try:
+                spec = spec_model().model_validate({**record.spec, "name": record.name})
+                built.append((record, Catalog.channel_of(spec, key_of(record.key_ref, record.key_version))))
+            except Exception as exc:  # noqa: BLE001 - one bad channel never hides the others
+                logger.warning("an added channel is not in force", extra={"channel": record.name,
+                                                                          "error": repr(exc)})
+                if known:
+                    built.append(known)
+        if [(r.name, r.version, r.key_version) for r, _ in built] != \
+                [(r.name, r.version, r.key_version) for r, _ in self.built]:
+            self.generation += 1
+        self.built = built
+
+    def catalog(self, base: Catalog) -> Catalog:
+        """`base` with the added channels a document channel does not already name (the document wins)."""
+        if not self.built:
+            return base
+        merged = self.merged
+        if merged and merged[0] == id(base) and merged[1] == self.generation:
+            return merged[2]
+        taken = {c.name for c in base.channels}
+        mine = [channel for _, channel in self.built if channel.name not in taken]
+        catalog = Catalog([*base.channels, *mine], base.prices, added=[c.name for c in mine],
+                          shadowed=[c.name for _, c in self.built if c.name in taken])
+        self.merged = (id(base), self.generation, catalog)
+        return catalog
+
+    def forget(self) -> None:
+        with self.lock:
+            self.read_at, self.built, self.merged = None, [], None
+            self.generation += 1
+
+
+def stored_channels() -> list[Any]:
+    from gateway.routing.channel_store import ChannelStore
+
+    return ChannelStore().all()
+
+
+_added = _Added()
+
+
+def get_catalog() -> Catalog:
+    """The catalog in force: the document's channels (read once; a remote document is re-read
+    every minute) and the channels added through /api/channel/ (re-read every few seconds)."""
+    base = _document_catalog()
+    if _added.due():
+        store_call_ahead()  # on an event loop under `no_wait`: again on a worker thread
+        _added.refresh()
+    return _added.catalog(base)
+
+
+def reread_added() -> None:
+    """Reads the added channels again at the next request (after this instance changed them)."""
+    with _added.lock:
+        _added.read_at = None
+
+
+def use_added_source(source: Callable[[], list[Any]] | None) -> None:
+    """Where added channels come from (tests: None, none at all; the default: the accounts table)."""
+    _added.forget()
+    _added.source = source
+
+
 def check_at_start() -> None:
     """Reads the channels document when a function starts, so a bad or unreadable one fails the
     cold start (and the local runner) at once, naming the source and the field and rule or the
@@ -470,4 +597,8 @@ def reset_catalog() -> None:
     global _cached
     with _lock:
         _cached = None
+    _added.forget()
+    from gateway.routing import channel_keys
+
+    channel_keys.forget()
     health.reset()

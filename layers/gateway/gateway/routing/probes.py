@@ -10,6 +10,7 @@ health (`HealthBook.probed`): back to healthy, or cooled down again for longer.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,25 +27,69 @@ PROBE_TIMEOUTS = Timeouts(connect=3.0, first_byte=10.0, idle=10.0, total=10.0)
 _PARALLEL = 8
 
 
-def probe(channel: Channel, sender: Any = sync_client) -> health.Failure | None:
-    """What one probe of `channel` met that counts against it, or None when it works."""
+def _exchange(channel: Channel, sender: Any) -> str:
+    """The probe's one call; what the upstream answered, in a few words (an `UpstreamError` when
+    it failed)."""
     from gateway.upstreams.clients import TEXT_CLIENTS, client_for
-    from gateway.upstreams.verdict import counts_against_channel
+
+    if channel.protocol in TEXT_CLIENTS:
+        async def listed(http: Any) -> Any:
+            upstream = client_for(channel, http, PROBE_TIMEOUTS)
+            return await upstream.call(upstream.probe_path, method="GET")
+
+        return _models_said(run(listed))
+    from gateway.tasks.adapter import poll
+    from gateway.tasks.families import family_of
 
     try:
-        if channel.protocol in TEXT_CLIENTS:
-            run(lambda http: client_for(channel, http, PROBE_TIMEOUTS).probe())
-        else:
-            from gateway.tasks.adapter import poll
-            from gateway.tasks.families import family_of
-
-            poll(sender, family_of(channel.protocol).adapter_for(channel), channel.base_url, channel.api_key,
-                 PROBE_TASK_ID)
+        poll(sender, family_of(channel.protocol).adapter_for(channel), channel.base_url, channel.api_key,
+             PROBE_TASK_ID)
     except UpstreamError as exc:
-        return health.Failure.of(exc) if counts_against_channel(exc) else None
+        if counts_against(exc):
+            raise
+        return f"asked for a task that does not exist, the upstream answered {exc.status or 'no'}: " \
+               f"{str(exc.message)[:200]}"
+    return "asked for a task that does not exist, the upstream answered it"
+
+
+def counts_against(exc: UpstreamError) -> bool:
+    from gateway.upstreams.verdict import counts_against_channel
+
+    return counts_against_channel(exc)
+
+
+def _models_said(answer: Any) -> str:
+    """A model list (openai and anthropic: `data[].id`; content generation: `models[].name`), in a line."""
+    listed = []
+    if isinstance(answer, dict):
+        for entry in answer.get("data") or answer.get("models") or []:
+            if isinstance(entry, dict):
+                listed.append(str(entry.get("id") or entry.get("name") or "").removeprefix("models/"))
+    if not listed:
+        return "the model list answered, listing no model"
+    shown = ", ".join(listed[:5]) + (", ..." if len(listed) > 5 else "")
+    return f"the model list answered: {len(listed)} model{'s' if len(listed) != 1 else ''} ({shown})"
+
+
+def probe(channel: Channel, sender: Any = sync_client) -> health.Failure | None:
+    """What one probe of `channel` met that counts against it, or None when it works."""
+    return check(channel, sender)[0]
+
+
+def check(channel: Channel, sender: Any = sync_client) -> tuple[health.Failure | None, str, float]:
+    """One probe of `channel`: (what counts against it or None, what the upstream said, seconds
+    taken). An operator's test (`GET /api/channel/test/{id}`) is this call."""
+    started = time.perf_counter()
+    try:
+        said = _exchange(channel, sender)
+    except UpstreamError as exc:
+        failure = health.Failure.of(exc) if counts_against(exc) else None
+        said = f"the upstream answered {exc.status or 'nothing'}: {str(exc.message)[:300]}"
+        return failure, said, time.perf_counter() - started
     except Exception as exc:  # noqa: BLE001 - an answer the adapter cannot read is still an answer
         logger.debug("probe answer not understood", extra={"channel": channel.name, "error": repr(exc)})
-    return None
+        said = f"the upstream answered something the gateway could not read ({type(exc).__name__})"
+    return None, said, time.perf_counter() - started
 
 
 def sweep(*, catalog: Catalog | None = None, book: health.HealthBook | None = None,

@@ -14,6 +14,8 @@
 | a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (`units`, `requests`, `key:<id>:…`, `model:<name>:…`) |
 | user id counter | `COUNTER` | `USER` |
 | channel health | `CHANNEL_HEALTH` | `<channel name>` (`routing/health.py`) |
+| an added channel (/api/channel/) | `CHANNEL` | `<channel name>` (`routing/channel_store.py`; key: Secrets Manager) |
+| channel id counter | `COUNTER` | `CHANNEL` |
 | username pointer (users with a password) | `USERNAME#<username, lower case>` | `USERNAME` |
 | invitation code pointer | `AFF#<aff code>` | `AFF` (`user_id`) |
 | console session | `SESSION#<sha256 of session token>` | `SESSION` (TTL at its expiry) |

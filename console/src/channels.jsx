@@ -1,0 +1,196 @@
+// The operator's Channels page: every channel with its health; the ones added here are added,
+// edited, disabled or enabled, deleted and tested through /api/channel/ (new-api's routes). The
+// channels document's are read-only here (changed in the document), but disabled, enabled and
+// tested like the others. An upstream key is written once: only its last four are ever shown.
+import { useState } from "preact/hooks";
+import { call } from "./api.js";
+import { Field, FormError } from "./ui.jsx";
+import { useLoad } from "./user.jsx";
+
+const PROTOCOLS = ["chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask"];
+const FIELDS = ["name", "protocol", "base_url", "key", "models", "model_map", "priority", "weight", "groups"];
+
+function words(text) {
+  return String(text || "").split(/[\s,]+/).map((w) => w.trim()).filter(Boolean);
+}
+
+// "alias=upstream, other=model" <-> {alias: "upstream", other: "model"}
+function mapText(map) {
+  return Object.entries(map || {}).map(([from, to]) => `${from}=${to}`).join(", ");
+}
+
+function mapOf(text) {
+  const map = {};
+  for (const pair of words(text)) {
+    const at = pair.indexOf("=");
+    if (at < 1) throw Object.assign(new Error(`model_map: '${pair}' is not model=upstream model`), { param: "model_map" });
+    map[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return map;
+}
+
+// The body from the form: every field the operator filled (a key left empty keeps the old one).
+function bodyOf(form, editing) {
+  const f = new FormData(form);
+  const body = {
+    protocol: f.get("protocol"), base_url: String(f.get("base_url") || "").trim(),
+    models: words(f.get("models")), model_map: mapOf(f.get("model_map")),
+    priority: Number(f.get("priority") || 0), weight: Number(f.get("weight") === "" ? 1 : f.get("weight")),
+  };
+  if (!editing) body.name = String(f.get("name") || "").trim();
+  const key = String(f.get("key") || "");
+  if (key || !editing) body.key = key;
+  const groups = words(f.get("groups"));
+  if (groups.length || (editing && editing.groups)) body.groups = groups;
+  return body;
+}
+
+function ChannelForm({ channel, onDone, onCancel }) {
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const editing = channel || null;
+  async function submit(event) {
+    event.preventDefault();
+    const form = event.currentTarget;
+    setError(null);
+    setBusy(true);
+    try {
+      const body = bodyOf(form, editing);
+      if (editing) await call("PUT", "/api/channel/", { body: { id: editing.id, ...body } });
+      else await call("POST", "/api/channel/", { body });
+      if (!editing) form.reset();
+      onDone(editing ? `Saved channel ${editing.name}.` : `Added channel ${body.name}.`);
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  }
+  const c = editing || {};
+  const title = editing ? `Edit channel ${editing.name}` : "Add channel";
+  return (
+    <form class="card" onSubmit={submit} aria-label={title}>
+      <h2>{title}</h2>
+      {!editing && <Field label="Name" name="name" required autocomplete="off" error={error} />}
+      <label class="field"><span>Protocol</span>
+        <select name="protocol" defaultValue={c.protocol || "chat"}>
+          {PROTOCOLS.map((p) => <option value={p}>{p}</option>)}
+        </select></label>
+      <Field label="Base URL" name="base_url" type="url" required defaultValue={c.base_url || ""} error={error}
+        placeholder="https://api.example.com" />
+      <Field label={editing ? `Upstream key (now …${c.key_last4 || "****"}; empty keeps it)` : "Upstream key"}
+        name="key" type="password" required={!editing} autocomplete="off" error={error} />
+      <Field label="Models (comma separated; * for any)" name="models" required defaultValue={(c.models || []).join(", ")}
+        error={error} />
+      <Field label="Model map (model=upstream model, comma separated)" name="model_map"
+        defaultValue={mapText(c.model_map)} error={error} />
+      <Field label="Priority (higher first)" name="priority" type="number" step="1" defaultValue={c.priority ?? 0}
+        error={error} />
+      <Field label="Weight" name="weight" type="number" min="0" step="1" defaultValue={c.weight ?? 1} error={error} />
+      <Field label="Groups (comma separated; empty: every group)" name="groups"
+        defaultValue={(c.groups || []).join(", ")} error={error} />
+      <FormError error={error} fields={FIELDS} />
+      <button type="submit" disabled={busy}>{editing ? "Save channel" : "Add channel"}</button>
+      {editing && <button type="button" onClick={onCancel}>Cancel</button>}
+    </form>
+  );
+}
+
+function health(c) {
+  if (c.shadowed) return "not in force: the channels document has a channel of this name";
+  if (c.state === "cooling") return `cooling until ${c.cooling_until}`;
+  return c.state;
+}
+
+export function Channels() {
+  const [tick, setTick] = useState(0);
+  const [editing, setEditing] = useState(null);
+  const [deleting, setDeleting] = useState(null);
+  const [note, setNote] = useState(null);
+  const [error, setError] = useState(null);
+  const { data, error: loadError } = useLoad(() => call("GET", "/api/channel/", { query: { page_size: 100 } }), [tick]);
+  const refresh = (message) => { setNote(message || null); setTick(tick + 1); };
+
+  async function act(work) {
+    setError(null);
+    setNote(null);
+    try {
+      await work();
+    } catch (err) {
+      setError(err);
+    }
+  }
+  const target = (c) => (c.id === null ? { name: c.name } : { id: c.id });
+  const toggle = (c) => act(async () => {
+    await call("PUT", "/api/channel/", { body: { ...target(c), status: c.status === 2 ? 1 : 2 } });
+    refresh(`${c.status === 2 ? "Enabled" : "Disabled"} channel ${c.name}.`);
+  });
+  const remove = (c) => act(async () => {
+    await call("DELETE", `/api/channel/${c.id}`);
+    setDeleting(null);
+    refresh(`Deleted channel ${c.name}.`);
+  });
+  const test = (c) => act(async () => {
+    const ref = c.id === null ? encodeURIComponent(c.name) : c.id;
+    try {
+      const answer = await call("GET", `/api/channel/test/${ref}`);
+      setNote(`Test of ${c.name}: ok in ${answer.data.latency_ms} ms. ${answer.data.answer}`);
+    } catch (err) {
+      setError(Object.assign(new Error(`Test of ${c.name}: ${err.message}`), { status: err.status }));
+    }
+    setTick(tick + 1);
+  });
+
+  const rows = (data && data.data.items) || [];
+  return (
+    <>
+      <p class="note">Channels added here are data: in force on every instance within seconds, their upstream key
+        stored once and shown only by its last four characters. Channels from the channels document are changed
+        in the document (which wins a name); here they are only disabled, enabled and tested.</p>
+      {editing ? <ChannelForm key={editing.id} channel={editing} onCancel={() => setEditing(null)}
+        onDone={(message) => { setEditing(null); refresh(message); }} />
+        : <details class="add"><summary>New channel</summary><ChannelForm onDone={refresh} /></details>}
+      {note && <p role="status">{note}</p>}
+      {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
+      <div class="table">
+        <table aria-label="Channels">
+          <thead><tr><th>Name</th><th>Source</th><th>Protocol</th><th>Base URL</th><th>Models</th><th>Priority</th>
+            <th>Weight</th><th>Key</th><th>Health</th><th>Last error</th><th>Actions</th></tr></thead>
+          <tbody>
+            {rows.map((c) => (
+              <tr key={`${c.source}-${c.id ?? c.name}`}>
+                <td>{c.name}</td>
+                <td>{c.source === "api" ? `added (#${c.id})` : "from the channels document"}</td>
+                <td>{c.protocol}</td><td class="what">{c.base_url}</td><td>{(c.models || []).join(", ")}</td>
+                <td>{c.priority}</td><td>{c.weight}</td>
+                <td>{c.key_last4 ? `…${c.key_last4}` : "set"}</td>
+                <td>{health(c)}</td>
+                <td class="what">{c.last_error || ""}</td>
+                <td><div class="actions">
+                  <button type="button" onClick={() => test(c)} aria-label={`Test ${c.name}`}>Test</button>
+                  <button type="button" onClick={() => toggle(c)}
+                    aria-label={`${c.status === 2 ? "Enable" : "Disable"} ${c.name}`}>
+                    {c.status === 2 ? "Enable" : "Disable"}
+                  </button>
+                  {!c.read_only && (
+                    <>
+                      <button type="button" onClick={() => { setEditing(c); setNote(null); }}
+                        aria-label={`Edit ${c.name}`}>Edit</button>
+                      {deleting === c.id ? (
+                        <button type="button" class="danger" onClick={() => remove(c)}
+                          aria-label={`Confirm deleting ${c.name}`}>Confirm delete</button>
+                      ) : (
+                        <button type="button" onClick={() => setDeleting(c.id)}
+                          aria-label={`Delete ${c.name}`}>Delete</button>
+                      )}
+                    </>
+                  )}
+                </div></td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </>
+  );
+}
