@@ -227,7 +227,7 @@ def test_a_user_submits_a_task_and_sees_its_status_then_its_result_link_on_the_t
     # The link is the gateway's signed sample link, and it serves the image with no key
     href = link.get_attribute("href") or ""
     assert href.startswith(site.url) and f"/beta/v1/results/{task_id}/sample" in href
-    image = httpx.get(href, headers={"Accept": "image/png"})
+    image = httpx.get(href, headers={"Accept": "image/png"}, follow_redirects=True)  # to the kept copy
     assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
 
     # A filter the API refuses shows its error next to that filter

@@ -51,7 +51,7 @@ def test_a_beta_image_goes_from_submit_to_a_served_sample(gateway, http, demo_ke
                     lambda r: r["status"] != "Pending", "the beta task")
     assert done["status"] == "Ready", done
     # Then the sample downloads with no key, as the upstream's own link would
-    image = httpx.get(done["result"]["sample"], headers={"Accept": "image/png"})
+    image = httpx.get(done["result"]["sample"], headers={"Accept": "image/png"}, follow_redirects=True)
     assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
     settled = closed_reservation(gateway, submitted.json()["id"])
     assert (settled["status"], settled["closed_units"]) == ("settled", 15_000)

@@ -32,10 +32,11 @@ def test_an_imagine_and_its_upscale_finish_and_the_four_reads_answer(gateway, ht
     done = wait_for(lambda: record(http, demo_key, task_id), lambda r: r["status"] in FINISHED, "the imagine task")
     assert done["status"] == "SUCCESS" and done["progress"] == "100%" and len(done["buttons"]) == 9
     # The image: with the key, and by the record's signed link without one
-    with_key = http.get(f"/imgtask/image/{task_id}", headers={**auth(demo_key), "Accept": "image/png"})
+    with_key = http.get(f"/imgtask/image/{task_id}", headers={**auth(demo_key), "Accept": "image/png"},
+                        follow_redirects=True)  # to the kept copy
     assert with_key.status_code == 200 and with_key.headers["content-type"] == "image/png"
     assert with_key.content.startswith(b"\x89PNG")
-    assert httpx.get(done["imageUrl"]).content == with_key.content
+    assert httpx.get(done["imageUrl"], follow_redirects=True).content == with_key.content
     assert http.get(f"/imgtask/image/{task_id}").status_code == 401
     seed = http.get(f"/imgtask/task/{task_id}/image-seed", headers=auth(demo_key)).json()
     assert seed["code"] == 1 and seed["result"].isdigit()

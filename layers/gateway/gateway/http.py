@@ -159,6 +159,8 @@ def json_only(app: APIGatewayRestResolver, next_middleware: Callable) -> Respons
     attacker's account), whatever a body parser would make of the form."""
     event = app.current_event
     method = (event.http_method or "").upper()
+    if event.resource in CATCH_ALL_RESOURCES:  # no route: the 404 of its family, whatever it sends
+        return next_middleware(app)
     if method in STATE_CHANGING and (method != "DELETE" or event.body):
         found = media_type(event.headers)
         if found != "application/json":
