@@ -5,11 +5,13 @@ import { Keys } from "./keys.jsx";
 import { Account, Dashboard, Log } from "./user.jsx";
 import { Tasks } from "./tasks.jsx";
 import { Channels, Spend, Users } from "./operator.jsx";
+import { Pricing } from "./pricing.jsx";
+import { Usage } from "./usage.jsx";
 import { Field, FormError } from "./ui.jsx";
 import "./style.css";
 
 const USER_PAGES = [["dashboard", "Dashboard", Dashboard], ["keys", "Keys", Keys], ["log", "Request log", Log],
-  ["tasks", "Tasks", Tasks], ["account", "Account", Account]];
+  ["tasks", "Tasks", Tasks], ["usage", "Usage", Usage], ["pricing", "Pricing", Pricing], ["account", "Account", Account]];
 const OPERATOR_PAGES = [["users", "Users", Users], ["channels", "Channels", Channels], ["spend", "Spend", Spend]];
 
 function route() {
