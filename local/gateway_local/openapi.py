@@ -96,6 +96,7 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("PUT", "/api/admin/users/{id}/status"): ("application/json", account.UserStatus),
         ("POST", "/api/admin/users/{id}/quota"): ("application/json", account.QuotaAddition),
         ("PUT", "/api/admin/users/{id}/limits"): ("application/json", account.UserLimits),
+        ("PUT", "/api/user"): ("application/json", account.UserUpdate),
         ("PUT", "/api/option"): ("application/json", commerce.OptionUpdate),
         ("POST", "/api/redemption"): ("application/json", commerce.NewCodes),
         ("PUT", "/api/redemption"): ("application/json", [commerce.CodeUpdate, commerce.CodeStatus]),
@@ -198,7 +199,14 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
     elif path.endswith("/content"):
         params.append(param("variant", "query", "video (default), thumbnail or spritesheet",
                             enum=["video", "thumbnail", "spritesheet"]))
-    elif path in ("/api/data/self", "/api/admin/spend"):
+    elif path == "/api/log/self/export":
+        params += [param("start_timestamp", "query", "from (unix seconds)", required=True, type="integer", minimum=0),
+                   param("end_timestamp", "query", "to (unix seconds), at most 93 days after", required=True,
+                         type="integer", minimum=0),
+                   param("type", "query", "1 top-up, 2 consume, 5 error, 6 refund", enum=["1", "2", "5", "6"]),
+                   param("model_name", "query", "only this model's requests"),
+                   param("token_name", "query", "only the requests of keys of this name")]
+    elif path in ("/api/data/self", "/api/data", "/api/admin/spend"):
         params.append(param("days", "query", "the span, today included", enum=["7", "30", "90"]))
     elif path == "/api/task/self":
         params += [param("p", "query", "page, from 1", type="integer", minimum=1),
@@ -239,11 +247,11 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
 
 
 # Routes reached with the system access token or the console's session (plus X-Api-User).
-_ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token", "/api/task/self",
-                  "/api/option", "/api/redemption", "/api/verification", "/api/reset_password")
+_ACCOUNT_PATHS = ("/api/user", "/api/log/self", "/api/data", "/api/admin/", "/api/token", "/api/task/self",
+                  "/api/option", "/api/redemption", "/api/verification", "/api/reset_password", "/api/pricing")
 # Account routes anyone may call.
 _ANONYMOUS = ("/api/user/login", "/api/status", "/api/stripe/webhook", "/api/verification", "/api/user/register",
-              "/api/reset_password", "/api/user/reset")
+              "/api/reset_password", "/api/user/reset", "/api/pricing")
 
 
 def _documented_paths(template_path: str) -> list[tuple[str, str]]:
@@ -271,7 +279,8 @@ def build(template_path: str = "template.yaml") -> dict[str, Any]:
             "operationId": f"{method.lower()}_{''.join(c if c.isalnum() else '_' for c in path).strip('_')}",
             "tags": [path.split("/")[1] if not path.startswith("/v1/") else path.split("/")[2]],
             "responses": {"200": {"description": "the answer", "content": {
-                "text/event-stream" if "stream" in path else "application/json": {"schema": {}}}}},
+                "text/event-stream" if "stream" in path else "text/csv" if path.endswith("/export")
+                else "application/json": {"schema": {}}}}},
             "security": ([] if path in _ANONYMOUS else
                          [{"accessToken": []}, {"session": []}] if path.startswith(_ACCOUNT_PATHS) else
                          [{"bearer": []}, {"apiKey": []}, {"googApiKey": []}, {"queryKey": []}]),
