@@ -52,8 +52,8 @@ function Export() {
       link.href = URL.createObjectURL(new Blob([text], { type: "text/csv" }));
       link.download = `request-log-${form.get("from")}-${form.get("to")}.csv`;
       link.click();
-      URL.revokeObjectURL(link.href);
-      const rows = Math.max(text.split("\r\n").length - 2, 0);
+      setTimeout(() => URL.revokeObjectURL(link.href), 60000);  // the download reads it after the click
+      const rows = Math.max(text.split(/\r?\n/).filter(Boolean).length - 1, 0);
       setNote(`${rows} requests exported${truncated ? " (the newest only: narrow the range for the rest)" : ""}.`);
     } catch (err) {
       setError(err);
