@@ -27,7 +27,8 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent.parent
 # Examples per operation and generation mode; FUZZ_EXAMPLES raises it for a longer local run.
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10"))
 # The routes the system access token opens (the console's JSON API); every other one takes the API key.
-ACCESS_TOKEN_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token", "/api/task/self")
+ACCESS_TOKEN_PATHS = ("/api/user", "/api/log/self", "/api/data", "/api/admin/", "/api/token", "/api/task/self",
+                      "/api/pricing")
 
 
 @pytest.fixture(scope="module")
