@@ -235,6 +235,10 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
                             "disables (2) the key", enum=["true", "false"]))
     elif path.endswith(":streamGenerateContent"):
         params.append(param("alt", "query", "must be sse", required=True, enum=["sse"]))
+    if path == "/api/pricing":  # anyone, or a signed-in user (its group's prices)
+        params.append(param("X-Api-User", "header", "with an access token or the session: the signed-in user's id "
+                            "(its group's prices); without either: anyone, the default group's",
+                            type="string", pattern="^[0-9]{1,19}$"))
     if path in ("/api/verification", "/api/reset_password"):
         params.append(param("email", "query", "the email address", required=True))
     if path == "/api/stripe/webhook":
