@@ -184,6 +184,27 @@ def _envelope_schemas() -> dict[str, Any]:
     return schemas
 
 
+def _query(name: str, description: str, required: bool = False, **schema: Any) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "description": description,
+            "schema": schema or {"type": "string"}}
+
+
+# The pricing page's and the log export's parameters (issue 32).
+_PRICING_AND_EXPORT: dict[str, list[dict[str, Any]]] = {
+    "/api/log/self/export": [
+        _query("start_timestamp", "from (unix seconds)", True, type="integer", minimum=0),
+        _query("end_timestamp", "to (unix seconds), at most 93 days after", True, type="integer", minimum=0),
+        _query("type", "1 top-up, 2 consume, 5 error, 6 refund", enum=["1", "2", "5", "6"]),
+        _query("model_name", "only this model's requests"),
+        _query("token_name", "only the requests of keys of this name")],
+    # Anyone, or a signed-in user (its group's prices).
+    "/api/pricing": [{"name": "X-Api-User", "in": "header", "required": False,
+                      "description": "with an access token or the session: the signed-in user's id (its group's "
+                                     "prices); without either: anyone, the default group's",
+                      "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"}}],
+}
+
+
 def _parameters(method: str, path: str) -> list[dict[str, Any]]:
     def param(name: str, where: str, description: str, required: bool = False, **schema: Any) -> dict[str, Any]:
         return {"name": name, "in": where, "required": required or where == "path", "description": description,
@@ -191,6 +212,7 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
 
     params = [param(name, "path", f"the {name}") for name in
               (part[1:].split("}")[0] for part in path.split("/") if part.startswith("{"))]
+    params += _PRICING_AND_EXPORT.get(path, [])
     if path == "/v1/dashboard/billing/usage":
         params += [param("start_date", "query", "from (inclusive): milliseconds since the epoch, or YYYY-MM-DD"),
                    param("end_date", "query", "to (inclusive): milliseconds since the epoch, or YYYY-MM-DD")]
@@ -199,13 +221,6 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
     elif path.endswith("/content"):
         params.append(param("variant", "query", "video (default), thumbnail or spritesheet",
                             enum=["video", "thumbnail", "spritesheet"]))
-    elif path == "/api/log/self/export":
-        params += [param("start_timestamp", "query", "from (unix seconds)", required=True, type="integer", minimum=0),
-                   param("end_timestamp", "query", "to (unix seconds), at most 93 days after", required=True,
-                         type="integer", minimum=0),
-                   param("type", "query", "1 top-up, 2 consume, 5 error, 6 refund", enum=["1", "2", "5", "6"]),
-                   param("model_name", "query", "only this model's requests"),
-                   param("token_name", "query", "only the requests of keys of this name")]
     elif path in ("/api/data/self", "/api/data", "/api/admin/spend"):
         params.append(param("days", "query", "the span, today included", enum=["7", "30", "90"]))
     elif path == "/api/task/self":
@@ -235,10 +250,6 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
                             "disables (2) the key", enum=["true", "false"]))
     elif path.endswith(":streamGenerateContent"):
         params.append(param("alt", "query", "must be sse", required=True, enum=["sse"]))
-    if path == "/api/pricing":  # anyone, or a signed-in user (its group's prices)
-        params.append(param("X-Api-User", "header", "with an access token or the session: the signed-in user's id "
-                            "(its group's prices); without either: anyone, the default group's",
-                            type="string", pattern="^[0-9]{1,19}$"))
     if path in ("/api/verification", "/api/reset_password"):
         params.append(param("email", "query", "the email address", required=True))
     if path == "/api/stripe/webhook":
