@@ -15,13 +15,15 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e mutate bench bench-peers bench-scale validate checkov build deploy admin invoke \
-	clean openapi lint typecheck console screenshots
+.PHONY: run test unit integration e2e mutate bench bench-cold bench-faults bench-peers bench-scale bench-signin \
+	validate checkov build deploy admin invoke clean openapi lint typecheck console screenshots lock
 
-$(BIN)/.installed: pyproject.toml
+# Exactly the locked versions, each checked against its hash (requirements-dev.txt, from `make lock`).
+$(BIN)/.installed: pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install $(PIP_QUIET) --upgrade pip
-	$(BIN)/pip install $(PIP_QUIET) -e '.[dev]'
+	$(BIN)/pip install $(PIP_QUIET) --require-hashes -r requirements-dev.txt
+	$(BIN)/pip install $(PIP_QUIET) --no-deps -e .
 	touch $@
 
 # The benchmarks' own dependencies (matplotlib for the plot): never in the Lambda layer.
@@ -109,6 +111,16 @@ bench: $(BIN)/.bench-installed
 bench-scale: $(BIN)/.bench-installed
 	$(BIN)/python bench/scale.py
 
+## Wrong sign-ins for a known and an unknown username through `make run`, their timings side by side.
+bench-signin: $(BIN)/.installed
+	$(BIN)/python bench/signin.py
+
+## A few thousand requests of every family through `make run` while the emulator throttles, fails and
+## loses answers of DynamoDB calls and delivers SQS messages twice (GATEWAY_LOCAL_FAULTS); ends with
+## `bench-faults: requests=<n> server_errors=<n> lost_units=<n> double_charges=<n> stuck_tasks=<n>`.
+bench-faults: $(BIN)/.installed
+	$(BIN)/python bench/faults.py
+
 ## The same load through `make run` and through LiteLLM's proxy (in .venv-peers), side by side.
 bench-peers: $(BIN)/.bench-installed $(PEERS_VENV)/bin/litellm
 	$(BIN)/python bench/peers.py --litellm $(PEERS_VENV)/bin/litellm
@@ -121,8 +133,31 @@ validate: $(SAM_VENV)/bin/sam
 checkov: $(CHECKOV_VENV)/bin/checkov
 	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml
 
+## sam build (the layer and the text function install their hashed lock files, requirements.txt),
+## then every module of the build compiled to bytecode: Lambda's /opt and /var/task are read-only,
+## so a module without its .pyc is compiled again at every cold start. unchecked-hash: the .pyc is
+## used without comparing the source's time stamp (a zip does not keep it exactly).
 build: $(SAM_VENV)/bin/sam
 	PATH="$(dir $(PYTHON)):$$PATH" $(SAM) build
+	$(PYTHON) -m compileall -q -j 0 --invalidation-mode unchecked-hash .aws-sam/build
+
+## The lock files the build and CI install from: exact versions with the hashes of every file of
+## each (layers/gateway and functions/text: for Lambda's arm64 Python 3.13; requirements-dev.txt:
+## the development and CI machine's x86_64), resolved by uv from requirements.in and pyproject.toml.
+## Run it after changing a dependency; a version already locked stays unless it no longer fits.
+UV_COMPILE = $(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.13 --annotation-style line \
+	--custom-compile-command "make lock"
+lock: $(BIN)/.installed
+	$(BIN)/pip install $(PIP_QUIET) uv
+	$(UV_COMPILE) --python-platform aarch64-manylinux_2_28 layers/gateway/requirements.in -o layers/gateway/requirements.txt
+	$(UV_COMPILE) --python-platform aarch64-manylinux_2_28 functions/text/requirements.in -o functions/text/requirements.txt
+	$(UV_COMPILE) --python-platform x86_64-manylinux_2_28 pyproject.toml --extra dev -o requirements-dev.txt
+
+## Each function's cold start: a fresh interpreter importing the function as built (its locked
+## dependencies and the layer, compiled to bytecode), median of several, and the layer's import
+## profile; ends with `bench-cold: text_ms=<n> account_ms=<n> ...`.
+bench-cold: $(BIN)/.installed
+	$(BIN)/python bench/cold_start.py
 
 deploy: build
 	$(SAM) deploy

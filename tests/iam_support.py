@@ -10,9 +10,10 @@ At the end of the session (`tests/conftest.py`, `pytest_sessionfinish`) the reco
 compared with the actions each function's role has in template.yaml as SAM's translator
 expands it (policy templates included): a call without a grant always fails the session, naming
 the function and the action; a grant (a policy statement) none of whose actions any test used
-fails it when the whole integration suite ran (a partial run cannot tell). SAM's policy templates
-grant more actions than the code uses (DynamoDBCrudPolicy's Scan): per-action least privilege
-would mean hand-written statements in place of them (not done).
+fails it when the whole integration suite ran (a partial run cannot tell). The statements are
+written per function and action (template.yaml: no SAM CRUD templates); the actions that must not
+be granted at all (Scan, DescribeTable, bucket settings) are held by
+tests/unit/test_deploy_template.py.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ _RENAMED = {
     "sqs": {"SendMessageBatch": ["SendMessage"], "DeleteMessageBatch": ["DeleteMessage"],
             "ChangeMessageVisibilityBatch": ["ChangeMessageVisibility"]},
     "s3": {"HeadObject": ["GetObject"]},
+    # BatchGetSecretValue also needs GetSecretValue on each secret it returns (its own action has no
+    # resource-level permission): Secrets Manager API reference, BatchGetSecretValue "Required permissions".
+    "secretsmanager": {"BatchGetSecretValue": ["BatchGetSecretValue", "GetSecretValue"]},
 }
 _TRANSACT_ITEMS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
                    "ConditionCheck": "ConditionCheckItem"}
@@ -85,6 +89,9 @@ def install() -> None:
     def hooked(service: str):
         made = original(service)
         made.meta.events.register("before-call", _record)
+        # A presigned link makes no call, but serves only what the signer's role may do: botocore
+        # builds its parameters as for the call itself, so they are recorded the same way.
+        made.meta.events.register("before-parameter-build.s3", _record)
         return made
 
     aws._new_client = hooked

@@ -10,7 +10,7 @@ the whole run stays within MUTATE_MINUTES on 2 cores. The last line is for scrip
 
 A survivor is printed with its diff: kill it with a test, or list it in docs/DEVELOPING.md
 ("Mutation testing") with why it is equivalent. Settings (environment): MUTATE_SEED (default 25),
-MUTATE_SAMPLE (mutants per module, default 24; MUTATE_SAMPLE_SLOW, default 20, for the two whose
+MUTATE_SAMPLE (mutants per module, default 24; MUTATE_SAMPLE_SLOW, default 20, for those whose
 tests start the AWS emulator), MUTATE_JOBS (modules run side by side, default 2), MUTATE_MODULES
 (comma-separated names below, to run some only).
 """
@@ -45,6 +45,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
     "leases": (f"{LAYER}/admission/leases.py",
                ["tests/integration/test_money_model.py", "tests/integration/test_billing.py",
                 "tests/integration/test_metering.py"]),
+    # Rate limits and budgets: counters that admit or refuse, and the budget a close gives back to.
+    "limits": (f"{LAYER}/admission/limits.py", ["tests/integration/test_limits.py"]),
+    # Idempotent submits: a retry is never billed twice.
+    "idempotency": (f"{LAYER}/admission/idempotency.py", ["tests/integration/test_idempotency.py"]),
+    # The tasks table: every change conditioned on the task's version (a task is finished once).
+    "tasks_store": (f"{LAYER}/store/tasks.py", ["tests/integration/test_tasks_store.py"]),
     "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/text/test_relay.py"]),
     "usage": (f"{LAYER}/formats/usage.py", ["tests/unit/formats/test_usage.py", "tests/unit/formats/test_responses.py",
                                             "tests/unit/formats/test_streams.py"]),
@@ -56,6 +62,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
 # Mutants per module where it differs from MUTATE_SAMPLE: the modules whose covering tests start
 # the AWS emulator take longer per mutant, so fewer of theirs fit in the time.
 SAMPLES = {"billing": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
+           "limits": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
+           "idempotency": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
+           "tasks_store": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "leases": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "engine": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20"))}
 

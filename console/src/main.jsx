@@ -5,20 +5,30 @@ import { Keys } from "./keys.jsx";
 import { Account, Dashboard, Log } from "./user.jsx";
 import { Tasks } from "./tasks.jsx";
 import { Channels, Spend, Users } from "./operator.jsx";
+import { Forgot, Reset, SignUp, useStatus } from "./signup.jsx";
+import { Invite, TopUp } from "./topup.jsx";
+import { AllOrders, Codes, Settings } from "./commerce.jsx";
 import { Pricing } from "./pricing.jsx";
 import { Usage } from "./usage.jsx";
 import { Field, FormError } from "./ui.jsx";
 import "./style.css";
 
 const USER_PAGES = [["dashboard", "Dashboard", Dashboard], ["keys", "Keys", Keys], ["log", "Request log", Log],
-  ["tasks", "Tasks", Tasks], ["usage", "Usage", Usage], ["pricing", "Pricing", Pricing], ["account", "Account", Account]];
-const OPERATOR_PAGES = [["users", "Users", Users], ["channels", "Channels", Channels], ["spend", "Spend", Spend]];
+  ["tasks", "Tasks", Tasks], ["usage", "Usage", Usage], ["pricing", "Pricing", Pricing], ["topup", "Top up", TopUp],
+  ["invite", "Invite", Invite], ["account", "Account", Account]];
+const OPERATOR_PAGES = [["users", "Users", Users], ["channels", "Channels", Channels], ["spend", "Spend", Spend],
+  ["codes", "Redemption codes", Codes], ["orders", "Orders", AllOrders], ["settings", "Site settings", Settings]];
+const PUBLIC_PAGES = { register: SignUp, forgot: Forgot, reset: Reset };
 
 function route() {
-  return (window.location.hash.replace(/^#\/?/, "") || "dashboard").split("?")[0];
+  const hash = window.location.hash.replace(/^#\/?/, "").split("?")[0];
+  // Back from Stripe's payment page (?topup=success&order=...): the Top up page shows the order.
+  if (!hash && new URLSearchParams(window.location.search).get("topup")) return "topup";
+  return hash || "dashboard";
 }
 
 function SignIn({ onIn }) {
+  const { data: status } = useStatus();
   const [mode, setMode] = useState("password");
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
@@ -46,7 +56,8 @@ function SignIn({ onIn }) {
   }
   return (
     <main class="signin">
-      <h1>Gateway console</h1>
+      <h1>{(status && status.system_name) || "Gateway console"}</h1>
+      {status && status.notice && <p class="notice">{status.notice}</p>}
       <form onSubmit={submit} aria-label="Sign in">
         {mode === "password" ? (
           <>
@@ -66,6 +77,10 @@ function SignIn({ onIn }) {
           {mode === "password" ? "Use an access token instead" : "Use a username and password instead"}
         </button>
       </form>
+      <p class="links">
+        <a href="#/forgot">Forgot password?</a>
+        {status && status.register_enabled && status.password_register_enabled && <a href="#/register">Sign up</a>}
+      </p>
     </main>
   );
 }
@@ -107,7 +122,10 @@ function App() {
   }
 
   if (!checked) return <p class="loading">Loading…</p>;
-  if (!me) return <SignIn onIn={load} />;
+  if (!me) {
+    const Public = PUBLIC_PAGES[page];
+    return Public ? <Public onIn={load} /> : <SignIn onIn={load} />;
+  }
   const pages = me.role >= 10 ? [...USER_PAGES, ...OPERATOR_PAGES] : USER_PAGES;
   const found = pages.find(([name]) => name === page) || pages[0];
   const Page = found[2];

@@ -8,7 +8,7 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from gateway import groups, observability
 from gateway.api import account, operator, pricing, requestlog, session, tasks, tokens
-from gateway.http import authenticate, body_model, create_app, json_response, single_credential
+from gateway.http import authenticate, body_model, create_app, json_only, json_response, single_credential
 from gateway.routing.channels import check_at_start
 from gateway.schemas.tokens import NewToken, TokenStatus, TokenUpdate
 
@@ -17,6 +17,8 @@ from gateway.schemas.tokens import NewToken, TokenStatus, TokenUpdate
 check_at_start()
 
 app = create_app()
+# Every state-changing route takes JSON only (415 otherwise): no cross-site form reaches them.
+app.use(middlewares=[json_only])
 
 
 def _headers():

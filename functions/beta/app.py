@@ -41,7 +41,10 @@ def get_result(task_id: str):
 def sample(task_id: str):
     # No key: the signed link is the permission, as with the upstream's own links.
     query = app.current_event.get_query_string_value
-    data, media_type = FAMILY.sample(task_id, query("expires"), query("signature"))
+    how, served = FAMILY.sample(task_id, query("expires"), query("signature"))
+    if how == "redirect":  # the kept copy, by a presigned S3 link: the bytes never pass through here
+        return Response(status_code=302, headers={"Location": served, "Cache-Control": "no-store"}, body="")
+    data, media_type = served
     return Response(status_code=200, content_type=media_type, body=data,
                     headers={"Cache-Control": "private, max-age=600"})
 

@@ -10,7 +10,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from gateway import observability
 from gateway.api import session
 from gateway.commerce import invitations, options, payments, redemption, signup
-from gateway.http import body_model, create_app, json_response, public_base_url, single_credential
+from gateway.http import body_model, create_app, json_only, json_response, public_base_url, single_credential
 from gateway.multipart import event_body
 from gateway.schemas.commerce import (
     AffTransfer,
@@ -29,6 +29,8 @@ from gateway.signing_keys import STRIPE, load_at_start
 load_at_start(STRIPE)
 
 app = create_app()
+# Every state-changing route takes JSON only (415 otherwise): no cross-site form reaches them.
+app.use(middlewares=[json_only])
 
 
 def _headers():

@@ -58,8 +58,11 @@ def image(task_id: str):
     signature = event.get_query_string_value("signature")
     # A signed link (imageUrl) needs no key; otherwise the owner's key.
     principal = None if signature else authenticate(app)
-    data, media_type = operations.image(principal, task_id, expires=event.get_query_string_value("expires"),
-                                        signature=signature)
+    how, served = operations.image(principal, task_id, expires=event.get_query_string_value("expires"),
+                                   signature=signature)
+    if how == "redirect":  # the kept copy, by a presigned S3 link: the bytes never pass through here
+        return Response(status_code=302, headers={"Location": served, "Cache-Control": "no-store"}, body="")
+    data, media_type = served
     # Bytes: the resolver base64-encodes them; API Gateway decodes them for a binary media type.
     return Response(status_code=200, content_type=media_type, body=data,
                     headers={"Cache-Control": "private, max-age=300"})

@@ -37,7 +37,7 @@ check_at_start()  # a bad channels document fails the cold start, naming the fie
 class Relayed(Response):
     """Writes a `text.Answer`: headers, then each chunk as the layer produces it."""
 
-    def __init__(self, answer: text.Answer):
+    def __init__(self, answer: text.Served):
         self.answer = answer
         self.status_code = answer.status
         self.background = None

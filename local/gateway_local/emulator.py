@@ -37,6 +37,7 @@ from werkzeug.serving import make_server
 
 from gateway_local import moto_fixes
 from gateway_local.dynamo_model import DynamoModel, ModelCounts
+from gateway_local.faults import Faults, TransactionTokens
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -77,6 +78,8 @@ class _Serialized:
         self._app, self.lock = app, threading.Lock()
         self.changes = 0
         self.model: DynamoModel | None = DynamoModel.from_environment()  # DynamoDB's limits, when asked for
+        self.faults: Faults | None = Faults.from_environment()  # GATEWAY_LOCAL_FAULTS, when asked for
+        self.tokens = TransactionTokens()  # TransactWriteItems' ClientRequestToken (moto ignores it)
 
     def _count(self, target: str) -> None:
         """Called with the lock held: one more call that may have changed data (by its `X-Amz-Target`)."""
@@ -103,13 +106,29 @@ class _Serialized:
                 failure = InternalServerError()
                 return 500, failure.get_headers(), failure.get_body()
 
-        model, wait = self.model, 0.0
+        model, faults, wait = self.model, self.faults, 0.0
         with self.lock:
             self._count(target)
             service, _, operation = target.partition(".")
+
+            def applied() -> _Answer:
+                if operation != "TransactWriteItems":
+                    return _as_bytes(apply())
+                token = self.tokens.replay(body)
+                if token is None:
+                    return _as_bytes(apply())
+                if token[2] is not None:  # a retry of a transaction done already: its answer again
+                    if faults is not None:
+                        faults.counts.token_replays += 1
+                    return token[2]
+                answered = _as_bytes(apply())
+                self.tokens.remember(token[0], token[1], answered)
+                return answered
+
+            served = applied if faults is None else functools.partial(faults.call, service, operation, body, applied)
             if model is None or service != "DynamoDB_20120810":
-                return apply()
-            answered, wait = model.call(operation, body, lambda: _as_bytes(apply()))
+                return served()
+            answered, wait = model.call(operation, body, served)
         model.sleep(wait)  # outside the lock: concurrent callers wait side by side
         return answered
 
@@ -375,6 +394,11 @@ class Emulator:
         with self._app.lock:
             self._app.model = model
 
+    def use_faults(self, faults: Faults | None) -> None:
+        """Faults below the gateway (`gateway_local.faults`) on or off (None) from the next call on."""
+        with self._app.lock:
+            self._app.faults = faults
+
     @property
     def changes(self) -> int:
         """How many calls so far may have changed a table or a queue."""
@@ -564,6 +588,12 @@ class EmulatorProcess:
         counted = self._control.recv()
         return ModelCounts(**counted) if counted is not None else None
 
+    def fault_counts(self) -> dict[str, int] | None:
+        """The faults the emulator injected so far (`gateway_local.faults.FaultCounts`; None: off)."""
+        self._control.send("fault-counts")
+        counted: dict[str, int] | None = self._control.recv()
+        return counted
+
     def stop(self) -> None:
         """Saves the state and ends the process (waiting for its last save). Once is enough."""
         if not self._process.is_alive() and not os.path.exists(self._socket_dir):
@@ -644,10 +674,15 @@ def _emulator_main(control: Any, runners_end: Any, template_path: str, state_dir
             if said == "model-counts":  # what the DynamoDB model counted (None: the model is off)
                 model = emulator._app.model
                 control.send(dataclasses.asdict(model.counts) if model else None)
+            elif said == "fault-counts":  # the faults met so far (None: faults are off)
+                faults = emulator._app.faults
+                control.send(dataclasses.asdict(faults.counts) if faults else None)
     except EOFError:
         pass  # the runner is gone without a word: save all the same
     finally:
         calls.close()
+        if emulator._app.faults is not None:  # what GATEWAY_LOCAL_FAULTS made happen, for the record
+            print(f"AWS emulator faults: {dataclasses.asdict(emulator._app.faults.counts)}", flush=True)
         state.stop()
         emulator.stop()
         try:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.errors import Dialect, GatewayError, dialect_for_path, render
-from gateway.http import CATCH_ALL_RESOURCES
+from gateway.http import CATCH_ALL_RESOURCES, STATE_CHANGING
 from gateway.tasks.adapter import UNIFIED
 from gateway.tasks.families import FAMILIES
 from gateway_local.template import read_template
@@ -303,6 +303,9 @@ def build(template_path: str = "template.yaml") -> dict[str, Any]:
         for status, description in ERROR_STATUSES.items():
             operation["responses"][status] = {"description": description,
                                               "content": {"application/json": {"schema": envelope}}}
+        if path.startswith("/api/") and method in STATE_CHANGING:  # gateway.http.json_only
+            operation["responses"]["415"] = {"description": "a body that is not application/json",
+                                             "content": {"application/json": {"schema": envelope}}}
         if parameters := _parameters(method, path):
             operation["parameters"] = parameters
         if (method, path) in models:

@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl
 import anyio
 import uvicorn
 
-from gateway_local import apigw
+from gateway_local import apigw, front_door
 from gateway_local.emulator import (
     LOCAL_AWS_ENVIRONMENT,
     SQS_SENDS,
@@ -55,9 +55,9 @@ SHUTDOWN_SETTLE_SECONDS = 10
 
 _TIMEOUT = json.dumps({"message": "Request Timeout"}).encode()
 # What API Gateway takes of a request's headers (REST: 10240 bytes for the request line and the
-# header values); the count bounds a flood of tiny headers.
+# header values); the count bounds a flood of tiny headers (refused while parsing: `front_door`).
 MAX_HEADER_BYTES = 10_240
-MAX_HEADERS = 100
+MAX_HEADERS = front_door.MAX_HEADERS
 BODY_TIMEOUT_SECONDS = 10.0
 # The streaming function's routes that need no key.
 KEYLESS_STREAMING_PATHS = ("/health", "/healthz")
@@ -139,7 +139,7 @@ class GatewayApp:
     async def _stream(self, scope: dict, receive: Callable, send: Callable, function_id: str,
                       request_id: str) -> None:
         """The streaming function, as API Gateway and the Lambda Web Adapter hand it a request: the
-        key checked before the body is read, the whole body (at most 10 MB, within the body
+        key checked before the body is read, the whole body (its event at most 6 MB, within the body
         timeout) before an instance is lent, instances lent fairly across principals."""
         from gateway import auth, keys
         from gateway.errors import GatewayError
@@ -171,10 +171,14 @@ class GatewayApp:
         await self.streaming_apps[function_id](scope, replay, send, principal)
 
     async def _read_body(self, scope: dict, receive: Callable, send: Callable, request_id: str) -> bytearray | None:
-        """The request's whole body, or None once it has answered 413 (more than API Gateway's
-        10 MB, refused as soon as it is seen) or 408 (not all there within the body timeout)."""
+        """The request's whole body, or None once it has answered 413 or 408 (not all there within
+        the body timeout). The streaming function is invoked like any other (InvokeWithResponseStream
+        takes the same 6 MB request payload as Invoke: only the response streams), so a body whose
+        Lambda event would pass 6 MB is refused, as deployed; one past 6 MB as soon as it is seen."""
         from gateway.errors import InvalidRequest, PayloadTooLarge
 
+        too_large = PayloadTooLarge(f"the request is larger than the {apigw.LAMBDA_EVENT_LIMIT} bytes (6 MB) "
+                                    "Lambda accepts for an invocation, its body included")
         body = bytearray()
         try:
             with anyio.fail_after(body_timeout()):
@@ -183,18 +187,30 @@ class GatewayApp:
                     if message["type"] == "http.disconnect":
                         return None
                     body += message.get("body", b"")
-                    if len(body) > apigw.API_PAYLOAD_LIMIT:
-                        await self._refuse(send, scope["path"], PayloadTooLarge(
-                            f"the request body is larger than {apigw.API_PAYLOAD_LIMIT} bytes (10 MB), "
-                            "API Gateway's limit"), request_id)
+                    if len(body) > apigw.LAMBDA_EVENT_LIMIT:
+                        await self._refuse(send, scope["path"], too_large, request_id)
                         return None
                     if not message.get("more_body"):
+                        if self._event_size(scope, bytes(body), request_id) > apigw.LAMBDA_EVENT_LIMIT:
+                            await self._refuse(send, scope["path"], too_large, request_id)
+                            return None
                         return body
         except TimeoutError:
             await self._refuse(send, scope["path"], InvalidRequest(
                 f"the request body did not arrive within {body_timeout():g} s", status=408, code="request_timeout"),
                 request_id)
             return None
+
+    def _event_size(self, scope: dict, body: bytes, request_id: str) -> int:
+        """The size of the Lambda event API Gateway would build for this request (the body
+        base64-encoded when its type is binary)."""
+        event = apigw.build_event(
+            method=scope["method"], path=scope["path"], resource=scope["path"], path_parameters={},
+            raw_headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
+            raw_query=parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True),
+            body=body, binary_media_types=self.template.binary_media_types,
+            source_ip=(scope.get("client") or ("127.0.0.1", 0))[0], request_id=request_id)
+        return len(json.dumps(event))
 
     async def _refuse(self, send: Callable, path: str, error: Any, request_id: str) -> None:
         from gateway.errors import dialect_for_path, render
@@ -325,7 +341,9 @@ def simulators_app() -> Any:
     from starlette.routing import Mount
 
     from gateway_local.simulators import SIMULATORS
+    from gateway_local.simulators.rules import _sdk
 
+    _sdk.warm()  # the SDK request types the text simulators check requests with
     mounts = []
     for protocol, target in SIMULATORS.items():
         module_name, attribute = target.split(":")
@@ -457,7 +475,8 @@ def serving_server(template: Template, handlers: dict[str, Callable],
                    streaming_apps: dict[str, Any]) -> StoppableServer:
     """The gateway's HTTP server over this process's function instances (it is given its socket)."""
     app = GatewayApp(template, handlers, streaming_apps)
-    return StoppableServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3))
+    return StoppableServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3,
+                                          http=front_door.GuardedHttpProtocol))
 
 
 def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port: int, simulator_port: int,

@@ -4,6 +4,7 @@ traffic so the charts and the log have something to show."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -12,11 +13,12 @@ import httpx
 import openai
 
 from tests.e2e.browser_support import DESKTOP, PHONE, browser, chromium_missing, go_to, sign_in
-from tests.e2e.conftest import DEMO_KEY, ROOT, LocalGateway
+from tests.e2e.conftest import DEMO_ACCESS_TOKEN, DEMO_KEY, ROOT, LocalGateway
 
 OUT = ROOT / "docs" / "screenshots"
 PASSWORD = "screenshot password"
-PAGES = ["Dashboard", "Keys", "Request log", "Tasks", "Account", "Users", "Channels", "Spend"]
+PAGES = ["Dashboard", "Keys", "Request log", "Tasks", "Top up", "Invite", "Account", "Users", "Channels", "Spend",
+         "Redemption codes", "Orders", "Site settings"]
 
 
 def _traffic(url: str) -> None:
@@ -31,6 +33,34 @@ def _traffic(url: str) -> None:
     time.sleep(5)  # the simulator finishes a task in 2 s under the local gateway the tests start
 
 
+def _commerce(server: LocalGateway) -> str:
+    """For the commerce pages: codes; an invitee of the demo user who signs up with an emailed code
+    and pays (so the Invite page shows a reward); two orders of the demo user's, one paid through the
+    Stripe simulator's page. Answers the paid order's number."""
+    url = server.url
+    operator = {"Authorization": DEMO_ACCESS_TOKEN, "X-Api-User": "1"}
+    with httpx.Client(base_url=url, headers=operator, timeout=60) as api:
+        api.put("/api/option/", json={"key": "EmailVerificationEnabled", "value": True}).raise_for_status()
+        api.put("/api/option/", json={"key": "QuotaForInviter", "value": 1_000_000}).raise_for_status()
+        api.post("/api/redemption/", json={"name": "welcome", "quota": 1_500_000, "count": 3}).raise_for_status()
+        aff = api.get("/api/user/aff").json()["data"]
+        paid = api.post("/api/user/pay", json={"amount": 10, "payment_method": "stripe"}).json()["data"]
+        httpx.post(paid["pay_link"], timeout=60)
+        api.post("/api/user/pay", json={"amount": 5, "payment_method": "stripe"}).raise_for_status()
+    with httpx.Client(base_url=url, timeout=60) as public:
+        public.get("/api/verification", params={"email": "bea@example.com"}).raise_for_status()
+        mail = sorted((Path(server.state_dir) / "outbox").glob("*.json"))[-1].read_text()
+        code = re.search(r"code is (\d{6})", mail).group(1)
+        public.post("/api/user/register", json={"username": "bea", "password": "bea's password",
+                                                "email": "bea@example.com", "verification_code": code,
+                                                "aff_code": aff}).raise_for_status()
+        bea = public.post("/api/user/login", json={"username": "bea", "password": "bea's password"})
+        headers = {"X-Api-User": str(bea.json()["data"]["id"])}
+        order = public.post("/api/user/pay", headers=headers, json={"amount": 20, "payment_method": "stripe"})
+        httpx.post(order.json()["data"]["pay_link"], timeout=60)
+    return paid["trade_no"]
+
+
 def main() -> int:
     missing = chromium_missing()
     if missing:
@@ -43,6 +73,7 @@ def main() -> int:
         server.admin("create-user", "--username", "ann", "--quota-usd", "5")
         server.admin("issue-key", "--user", "1", "--name", "laptop", "--models", "m-small,m-large")
         _traffic(server.url)
+        trade_no = _commerce(server)
         written: list[Path] = []
         with browser() as chromium:
             for label, viewport in (("375", PHONE), ("1280", DESKTOP)):
@@ -51,7 +82,14 @@ def main() -> int:
                 page.get_by_role("button", name="Sign in").wait_for()
                 written.append(OUT / f"signin-{label}.png")
                 page.screenshot(path=written[-1], full_page=True)
+                page.goto(f"{server.url}/console/#/register")
+                page.get_by_role("button", name="Send code").wait_for()
+                written.append(OUT / f"signup-{label}.png")
+                page.screenshot(path=written[-1], full_page=True)
                 sign_in(page, server.url, "demo", PASSWORD)
+                # Back from Stripe's page: the Top up page shows the order (the other pages as usual).
+                page.goto(f"{server.url}/console/?topup=success&order={trade_no}")
+                page.get_by_role("region", name="Your payment").wait_for()
                 for name in PAGES:
                     go_to(page, name)
                     # A hash route loads its data after the heading shows; the page's load state

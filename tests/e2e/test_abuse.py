@@ -4,9 +4,8 @@ one key, can send stalls the other users."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
-import statistics
-import time
 
 import httpx
 import pytest
@@ -19,8 +18,10 @@ CHAT = {"model": "m-small", "messages": [{"role": "user", "content": "hello"}], 
 
 @pytest.fixture(scope="module")
 def abused():
-    """A gateway of two text instances and a 2 s body timeout, and a second user's key."""
-    server = LocalGateway({"GATEWAY_LOCAL_INSTANCES": "2", "GATEWAY_LOCAL_BODY_TIMEOUT_SECONDS": "2"})
+    """A gateway of one serving process with two text instances and a 2 s body timeout, and a
+    second user's key."""
+    server = LocalGateway({"GATEWAY_LOCAL_INSTANCES": "2", "GATEWAY_LOCAL_BODY_TIMEOUT_SECONDS": "2",
+                           "GATEWAY_LOCAL_PROCESSES": "1"})
     user = server.admin("create-user", "--username", "victim", "--quota-usd", "10")
     other = server.admin("issue-key", "--user", str(user["user_id"]), "--name", "victim")["key"]
     yield server, other
@@ -36,19 +37,15 @@ def stalled_body(port: int, path: str = "/v1/chat/completions", key: str | None 
     return sock
 
 
-def timed_get(url: str, path: str, headers: dict) -> tuple[int, float]:
-    started = time.perf_counter()
-    answer = httpx.get(url + path, headers=headers, timeout=10)
-    return answer.status_code, time.perf_counter() - started
-
-
 def test_stalled_bodies_hold_no_instance_and_are_dropped_after_the_timeout(abused):
     server, other = abused
     stalls = [stalled_body(server.port) for _ in range(4)] + [stalled_body(server.port, key=None)]
     try:
+        # Four stalled bodies, two text instances: were an instance lent before the body is
+        # whole, these would wait for a stall's timeout (and then be told 408), not answer.
         for path in ("/health", "/v1/models"):
-            status, seconds = timed_get(server.url, path, {"Authorization": f"Bearer {other}"})
-            assert status == 200 and seconds < 1, (path, seconds)
+            answer = httpx.get(server.url + path, headers={"Authorization": f"Bearer {other}"}, timeout=10)
+            assert answer.status_code == 200, (path, answer.text)
         answer = httpx.post(server.url + "/v1/chat/completions", json=CHAT,
                             headers={"Authorization": f"Bearer {other}"}, timeout=10)
         assert answer.status_code == 200
@@ -68,7 +65,6 @@ def test_stalled_bodies_hold_no_instance_and_are_dropped_after_the_timeout(abuse
 def test_a_body_over_10_mb_is_a_413_in_the_envelope_at_once_and_a_keyless_one_a_401_unread(abused):
     server, _ = abused
     big = b'{"model":"m-small","messages":[{"role":"user","content":"' + b"x" * (11 * 1024 * 1024) + b'"}]}'
-    started = time.perf_counter()
     answer = httpx.post(server.url + "/v1/chat/completions", content=big, headers={**AUTH,
                         "Content-Type": "application/json"}, timeout=30)
     assert answer.status_code == 413 and answer.json()["error"]["code"] == "request_too_large"
@@ -78,22 +74,61 @@ def test_a_body_over_10_mb_is_a_413_in_the_envelope_at_once_and_a_keyless_one_a_
     keyless = httpx.post(server.url + "/v1/chat/completions", content=big,
                          headers={"Content-Type": "application/json"}, timeout=30)
     assert keyless.status_code == 401 and keyless.json()["error"]["type"] == "authentication_error"
-    assert time.perf_counter() - started < 10
 
 
-def test_a_header_flood_is_a_431_in_linear_time_and_stalls_nobody(abused):
-    server, other = abused
-    flood = "".join(f"X-H{i}: v\r\n" for i in range(20_000))
-    started = time.perf_counter()
+def test_a_text_body_lambda_would_refuse_is_a_413_locally_as_deployed(abused):
+    # Between Lambda's 6 MB invocation payload and API Gateway's 10 MB: on AWS the text function's
+    # invocation is refused (InvokeWithResponseStream takes 6 MB, like Invoke), so locally too
+    server, _ = abused
+    big = b'{"model":"m-small","messages":[{"role":"user","content":"' + b"x" * (7 * 1024 * 1024) + b'"}]}'
+    answer = httpx.post(server.url + "/v1/chat/completions", content=big, headers={**AUTH,
+                        "Content-Type": "application/json"}, timeout=30)
+    assert answer.status_code == 413 and answer.json()["error"]["code"] == "request_too_large"
+    assert "6 MB" in answer.json()["error"]["message"]
+
+
+def test_the_431_comes_while_the_client_still_has_headers_unsent(abused):
+    """The 101st header is refused as it is parsed: the client has sent 102 headers (a header
+    is whole once the next begins) and not the blank line that ends them, and has its 431, in the
+    route's envelope, already (before, the runner waited for the end of the headers, then parsed
+    all 20,000 of a flood)."""
+    server, _ = abused
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
-        sock.sendall(f"GET /v1/models HTTP/1.1\r\nHost: x\r\n{flood}\r\n".encode())
-        sock.settimeout(5)
-        head = sock.recv(4096)
-    assert head.startswith(b"HTTP/1.1 431") and time.perf_counter() - started < 1, head[:100]
-    status, seconds = timed_get(server.url, "/v1/models", {"Authorization": f"Bearer {other}"})
-    assert status == 200 and seconds < 1
+        sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(101)))
+        sock.settimeout(30)  # not a measure: the answer must come with the headers unfinished
+        head = read_answer(sock)
+    assert head.startswith(b"HTTP/1.1 431"), head[:200]
+    assert json.loads(head.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_header_fields_too_large"
+
+
+def test_a_header_block_past_16_kb_is_a_431_before_its_end_arrives(abused):
+    server, _ = abused
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"GET /v1/messages HTTP/1.1\r\nHost: x\r\n" + b"X-Big: " + b"v" * (16 * 1024) + b"\r\n")
+        sock.settimeout(30)
+        head = read_answer(sock)
+    assert head.startswith(b"HTTP/1.1 431"), head[:200]
+    assert json.loads(head.split(b"\r\n\r\n", 1)[1])["type"] == "error"  # the messages envelope
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:  # a request line alone past 16 KB
+        sock.sendall(b"GET /v1/models?q=" + b"x" * (17 * 1024))
+        sock.settimeout(30)
+        assert read_answer(sock).startswith(b"HTTP/1.1 431")
+    # API Gateway's own rule still holds for a whole header block under 16 KB (values past 10240 bytes)
     big = httpx.get(server.url + "/v1/models", headers={**AUTH, "X-Big": "v" * 11_000}, timeout=10)
     assert big.status_code == 431 and big.json()["error"]["message"]
+
+
+def read_answer(sock: socket.socket) -> bytes:
+    """An answer's head and its body (as much as arrives before the server closes)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), None)
+        if length is not None and len(body) >= length:
+            break
+    return data
 
 
 @pytest.mark.parametrize("path,headers,query", [
@@ -114,40 +149,95 @@ def test_two_different_credentials_are_a_401_on_every_route(abused, path, header
     assert same.status_code == 200, (path, same.text)
 
 
-def test_one_key_flooding_at_concurrency_32_keeps_another_users_request_within_5x_its_idle_p50(abused):
+def test_one_key_flooding_32_streams_delays_another_user_by_one_turn_not_32(abused):
+    """The fair queue's order, seen from outside: one key keeps 32 long streams open against two
+    text instances; another user's request, sent once the flood is being served, is answered
+    before all but a few of the flood's streams end (first come, first served, it would wait for
+    the ~30 queued ahead of it). The timing of the same flood is `bench/abuse.py`'s."""
     server, other = abused
-    victim = {"Authorization": f"Bearer {other}"}
-    idle = [timed_get(server.url, "/v1/models", victim)[1] for _ in range(20)]
-    idle_p50 = statistics.median(idle)
+    finished: list[str] = []
+    long_answer = {**CHAT, "stream": True, "max_tokens": 400,
+                   "messages": [{"role": "user", "content": " ".join(["word"] * 400)}]}
 
-    async def flood(stop: asyncio.Event) -> int:
-        async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=60,
-                                     limits=httpx.Limits(max_connections=32)) as client:
-            served = 0
+    async def scenario() -> None:
+        started = asyncio.Event()
+        async with httpx.AsyncClient(base_url=server.url, timeout=120,
+                                     limits=httpx.Limits(max_connections=40)) as client:
+            async def flood(n: int) -> None:
+                async with client.stream("POST", "/v1/chat/completions", json=long_answer, headers=AUTH) as answer:
+                    assert answer.status_code == 200
+                    started.set()
+                    async for _ in answer.aiter_bytes():
+                        pass
+                finished.append(f"flood-{n}")
 
-            async def worker() -> None:
-                nonlocal served
-                while not stop.is_set():
-                    answer = await client.post("/v1/chat/completions", json=CHAT)
-                    served += answer.status_code == 200
+            async def victim() -> None:
+                await started.wait()  # the flood is being served, the rest of it queued
+                answer = await client.post("/v1/chat/completions", json=CHAT,
+                                           headers={"Authorization": f"Bearer {other}"})
+                assert answer.status_code == 200
+                finished.append("victim")
 
-            await asyncio.gather(*(worker() for _ in range(32)))
-            return served
+            await asyncio.gather(*(flood(n) for n in range(32)), victim())
 
-    async def measure() -> tuple[list[float], int]:
-        stop = asyncio.Event()
-        flooding = asyncio.create_task(flood(stop))
-        await asyncio.sleep(1.0)
-        loaded = []
-        for _ in range(20):
-            loaded.append((await asyncio.to_thread(timed_get, server.url, "/v1/models", victim))[1])
-            await asyncio.sleep(0.05)
-        stop.set()
-        return loaded, await flooding
+    asyncio.run(scenario())
+    assert len(finished) == 33
+    ahead = finished.index("victim")
+    assert ahead <= 6, finished  # two in flight when it came, then one of each principal in turn
 
-    loaded, served = asyncio.run(measure())
-    loaded_p50 = statistics.median(loaded)
-    print(f"idle p50 {idle_p50 * 1000:.1f} ms, under a 32-way flood p50 {loaded_p50 * 1000:.1f} ms, "
-          f"flood served {served}")
-    assert served > 0
-    assert loaded_p50 <= max(5 * idle_p50, 0.050), (idle_p50, loaded_p50)
+
+# --- the connections themselves: header timeout, connections per address --------------------------------
+
+GUARD_CAP = 6
+
+
+@pytest.fixture(scope="module")
+def guarded():
+    """A gateway of one serving process that closes unfinished headers after 4 s and lets one
+    address hold 6 connections."""
+    server = LocalGateway({"GATEWAY_LOCAL_PROCESSES": "1", "GATEWAY_LOCAL_HEADER_TIMEOUT_SECONDS": "4",
+                           "GATEWAY_LOCAL_MAX_CONNECTIONS_PER_ADDRESS": str(GUARD_CAP)})
+    yield server
+    server.stop()
+
+
+def kept_alive(port: int) -> socket.socket:
+    """A connection that has had one answer and stays open (keep-alive)."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    sock.settimeout(30)
+    return sock
+
+
+def test_the_connection_past_the_cap_from_one_address_is_refused_and_a_freed_place_is_taken(guarded):
+    held = [kept_alive(guarded.port) for _ in range(GUARD_CAP)]
+    try:
+        assert all(read_answer(sock).startswith(b"HTTP/1.1 200") for sock in held)
+        with socket.create_connection(("127.0.0.1", guarded.port)) as extra:
+            extra.settimeout(30)
+            refused = read_answer(extra)
+        assert refused.startswith(b"HTTP/1.1 429"), refused[:200]
+        held.pop().close()
+        # The freed place is taken by the next connection (once the runner has seen the close).
+        for _ in range(50):
+            with kept_alive(guarded.port) as again:
+                if read_answer(again).startswith(b"HTTP/1.1 200"):
+                    break
+        else:
+            raise AssertionError("a freed place was never given to a new connection")
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_connection_with_unfinished_headers_is_closed_and_an_idle_one_too(guarded):
+    half = socket.create_connection(("127.0.0.1", guarded.port))
+    idle = socket.create_connection(("127.0.0.1", guarded.port))
+    try:
+        half.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bear")
+        for sock in (half, idle):
+            sock.settimeout(60)  # not a measure: the runner closes them after its 4 s
+            assert sock.recv(4096) == b""  # closed by the runner, nothing answered
+    finally:
+        half.close()
+        idle.close()

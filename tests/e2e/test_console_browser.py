@@ -296,3 +296,24 @@ def test_an_operator_prices_a_group_and_its_user_sees_and_pays_half_then_exports
     assert header.startswith("created_at,request_id") and ",half,0.5," in newest
     ann.get_by_role("status").filter(has_text="1 requests exported").wait_for()
     assert fits(ann, PHONE)
+
+
+def test_a_cross_site_text_plain_form_cannot_sign_the_browser_into_another_account(site, chromium):
+    """Login CSRF (issue 33, row 3): a page of another site posts `enctype="text/plain"`, whose
+    body, `name=value`, the attacker shapes into JSON naming the attacker's own account; the
+    browser would keep the answer's session cookie and the victim would work in the attacker's
+    account. The sign-in takes application/json only: a 415, no cookie."""
+    mallory = site.admin("create-user", "--username", "mallory")
+    site.admin("set-password", "--user", str(mallory["user_id"]), "--password", "attacker=secret1")
+    context = chromium.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    field = '{"username":"mallory","password":"attacker'  # + "=" + the value: the password's "="
+    page.set_content(f"""<form method="POST" enctype="text/plain" action="{site.url}/api/user/login">
+        <input type="hidden" name='{field}' value='secret1"}}'></form>""")
+    with page.expect_navigation() as navigation:
+        page.evaluate("document.forms[0].submit()")
+    answer = navigation.value
+    assert answer is not None and answer.status == 415
+    assert json.loads(answer.text())["message"].startswith("Content-Type: must be application/json")
+    assert [c for c in context.cookies() if c["name"] == "gateway_session"] == []
+    context.close()

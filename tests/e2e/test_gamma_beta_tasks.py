@@ -54,10 +54,10 @@ def test_a_beta_image_goes_from_submit_to_a_served_sample(gateway, http, demo_ke
     image = httpx.get(done["result"]["sample"], headers={"Accept": "image/png"})
     assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
     settled = closed_reservation(gateway, submitted.json()["id"])
-    assert (settled["status"], settled["closed_units"]) == ("settled", 25_000)
-    assert account(http)["quota"] == quota_before - 25_000  # 0.05 USD per image
+    assert (settled["status"], settled["closed_units"]) == ("settled", 15_000)
+    assert account(http)["quota"] == quota_before - 15_000  # 512x512 is one megapixel for BFL: 0.03 USD
     # And a bad value is refused in the upstream's shape, holding nothing
     refused = http.post("/beta/v1/beta-2-pro", headers={"x-key": demo_key},
                         json={"model": "beta-2-pro", "prompt": "x", "width": 100})
     assert refused.status_code == 400 and refused.json()["detail"].startswith("width:")
-    assert account(http)["quota"] == quota_before - 25_000
+    assert account(http)["quota"] == quota_before - 15_000

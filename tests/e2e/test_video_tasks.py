@@ -57,7 +57,9 @@ def test_a_delta_task_goes_from_submit_to_succeeded_by_itself_and_is_settled_to_
                     lambda r: r["task_status"] in ("succeeded", "failed"), "the delta task")
     assert done["task_status"] == "succeeded" and done["video_id"] == body["task_id"]
     assert done["video_result"] and done["video_results"] == [done["video_result"]] and done["duration"] == "6"
-    assert httpx.get(done["video_result"]).content[4:8] == b"ftyp"
+    # The gateway's own link, with no key: a redirect to the kept copy, as a browser or `curl -L` follows it
+    opened = httpx.get(done["video_result"], follow_redirects=True)
+    assert opened.history[0].status_code == 302 and opened.content[4:8] == b"ftyp"
     # Then the reservation is settled at the one video's price, and the rest of the hold came back
     settled = closed_reservation(gateway, body["task_id"])
     assert (settled["status"], settled["closed_units"]) == ("settled", 450_000)

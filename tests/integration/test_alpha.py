@@ -169,8 +169,8 @@ OPERATIONS = [
       "aspect_ratio": "9:16", "cfg_scale": 0.5, "mode": "pro"}, "videos", 980_000),  # 0.112 x 5 x 3.5
     ("motion-control", "/alpha/v1/videos/motion-control",
      {"model_name": "alpha-video-o1", "image_url": "https://cdn.example/a.png",
-      "video_url": "https://cdn.example/move.mp4", "mode": "std", "duration": 5,
-      "character_orientation": "video"}, "videos", 280_000),  # 0.112 x 5
+      "video_url": "https://cdn.example/move.mp4?seconds=12", "mode": "std", "duration": 5,
+      "character_orientation": "video"}, "videos", 672_000),  # 0.112 x 12 s of the reference video, not 5
     ("omni-image", "/alpha/v1/images/omni-image", {"model_name": "alpha-image-o1", "prompt": "a cat", "n": 2},
      "images", 28_000),  # 0.028 x 2 images
 ]
@@ -194,6 +194,30 @@ def test_each_operation_goes_from_submit_to_its_result_through_its_query(
         assert [i["index"] for i in data["task_result"]["images"]] == [0, 1]
     assert data["final_unit_deduction"] == str(units)
     assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", units)]
+
+
+@pytest.mark.parametrize("orientation,seconds,held,settled", [
+    ("video", 12, 1_680_000, 672_000),  # held: 0.112 x 30 s; settled: x 12 s
+    ("image", 7, 560_000, 392_000),     # held: 0.112 x 10 s; settled: x 7 s
+])
+def test_a_motion_control_holds_the_longest_video_and_settles_the_length_of_the_reference_video(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock, orientation, seconds, held, settled):
+    # The upstream's motion control has no duration: the video lasts as long as the reference
+    # video, up to 30 s (orientation video) or 10 s (image). The simulator refuses a `duration`.
+    before = quota(accounts)
+    body = {"model_name": "alpha-video-o1", "image_url": "https://cdn.example/a.png", "mode": "std",
+            "video_url": f"https://cdn.example/move.mp4?seconds={seconds}", "duration": 5,
+            "character_orientation": orientation}
+    status, answer = post(functions, lambda_context, "/alpha/v1/videos/motion-control", body, demo["key"])
+    assert status == 200, answer
+    task_id = answer["data"]["task_id"]
+    assert before - quota(accounts) == held
+    clock.advance()
+    queues.polls(lambda_context)
+    data = query(functions, lambda_context, "motion-control", task_id, demo["key"])[1]["data"]
+    assert data["task_status"] == "succeed" and data["task_result"]["videos"][0]["duration"] == str(seconds)
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", settled)]
+    assert before - quota(accounts) == settled and data["final_unit_deduction"] == str(settled)
 
 
 def test_alpha_models_run_on_the_generic_route_and_answer_its_result(tasks_env, functions, queues, demo, accounts,
@@ -378,7 +402,7 @@ def test_every_rule_refuses_a_bad_value_with_1201_naming_the_field_holding_nothi
 
 
 def test_custom_elements_and_voices_are_relayed_kept_per_user_and_free(tasks_env, functions, demo, accounts,
-                                                                      lambda_context):
+                                                                      lambda_context, clock):
     before = quota(accounts)
     element = {"model": "alpha-video-o1", "element_name": "hero", "element_description": "a knight in red",
                "element_frontal_image": "https://cdn.example/hero.png",
@@ -388,18 +412,32 @@ def test_custom_elements_and_voices_are_relayed_kept_per_user_and_free(tasks_env
     assert status == 200 and answer["code"] == 0
     created = answer["data"]
     assert created["element_id"] and created["element_name"] == "hero" and created["model_name"] == "alpha-video-o1"
+    # A voice is made by a creation task upstream (its create answers task_id and task_status)
     status, answer = post(functions, lambda_context, "/alpha/v1/general/custom-voices",
                           {"model": "alpha-video-o1", "voice_name": "narrator",
                            "voice_url": "https://cdn.example/voice.mp3"}, demo["key"])
-    voice = answer["data"]
-    assert status == 200 and voice["voice_id"] and voice["voice_name"] == "narrator"
-    # The lists and the single read answer the caller's own
+    assert status == 200, answer
+    creating = answer["data"]
+    assert creating["task_id"] and creating["task_status"] == "submitted" and creating["voice_name"] == "narrator"
+    assert "voice_id" not in creating
+    # The lists and the single read answer the caller's own; the voice's id once the upstream made it
     listed = get(functions, lambda_context, "/alpha/v1/general/custom-elements", demo["key"],
                  query={"model_name": "alpha-video-o1"})[1]["data"]
     assert [e["element_id"] for e in listed] == [created["element_id"]]
     voices = get(functions, lambda_context, "/alpha/v1/general/custom-voices", demo["key"],
                  query={"model_name": "alpha-video-o1"})[1]["data"]
-    assert [v["voice_id"] for v in voices] == [voice["voice_id"]]
+    assert [(v["task_id"], v["task_status"], v.get("voice_id")) for v in voices] == [
+        (creating["task_id"], "submitted", None)]
+    clock.advance()
+    voices = get(functions, lambda_context, "/alpha/v1/general/custom-voices", demo["key"],
+                 query={"model_name": "alpha-video-o1"})[1]["data"]
+    voice = voices[0]
+    assert len(voices) == 1 and voice["task_status"] == "succeed" and voice["voice_id"].startswith("v-")
+    assert voice["voice_name"] == "narrator" and voice["task_id"] == creating["task_id"]
+    by_task = get(functions, lambda_context, f"/alpha/v1/general/custom-voices/{creating['task_id']}", demo["key"],
+                  resource="/alpha/v1/general/custom-voices/{voice_id}", params={"voice_id": creating["task_id"]},
+                  query={"model_name": "alpha-video-o1"})
+    assert by_task[0] == 200 and by_task[1]["data"] == voice
     path = f"/alpha/v1/general/custom-voices/{voice['voice_id']}"
     one = get(functions, lambda_context, path, demo["key"], resource="/alpha/v1/general/custom-voices/{voice_id}",
               params={"voice_id": voice["voice_id"]}, query={"model_name": "alpha-video-o1"})
@@ -416,6 +454,10 @@ def test_custom_elements_and_voices_are_relayed_kept_per_user_and_free(tasks_env
     status, body = post(functions, lambda_context, "/alpha/v1/general/custom-voices",
                         {"model": "alpha-video-o1", "voice_name": "x"}, demo["key"])
     assert status == 400 and body["message"].startswith("voice_url:")
+    status, body = post(functions, lambda_context, "/alpha/v1/general/custom-voices",
+                        {"model": "alpha-video-o1", "voice_name": "n" * 21, "voice_url": "https://a/v.mp3"},
+                        demo["key"])
+    assert status == 400 and body["message"].startswith("voice_name:")
     status, body = get(functions, lambda_context, "/alpha/v1/general/custom-elements", demo["key"])
     assert status == 400 and body["message"].startswith("model_name:")
     assert quota(accounts) == before

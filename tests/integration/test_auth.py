@@ -34,3 +34,48 @@ def test_keys_are_stored_only_as_hashes(demo, accounts):
     key, record = accounts.create_key(1, name="secret")
     assert key not in repr(record) and key not in repr(accounts.list_keys(1))
     assert key.startswith("sk-") and len(key) >= 35
+
+
+# --- the demo key refused once (issue 33): a key that a lookup missed must work once it exists ---
+
+@pytest.fixture
+def key_cache_on():
+    """The key cache as deployed and under make run (the suite runs with it off)."""
+    from gateway.auth import clear_cache
+    from tests.conftest import use_environment
+
+    saved = use_environment(GATEWAY_KEY_CACHE_SECONDS="5")
+    clear_cache()
+    yield
+    use_environment(**saved)
+    clear_cache()
+
+
+def test_a_key_looked_up_before_it_was_stored_works_as_soon_as_it_is(accounts, key_cache_on):
+    """The mechanism of the demo key's 401s: a serving process looked the key up (a miss) before
+    `ensure_demo_account` stored it, and remembered the miss for the key cache's time, so the
+    printed key was refused after "gateway ready"; a restart (a new cache) took it. Now a miss is
+    never remembered: the next request reads the store again."""
+    from gateway.admin import ensure_demo_account
+
+    key = "sk-" + "r" * 48
+    with pytest.raises(AuthenticationFailed, match="not valid"):
+        authenticate({"Authorization": f"Bearer {key}"})  # in flight while the runner seeds
+    ensure_demo_account(user_id=1, key=key, quota=1_000_000, access_token="race-access-token", accounts=accounts)
+    assert authenticate({"Authorization": f"Bearer {key}"}).user_id == 1  # at once, not after 5 s
+
+
+def test_a_miss_of_the_eventually_consistent_read_is_read_again_consistently(demo, accounts, key_cache_on,
+                                                                             monkeypatch):
+    """DynamoDB may not show a key written a moment ago to an eventually consistent read (a key
+    created by POST /api/token/ and used at once): that miss is checked with a consistent read
+    before the key is refused, and never remembered."""
+    from gateway.store.accounts import AccountsRepository
+
+    real = AccountsRepository._get
+
+    def stale_replica(self, pk, sk, consistent=False):
+        return None if sk == "KEY" and not consistent else real(self, pk, sk, consistent)
+
+    monkeypatch.setattr(AccountsRepository, "_get", stale_replica)
+    assert authenticate({"Authorization": f"Bearer {demo['key']}"}).user_id == 1

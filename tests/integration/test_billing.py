@@ -319,3 +319,98 @@ def test_a_settlement_reports_the_units_billed_metric_and_a_refund_does_not(limi
     billed = [doc["UnitsBilled"] for doc in map(json.loads, filter(None, capsys.readouterr().out.splitlines()))
               if "UnitsBilled" in doc]
     assert billed == [[120.0]]
+
+
+def _calls(operation: str) -> list[dict]:
+    """Records the parameters of every `operation` call made from billing's own code from now on."""
+    import sys
+
+    seen: list[dict] = []
+
+    layer = billing.__file__.rsplit("/admission/", 1)[0]
+
+    def note(params, **_):  # the innermost frame of the layer that made the call is billing's
+        frame = sys._getframe(1)
+        while frame is not None and not frame.f_code.co_filename.startswith(layer):
+            frame = frame.f_back
+        if frame is not None and frame.f_code.co_filename == billing.__file__:
+            seen.append(dict(params))
+
+    billing._db().meta.events.register(f"provide-client-params.dynamodb.{operation}", note)
+    return seen
+
+
+def test_a_task_that_took_the_last_units_of_user_and_key_settles_under_its_hold(accounts):
+    # Given a user with 600 units behind a key limited to 600, and a task that held all of them
+    accounts.create_user(username="dee", quota=600, user_id=11)
+    principal = authenticate({"x-api-key": accounts.create_key(11, name="k", quota=600)[0]})
+    reservation = billing.reserve(principal, 600, model="m-small", route="test", reservation_id="all-in")
+    # When it settles at 500, under its hold (nothing above the hold is asked of empty quotas)
+    assert billing.settle(reservation, 500) is True
+    # Then it is settled and the rest of the hold is back on both
+    assert accounts.get_user(11, consistent=True)["quota"] == 100
+    assert closed_as("all-in", billing.SETTLED, 500)
+
+
+def test_the_sweeper_writes_nothing_for_a_reservation_it_reads_as_closed(limited, accounts):
+    # Given a settled reservation that the hold index still lists (an index copy behind the table)
+    reservation = billing.reserve(limited, 100, model="m-small", route="test", reservation_id="behind",
+                                  hold_seconds=1)
+    billing.settle(reservation, 40)
+    record = reservation_record("behind")
+    billing._db().put_item(TableName=billing._table(), Item=billing.to_item(
+        {**record, **billing.hold_index_keys("behind", int(record["hold_until"]))}))
+    transactions = _calls("TransactWriteItems")
+    # When the sweeper runs past its hold
+    counts = billing.sweep_stale(now=time.time() + 60)
+    # Then it is counted as closed without a refund's transaction, and nothing moved
+    assert counts["already_closed"] == 1 and counts["refunded"] == 0 and transactions == []
+    assert accounts.get_user(7, consistent=True)["quota"] == 960
+
+
+def test_a_settlement_above_the_hold_of_a_closed_reservation_is_one_refused_write(accounts):
+    # Given a closed reservation of a user with nothing left beyond it
+    accounts.create_user(username="eve", quota=300, user_id=12)
+    principal = authenticate({"x-api-key": accounts.create_key(12, name="k")[0]})
+    reservation = billing.reserve(principal, 300, model="m-small", route="test", reservation_id="closed-over")
+    billing.refund(reservation)
+    transactions = _calls("TransactWriteItems")
+    # When a late settlement above its hold comes (its quota would refuse the excess too)
+    assert billing.settle(reservation, 5000) is False
+    # Then it is known closed from its one refused write: no smaller charge is tried after it
+    assert len(transactions) == 1
+    assert accounts.get_user(12, consistent=True)["quota"] == 300
+
+
+def test_every_read_billing_decides_on_is_strongly_consistent(limited, accounts):
+    # A bill is readable the moment its answer is, and a refusal names the state just written.
+    reads = _calls("GetItem")
+    reservation = billing.reserve(limited, 500, model="m-small", route="test", reservation_id="c-1")
+    with pytest.raises(InsufficientQuota):  # the key's refusal reads the key
+        billing.reserve(limited, 500, model="m-small", route="test", reservation_id="c-2")
+    billing.settle(reservation, 800)  # above the hold: reads what is left
+    billing.get_reservation("c-1")
+    with pytest.raises(Conflict):  # an id used already: whether the hold found is this very one
+        billing.reserve(limited, 10, model="m-small", route="test", reservation_id="c-1")
+    accounts.create_user(username="gus", quota=10**6, user_id=14)
+    rich = authenticate({"x-api-key": accounts.create_key(14, name="k")[0]})
+    billing.reserve_request(rich, 10, model="m-small", route="test", request_id="c-3", claim_id=True)
+    with pytest.raises(Conflict):  # a claim that meets another reads it
+        billing.reserve_request(rich, 10, model="m-small", route="test", request_id="c-3", claim_id=True)
+    accounts.create_user(username="fay", quota=10, user_id=13)
+    poor = authenticate({"x-api-key": accounts.create_key(13, name="k")[0]})
+    with pytest.raises(InsufficientQuota):  # the user's refusal reads the profile
+        billing.reserve(poor, 500, model="m-small", route="test", reservation_id="c-4")
+    assert len(reads) >= 5 and all(read.get("ConsistentRead") is True for read in reads), reads
+
+
+def test_a_settlement_above_the_hold_never_takes_a_limited_key_below_zero_when_the_user_is_rich(accounts):
+    # Given a rich user behind a key limited to 600, and a task that held 300 of them
+    accounts.create_user(username="hal", quota=10**6, user_id=15)
+    principal = authenticate({"x-api-key": accounts.create_key(15, name="k", quota=600)[0]})
+    reservation = billing.reserve(principal, 300, model="m-small", route="test", reservation_id="key-binds")
+    # When its real price comes to 5000 units
+    assert billing.settle(reservation, 5000) is True
+    # Then the key gives what it had (600 in all), never more
+    key = accounts.list_keys(15)[0]
+    assert key["remain_quota"] == 0 and accounts.get_user(15, consistent=True)["quota"] == 10**6 - 600

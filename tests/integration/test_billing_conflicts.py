@@ -103,3 +103,12 @@ def test_a_reservation_that_conflicts_on_all_but_its_last_attempt_still_goes_thr
     assert reservation.units == 70
     assert accounts.get_user(1, consistent=True)["quota"] == before - 70
     assert billing.get_reservation("conflict-last-attempt").status == billing.RESERVED
+
+
+def test_a_conflict_that_never_clears_is_asked_six_times_in_all(principal, accounts, monkeypatch):
+    conflicting = _Conflicting(billing._db(), 1000)
+    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    monkeypatch.setattr(billing.time, "sleep", lambda _: None)
+    with pytest.raises(RateLimited):
+        billing.reserve(principal, 700, model="m-small", route="/v1/chat/completions", reservation_id="six")
+    assert conflicting.conflicts == 1000 - 6

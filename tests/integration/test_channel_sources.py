@@ -73,3 +73,49 @@ def test_a_keys_secret_that_is_not_a_json_object_of_strings_is_refused(store):
     client("ssm").put_parameter(Name="/gateway/channels", Type="String", Value=json.dumps(DOCUMENT), Overwrite=True)
     with pytest.raises(ChannelsConfigError, match="must be a JSON object of names to keys"):
         started("images", GATEWAY_CHANNELS_PARAMETER="/gateway/channels", GATEWAY_CHANNEL_KEYS_SECRET=arn)
+
+
+def _secret_calls() -> list[str]:
+    """The Secrets Manager operations the layer's client makes from now on."""
+    calls: list[str] = []
+    client("secretsmanager").meta.events.register(
+        "before-call.secrets-manager", lambda model, **_: calls.append(model.name))
+    return calls
+
+
+def test_a_refresh_reads_every_secret_it_needs_in_one_call(keys_secret):
+    arn = client("secretsmanager").create_secret(Name="gateway-channels-batch",
+                                                 SecretString=json.dumps(DOCUMENT))["ARN"]
+    calls = _secret_calls()
+    catalog = started("text", GATEWAY_CHANNELS_SECRET=arn, GATEWAY_CHANNEL_KEYS_SECRET=keys_secret)
+    assert [c.api_key for c in catalog.channels] == ["sk-from-the-secret"]
+    # the document's secret and the keys' secret: one BatchGetSecretValue, not one GetSecretValue each
+    assert calls == ["BatchGetSecretValue"]
+
+
+def test_a_function_that_needs_no_keys_never_reads_the_keys_secret(keys_secret):
+    client("ssm").put_parameter(Name="/gateway/channels", Type="String", Value=json.dumps(DOCUMENT), Overwrite=True)
+    calls = _secret_calls()
+    catalog = started("account", GATEWAY_CHANNELS_PARAMETER="/gateway/channels",
+                      GATEWAY_CHANNEL_KEYS_SECRET=keys_secret, GATEWAY_CHANNEL_KEYS_NEEDED="false")
+    assert [(c.name, c.api_key) for c in catalog.channels] == [("main-chat", "")]
+    assert calls == []
+
+
+def test_while_one_thread_rereads_the_document_the_others_go_on_with_the_one_in_force(keys_secret):
+    from gateway.routing import channels
+
+    client("ssm").put_parameter(Name="/gateway/channels", Type="String", Value=json.dumps(DOCUMENT), Overwrite=True)
+    saved = use_environment(**{**NO_SOURCE, "GATEWAY_CHANNELS_PARAMETER": "/gateway/channels",
+                               "GATEWAY_CHANNEL_KEYS_SECRET": keys_secret})
+    try:
+        first = get_catalog()
+        channels._cached = (0.0, first)  # due for a re-read
+        with channels._lock:  # another thread is re-reading it
+            assert get_catalog() is first
+        # a re-read that fails (the parameter is gone) keeps the catalog in force
+        client("ssm").delete_parameter(Name="/gateway/channels")
+        assert get_catalog() is first
+        assert channels._cached[0] > 0.0  # and waits the minute before trying again
+    finally:
+        use_environment(**saved)

@@ -384,3 +384,21 @@ def test_randomized_codes_and_redeemers_create_or_lose_no_unit(people, accounts,
         assert sum(e["quota"] for e in log) == expected[user_id]
         entries += len(log)
     assert entries == used + deleted_used[0]  # one top-up entry per credit, none more
+
+
+def _state_changing_routes():
+    from tests.deploy_support import source_template
+
+    events = source_template()["Resources"]["CommerceFunction"]["Properties"]["Events"]
+    return sorted({(e["Properties"]["Method"].upper(), e["Properties"]["Path"]) for e in events.values()
+                   if e["Properties"]["Method"].upper() in ("POST", "PUT")})
+
+
+@pytest.mark.parametrize(("method", "path"), _state_changing_routes())
+def test_every_state_changing_commerce_route_refuses_a_cross_site_form_with_415(commerce_fn, lambda_context, people,
+                                                                                 accounts, method, path):
+    event = api_event(method, path, headers={**OPERATOR, "Content-Type": "text/plain"},
+                      body='{"key":"Notice","value":"x","name":"n","quota":1,"username":"zed","password":"a long one"}')
+    answer = commerce_fn.lambda_handler(event, lambda_context)
+    assert answer["statusCode"] == 415 and "application/json" in json.loads(answer["body"])["message"]
+    assert CommerceRepository().options() == {} and accounts.user_id_for_username("zed") is None

@@ -1,5 +1,5 @@
-"""The console's JSON API: sign-in with a password, the session cookie and its CSRF guard, the
-sign-in limits, the password change, the spend per day, and the operator's routes."""
+"""The console's JSON API: sign-in with a password, the session cookie and its CSRF guard (the
+sign-in limits: test_sign_in.py), the password change, the spend per day, and the operator's routes."""
 
 import json
 from datetime import UTC, datetime
@@ -86,26 +86,7 @@ def test_sign_out_ends_the_session_for_good(account_fn, people, lambda_context):
     assert status == 401
 
 
-@pytest.mark.parametrize("username,password", [("ann", "wrong password"), ("nobody", PASSWORD)])
-def test_a_wrong_password_or_user_is_one_401_naming_neither(account_fn, people, lambda_context, username, password):
-    status, body, headers = sign_in(account_fn, lambda_context, username, password)
-    assert status == 401 and body == {"data": None, "message": "wrong username or password", "success": False}
-    assert "Set-Cookie" not in headers
-
-
-def test_failed_sign_ins_are_limited_per_user_and_per_address(account_fn, people, lambda_context):
-    for _ in range(session.MAX_FAILURES_PER_USER):
-        assert sign_in(account_fn, lambda_context, "ann", "wrong password", source_ip="10.0.0.7")[0] == 401
-    # Even the right password waits now, from any address: the user's window is full.
-    status, body, headers = sign_in(account_fn, lambda_context, "ann", source_ip="10.0.0.8")
-    assert status == 429 and "try again" in body["message"] and int(headers["Retry-After"]) > 0
-    # Another user from the first address still signs in (the address has room left) ...
-    assert sign_in(account_fn, lambda_context, "demo", source_ip="10.0.0.7")[0] == 200
-    # ... until that address has failed too often, whoever it names.
-    for n in range(session.MAX_FAILURES_PER_ADDRESS):
-        sign_in(account_fn, lambda_context, f"guess{n}", "wrong password", source_ip="10.0.0.9")
-    status, _, _ = sign_in(account_fn, lambda_context, "demo", source_ip="10.0.0.9")
-    assert status == 429
+# A wrong password or name, and the sign-in limits: tests/integration/test_sign_in.py.
 
 
 def test_a_disabled_user_cannot_sign_in_and_its_session_stops(account_fn, people, lambda_context, accounts):

@@ -149,6 +149,11 @@ def test_an_unknown_or_foreign_task_id_answers_unknown_like_the_upstream(
     ({"parameters": {"seed": -1}}, "parameters.seed"),
     ({"parameters": {"fps": 30}}, "parameters.fps"),
     ({"input": None}, "input"),
+    ({"parameters": {"size": "1920*1080"}}, "parameters.size"),  # image-to-video takes resolution
+    ({"model": "gamma2.6-t2v", "input": {"prompt": "x"}, "parameters": {"size": "1920x1080"}}, "parameters.size"),
+    ({"model": "gamma2.6-t2v", "input": {"prompt": "x"}, "parameters": {"size": "832*480"}}, "parameters.size"),
+    ({"model": "gamma2.5-t2v-preview", "input": {"prompt": "x"},
+      "parameters": {"size": "832*480", "resolution": "1080P"}}, "parameters.size"),
 ])
 def test_every_bad_value_is_an_invalid_parameter_naming_the_field_and_holds_nothing(
         tasks_env, functions, demo, accounts, lambda_context, change, field):
@@ -158,6 +163,52 @@ def test_every_bad_value_is_an_invalid_parameter_naming_the_field_and_holds_noth
     assert answer["message"].startswith(f"{field}:"), answer["message"]
     assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
     assert_nothing_held(accounts, before)
+
+
+@pytest.mark.parametrize("parameters,size,units", [
+    ({"resolution": "480P"}, "832*480", 125_000),     # 0.10 USD/s x 5 s x 0.5
+    ({"size": "480*832"}, "480*832", 125_000),
+    ({"resolution": "720P"}, "1280*720", 250_000),
+    ({}, "1920*1080", 375_000),                       # the default, 1080P: x 1.5
+])
+def test_a_text_to_video_task_reaches_wan_as_a_size_and_is_billed_for_the_size_rendered(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock, parameters, size, units):
+    # Wan text-to-video reads `parameters.size` (W*H) and ignores `resolution` (DashScope's
+    # reference; new-api's ali adaptor): the simulator renders its default 1920*1080 otherwise.
+    from gateway_local.simulators import gamma as simulator
+
+    before = quota(accounts)
+    body = {"model": "gamma2.5-t2v-preview", "input": {"prompt": "a kite over the sea"},
+            "parameters": {**parameters, "duration": 5}}
+    status, answer = submit(functions, lambda_context, body, demo["key"])
+    assert status == 200, answer
+    upstream = simulator.TASKS[stored(answer["output"]["task_id"])["upstream_task_id"]]
+    assert upstream["size"] == size
+    assert quota(accounts) == before - units
+    clock.advance()
+    queues.polls(lambda_context)
+    task_id = answer["output"]["task_id"]
+    assert query(functions, lambda_context, task_id, demo["key"])[1]["output"]["task_status"] == "SUCCEEDED"
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", units)]
+
+
+def test_a_gamma_task_settles_to_the_seconds_and_tier_the_upstream_reports_never_above_the_hold():
+    from dataclasses import replace
+
+    from gateway.prices import SHIPPED
+    from gateway.store.tasks import Task
+    from gateway.tasks.families.gamma import FAMILY
+
+    price = SHIPPED["gamma2.6-i2v"]
+    task = Task(task_id="t", owner_id="1", family="gamma", model="gamma2.6-i2v", channel="c", upstream_task_id="u",
+                reservation={"units": I2V_UNITS}, created_at=0, updated_at=0, public={"resolution": "1080P"})
+    assert FAMILY.units_to_settle(replace(task, details={"usage": {"video_duration": 10, "SR": 720}}), price) \
+        == 500_000  # rendered at 720P: x 1
+    assert FAMILY.units_to_settle(replace(task, details={"usage": {"duration": 5, "size": "832*480"}}), price) \
+        == 125_000
+    assert FAMILY.units_to_settle(replace(task, details={"usage": {"video_duration": 99, "SR": 1080}}), price) \
+        == I2V_UNITS
+    assert FAMILY.units_to_settle(replace(task, details={}), price) == I2V_UNITS
 
 
 def test_a_body_that_is_not_json_is_an_invalid_parameter(tasks_env, functions, demo, lambda_context):

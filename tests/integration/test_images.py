@@ -251,6 +251,18 @@ def test_an_iota_generation_answers_pngs_and_usage_and_charges_price_times_n(ima
     assert balance(accounts) == (quota - cost, used + cost, count + 1, [("iota-image-1", cost, cost, "settled")])
 
 
+def test_an_iota_generation_with_response_format_b64_json_is_answered_without_relaying_the_field(
+        images_fn, simulated, demo, accounts, lambda_context):
+    # The simulator refuses the field as gpt-image does (400 "Unknown parameter: 'response_format'");
+    # the gateway takes b64_json (the only answer an iota model gives) and does not relay it.
+    quota = balance(accounts)[0]
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox",
+                                                             "response_format": "b64_json"}, demo["key"])
+    assert status == 200, answer
+    assert set(answer["data"][0]) == {"b64_json"}
+    assert balance(accounts)[0] == quota - UNITS_PER_IMAGE["iota-image-1"]
+
+
 def test_a_mini_model_is_charged_its_own_price(images_fn, simulated, demo, accounts, lambda_context):
     quota = balance(accounts)[0]
     status, _, _ = generate(images_fn, lambda_context, {"model": "iota-image-1-mini", "prompt": "a fox", "n": 2},

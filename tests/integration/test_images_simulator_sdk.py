@@ -127,3 +127,31 @@ def test_what_the_sdk_sends_passes_the_gateway_rules(base_url):
     iota, theta, edit = checked
     assert (iota.n, iota.size, theta.quality) == (3, "1536x1024", "hd")
     assert (edit.n, edit.seed, edit.negative_prompt, edit.image_type) == (4, 7, "blur", "png")
+
+
+@pytest.mark.parametrize("call", ["generate", "edit"])
+def test_an_iota_model_refuses_response_format_as_gpt_image_does(sdk, call):
+    # gpt-image answers b64_json only and refuses the field (OpenAI images API reference;
+    # openai-python ImageGenerateParams/ImageEditParams: "not supported for gpt-image-1").
+    with pytest.raises(openai.BadRequestError) as refused:
+        if call == "generate":
+            sdk.images.generate(model="iota-image-1", prompt="a fox", response_format="b64_json")
+        else:
+            sdk.images.edit(model="iota-image-1", image=("a.png", PNG, "image/png"), prompt="p",
+                            response_format="b64_json")
+    assert refused.value.body["param"] == "response_format"
+    assert "Unknown parameter: 'response_format'" in refused.value.body["message"]
+
+
+def test_an_iota_field_the_images_api_does_not_define_is_an_unknown_parameter(sdk):
+    # The simulator takes the fields openai-python's ImageGenerateParams / ImageEditParams define.
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.images.generate(model="iota-image-1", prompt="a fox", extra_body={"seed": 7})
+    assert refused.value.body["param"] == "seed" and refused.value.body["code"] == "unknown_parameter"
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.images.edit(model="iota-image-1", image=("a.png", PNG, "image/png"), prompt="p",
+                        extra_body={"style": "vivid"})
+    assert refused.value.body["param"] == "style"
+    ok = sdk.images.generate(model="iota-image-1", prompt="a fox", quality="low", background="opaque",
+                             output_format="png", moderation="low", output_compression=50, user="u")
+    assert ok.data[0].b64_json

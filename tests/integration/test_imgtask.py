@@ -8,6 +8,7 @@ import base64
 import json
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -15,7 +16,7 @@ from starlette.routing import Route
 from gateway.imagetypes import detect_image_type
 from gateway.tasks import callbacks
 from gateway_local.simulators import imgtask as simulator
-from tests.conftest import serve_asgi
+from tests.conftest import serve_asgi, use_environment
 from tests.integration.money_support import assert_nothing_held
 from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 from tests.integration.test_task_faults import Receiver
@@ -36,8 +37,15 @@ def fetch(functions, ctx, task_id, key):
 
 
 def image(functions, ctx, task_id, key, query=None):
-    return call(functions["imgtask"], ctx, "GET", f"/imgtask/image/{task_id}", key, query=query,
-                resource="/imgtask/image/{id}", path_parameters={"id": task_id})
+    """The image route's answer, its redirect to the kept copy followed with plain HTTP (no key),
+    in API Gateway's shape."""
+    answer = call(functions["imgtask"], ctx, "GET", f"/imgtask/image/{task_id}", key, query=query,
+                  resource="/imgtask/image/{id}", path_parameters={"id": task_id})
+    if answer["statusCode"] != 302:
+        return answer
+    kept = httpx.get(answer["multiValueHeaders"]["Location"][0])
+    return {"statusCode": kept.status_code, "multiValueHeaders": {"Content-Type": [kept.headers["content-type"]]},
+            "body": base64.b64encode(kept.content).decode(), "isBase64Encoded": True, "redirected": True}
 
 
 def quota(accounts) -> int:
@@ -115,9 +123,9 @@ def test_the_image_is_served_with_the_key_and_by_its_signed_link_without_one(
     # The record's imageUrl works without any key
     link = fetch(functions, lambda_context, task_id, demo["key"])[1]["imageUrl"]
     query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
-    signed = call(functions["imgtask"], lambda_context, "GET", f"/imgtask/image/{task_id}", "", query=query,
-                  resource="/imgtask/image/{id}", path_parameters={"id": task_id})
-    assert signed["statusCode"] == 200 and base64.b64decode(signed["body"]) == base64.b64decode(answer["body"])
+    signed = image(functions, lambda_context, task_id, "", query=query)
+    assert signed["statusCode"] == 200 and signed["redirected"]
+    assert base64.b64decode(signed["body"]) == base64.b64decode(answer["body"])
     # A tampered or expired link is refused, and no key is no access
     for bad in ({**query, "signature": "0" * 64}, {**query, "expires": "1"}):
         refused = call(functions["imgtask"], lambda_context, "GET", f"/imgtask/image/{task_id}", "", query=bad,
@@ -127,13 +135,32 @@ def test_the_image_is_served_with_the_key_and_by_its_signed_link_without_one(
     assert image(functions, lambda_context, "not-a-number", demo["key"])["statusCode"] == 400
 
 
-def test_an_expired_upstream_image_is_a_clear_404(tasks_env, functions, queues, demo, lambda_context, clock,
-                                                  monkeypatch):
+def test_an_image_larger_than_a_lambda_answer_is_kept_and_leaves_whole_by_a_presigned_link(
+        tasks_env, functions, queues, demo, lambda_context, clock):
+    from gateway.multipart import MAX_BINARY_ANSWER_BYTES
+
+    task_id = imagine(functions, lambda_context, demo["key"], prompt="a wide grid #fault=big")
+    finish(queues, lambda_context, clock)
+    link = fetch(functions, lambda_context, task_id, demo["key"])[1]["imageUrl"]
+    query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+    answer = image(functions, lambda_context, task_id, "", query=query)
+    assert answer["statusCode"] == 200 and answer["redirected"], answer.get("body", "")[:300]
+    data = base64.b64decode(answer["body"])
+    assert len(data) > MAX_BINARY_ANSWER_BYTES and detect_image_type(data) == "png"
+
+
+def test_an_expired_upstream_image_is_still_served_from_the_kept_copy_and_a_clear_404_without_one(
+        tasks_env, functions, queues, demo, lambda_context, clock, monkeypatch):
     monkeypatch.setenv("GATEWAY_SIM_IMAGE_SECONDS", "60")
     task_id = imagine(functions, lambda_context, demo["key"])
     finish(queues, lambda_context, clock)
     clock.advance(120)
-    answer = image(functions, lambda_context, task_id, demo["key"])
+    assert image(functions, lambda_context, task_id, demo["key"])["statusCode"] == 200  # the kept copy
+    saved = use_environment(RESULTS_BUCKET=None)
+    try:
+        answer = image(functions, lambda_context, task_id, demo["key"])
+    finally:
+        use_environment(**saved)
     assert answer["statusCode"] == 404 and "no longer has the image" in json.loads(answer["body"])["description"]
 
 
@@ -386,11 +413,13 @@ def test_an_action_needs_one_of_the_parents_buttons_and_the_callers_own_parent(
 def test_an_upstream_image_link_to_a_private_address_is_never_read(tasks_env, functions, queues, demo,
                                                                    lambda_context, clock, monkeypatch):
     task_id = imagine(functions, lambda_context, demo["key"])
-    finish(queues, lambda_context, clock)
-    # Given private addresses refused (as deployed), the simulator's 127.0.0.1 link is not followed
+    # Given private addresses refused (as deployed), the simulator's 127.0.0.1 link is not followed:
+    # neither by the poller that would keep the image, nor by the route that would relay it
     monkeypatch.setenv("GATEWAY_CALLBACK_ALLOW_PRIVATE", "0")
     from gateway.settings import reload_settings
     reload_settings()
+    finish(queues, lambda_context, clock)
+    assert stored(task_id)["status"] == "succeeded"
     answer = image(functions, lambda_context, task_id, demo["key"])
     assert answer["statusCode"] == 502 and "does not read" in json.loads(answer["body"])["description"]
 
@@ -455,3 +484,87 @@ def test_a_modal_refused_for_quota_waits_again_and_two_completions_never_both_ru
     assert [e["outcome"] for e in ledger_of(accounts, modal_id)] == []  # held once, not yet settled
     finish(queues, lambda_context, clock)
     assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, modal_id)] == [("settled", MODAL_UNITS)]
+
+
+# --- the basic (open-source) midjourney-proxy: a channel's `variant` --------------------------
+
+@pytest.fixture
+def basic_channel(tasks_env, tmp_path):
+    """The only imgtask channel runs the open-source midjourney-proxy (`variant: basic`)."""
+    from tests.conftest import use_environment
+
+    document = {"channels": [{"name": "mj-basic", "protocol": "imgtask", "base_url": tasks_env + "/imgtask/basic",
+                              "api_key": "k", "models": ["*"], "variant": "basic"}]}
+    path = tmp_path / "channels.json"
+    path.write_text(json.dumps(document))
+    saved = use_environment(GATEWAY_CHANNELS_FILE=str(path))
+    yield tasks_env
+    use_environment(**saved)
+
+
+def test_on_a_basic_channel_buttons_are_change_calls_u_v_and_reroll(
+        basic_channel, functions, queues, demo, accounts, lambda_context, clock):
+    # The open-source midjourney-proxy has no /mj/submit/action and its records no buttons: the
+    # gateway gives a finished grid U1-U4, V1-V4 and reroll, and runs them as /mj/submit/change.
+    task_id = imagine(functions, lambda_context, demo["key"])
+    finish(queues, lambda_context, clock)
+    done = fetch(functions, lambda_context, task_id, demo["key"])[1]
+    assert done["status"] == "SUCCESS"
+    assert [b["label"] or b["emoji"] for b in done["buttons"]] == ["U1", "U2", "U3", "U4", "🔄",
+                                                                   "V1", "V2", "V3", "V4"]
+    made = {}
+    for label, action in (("U2", "UPSCALE"), ("V3", "VARIATION"), ("🔄", "IMAGINE")):
+        custom_id = next(b["customId"] for b in done["buttons"] if (b["label"] or b["emoji"]) == label)
+        status, answer = post(functions, lambda_context, "/imgtask/submit/action",
+                              {"taskId": task_id, "customId": custom_id}, demo["key"])
+        assert status == 200 and answer["code"] == 1, answer
+        upstream = simulator.TASKS[stored(answer["result"])["upstream_task_id"]]
+        assert upstream["basic"] and upstream["parent"] == stored(task_id)["upstream_task_id"]
+        finish(queues, lambda_context, clock)
+        record = fetch(functions, lambda_context, answer["result"], demo["key"])[1]
+        assert record["status"] == "SUCCESS" and record["action"] == action
+        assert [(e["outcome"]) for e in ledger_of(accounts, answer["result"])] == ["settled"]
+        made[label] = record
+    # A variation is a grid again (its buttons are change calls too); an upscale is not: none
+    assert [b["label"] for b in made["V3"]["buttons"]][:4] == ["U1", "U2", "U3", "U4"]
+    assert made["U2"]["buttons"] == []
+
+
+@pytest.mark.parametrize("path,body,named", [
+    ("/imgtask/submit/shorten", {"prompt": "a very long prompt"}, "shorten"),
+    ("/imgtask/insight-face/swap", {"sourceBase64": PNG, "targetBase64": PNG}, "face swap"),
+    ("/imgtask/submit/imagine", {"prompt": "a fox", "botType": "NIJI_JOURNEY"}, "NIJI_JOURNEY"),
+])
+def test_what_the_basic_build_cannot_do_is_a_clear_400_before_any_hold(
+        basic_channel, functions, demo, accounts, lambda_context, path, body, named):
+    before = quota(accounts)
+    status, answer = post(functions, lambda_context, path, body, demo["key"])
+    assert status == 400, answer
+    assert named in answer["description"] and "basic" in answer["description"]
+    assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert_nothing_held(accounts, before)
+
+
+def test_a_basic_channel_refuses_image_seed_and_an_extended_only_button_with_a_400(
+        basic_channel, functions, queues, demo, accounts, lambda_context, clock):
+    task_id = imagine(functions, lambda_context, demo["key"])
+    finish(queues, lambda_context, clock)
+    status, answer = status_and_json(call(functions["imgtask"], lambda_context, "GET",
+                                          f"/imgtask/task/{task_id}/image-seed", demo["key"],
+                                          resource="/imgtask/task/{id}/image-seed", path_parameters={"id": task_id}))
+    assert status == 400 and "image-seed" in answer["description"], answer
+    before = quota(accounts)
+    job = stored(task_id)["details"]["buttons"][0]["customId"].rsplit("::", 1)[-1]
+    status, answer = post(functions, lambda_context, "/imgtask/submit/action",
+                          {"taskId": task_id, "customId": f"MJ::JOB::pan_left::1::{job}::SOLO"}, demo["key"])
+    assert status == 400 and quota(accounts) == before
+
+
+def test_the_basic_simulator_answers_404_for_what_the_open_source_proxy_lacks(tasks_env):
+    import httpx
+
+    base = tasks_env + "/imgtask/basic/mj"
+    for path in ("/submit/action", "/submit/modal", "/submit/shorten", "/insight-face/swap"):
+        answer = httpx.post(base + path, json={}, headers={"mj-api-secret": "k"})
+        assert answer.status_code == 404 and answer.json()["error"] == "Not Found", path
+    assert httpx.get(base + "/task/1/image-seed", headers={"mj-api-secret": "k"}).status_code == 404

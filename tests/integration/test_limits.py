@@ -272,3 +272,56 @@ def test_a_tasks_durable_reservation_holds_on_the_budget_and_its_close_gives_bac
     assert isinstance(attempt(principal(user), 200_000, parallel=False), billing.Reservation)
     left = limits.shown(accounts.raw_user(7), limits.limit_scope(user_id=7), frozen["now"])["budget_left_usd"]
     assert left == 0.4
+
+
+def test_a_rate_limited_hold_names_the_end_of_its_utc_minute_as_the_reset(user, accounts, frozen):
+    limit("--key", user["key_id"], "--rpm", "10", accounts=accounts)
+    held = attempt(principal(user), 100)
+    end = int(datetime(2026, 11, 24, 12, 1, 0, tzinfo=UTC).timestamp())
+    assert isinstance(held, billing.Reservation) and held.ratelimit == (("requests", 10, 9, end),)
+
+
+def test_a_slice_idle_for_two_seconds_goes_back_to_the_minute_and_not_before(user, accounts, frozen):
+    limit("--key", user["key_id"], "--rpm", "200", accounts=accounts)  # slices of 10
+    step = limits.LimitStep()
+    step.enter(steps.AdmissionRequest(principal(user), 1, "m-small", "test", uuid.uuid4().hex))
+    minute = limits.window_ids(frozen["now"])["minute"]
+    (scope, _), mine = next(iter(step._slices.items()))
+    taken = lambda: limits._counter(scope, "RPM#" + minute, "taken")  # noqa: E731
+    assert (mine.left, taken()) == (9, 10)
+    with step._lock:
+        step._return_idle(mine.used_at + 1.99, minute)
+    assert taken() == 10
+    with step._lock:
+        step._return_idle(mine.used_at + 2.0, minute)
+    assert taken() == 1 and not step._slices
+
+
+def test_a_tpm_hold_settled_without_a_token_count_gives_its_whole_hold_back(user, accounts, frozen):
+    limit("--key", user["key_id"], "--tpm", "1000", accounts=accounts)
+    first = billing.reserve_request(principal(user), 100, model="m-small", route="test",
+                                    request_id=uuid.uuid4().hex, tokens=900)
+    billing.settle(first, 50)  # an answer with no token count (nothing to count against tpm)
+    again = billing.reserve_request(principal(user), 100, model="m-small", route="test",
+                                    request_id=uuid.uuid4().hex, tokens=1000)
+    assert isinstance(again, billing.Reservation)
+
+
+def test_a_counter_write_cancelled_for_throughput_is_asked_again(user, accounts, frozen, store):
+    from gateway_local.faults import Faults
+
+    limit("--user", "7", "--budget-usd", "1", "--budget-period", "daily", accounts=accounts)
+    faults = Faults()
+    store.use_faults(faults)
+    try:
+        faults.plan("TransactWriteItems", "throttle")  # the budget's hold, cancelled: ThrottlingError
+        assert isinstance(attempt(principal(user), 30_000), billing.Reservation)
+    finally:
+        store.use_faults(None)
+    assert faults.counts.throttled == 1
+
+
+def test_what_is_left_is_never_shown_below_zero_in_either_dialects_headers():
+    state = (("tokens", 1000, -5, 1_800_000_060),)
+    assert limits.anthropic_headers(state)["anthropic-ratelimit-tokens-remaining"] == "0"
+    assert limits.openai_headers(state, now=1_800_000_000)["x-ratelimit-remaining-tokens"] == "0"

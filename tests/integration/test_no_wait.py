@@ -78,7 +78,6 @@ def test_stale_channel_health_is_read_on_a_thread_not_marked_fresh_unread(store)
 
 def test_a_hold_does_not_wait_on_the_loop_for_another_thread_grant(demo, key_cache):
     import threading
-    import time
 
     principal = auth.authenticate({"authorization": f"Bearer {demo['key']}"})
     billing.reserve_request(principal, 100, model="m-small", route="test", request_id="warm",
@@ -97,11 +96,10 @@ def test_a_hold_does_not_wait_on_the_loop_for_another_thread_grant(demo, key_cac
             seen.append(exc)
 
     waiter = threading.Thread(target=hold, daemon=True)
-    started = time.monotonic()
     waiter.start()
     waiter.join(timeout=5)
     assert not waiter.is_alive(), "the hold waited for the other thread's grant"
-    assert [type(exc) for exc in seen] == [WouldWait] and time.monotonic() - started < 1 and pool._open == {}
+    assert [type(exc) for exc in seen] == [WouldWait] and pool._open == {}
 
 
 def test_here_unless_it_waits_runs_on_the_loop_and_moves_to_a_thread_only_for_an_aws_call(store):

@@ -348,7 +348,7 @@ def test_an_upstream_that_says_succeeded_without_a_video_link_fails_the_task_and
     # Then the task failed saying why, and the whole hold came back: nothing is billed for no video
     task = stored(task_id)
     assert task["status"] == "failed"
-    assert task["error"] == ("the upstream returned the video inline; this gateway relays video links only" if inline
+    assert task["error"] == ("the upstream returned the video inline, and no results bucket keeps it" if inline
                              else "the upstream finished without a video")
     assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("refunded", 0)]
     closed_as(task_id, billing.REFUNDED)

@@ -27,7 +27,7 @@ def own_tasks(account_fn, ctx, demo, query=None, *, user="1", token=None):
     return answer["statusCode"], json.loads(answer["body"])
 
 
-def stored_task(task_id: str, owner: str, created_at: int, *, family="delta", status="succeeded",
+def stored_task(task_id: str, owner: str, created_at: int, *, family="zeta", status="succeeded",
                 urls=("http://upstream.invalid/raw.mp4",)) -> None:
     TasksRepository().put(Task(
         task_id=task_id, owner_id=owner, family=family, model=f"{family}-video", channel="c",

@@ -206,6 +206,33 @@ def test_a_plain_answer_not_started_within_the_first_byte_time_is_a_504_and_refu
     assert open_reservations(1) == []
 
 
+@pytest.mark.parametrize("dialect", ["chat", "messages", "content"])
+def test_a_plain_answer_that_fails_after_its_keep_alive_began_ends_in_the_dialects_envelope_refunded(
+        demo, catalog, monkeypatch, dialect):
+    # Given an upstream that answers after 2 s, a keep-alive after 0.2 s, a first-byte time of 1 s
+    monkeypatch.setenv("GATEWAY_SIM_SLOW_SECONDS", "2")
+    monkeypatch.setenv("GATEWAY_BUFFERED_KEEPALIVE_SECONDS", "0.2")
+    from gateway.settings import reload_settings
+    reload_settings()
+    catalog([channel("chat", fault="slow")])
+    before = quota()
+    request = inbound(dialect, demo["key"])
+    try:
+        status, headers, data = run(dialect, request, timeouts=Timeouts(first_byte=1.0))
+    finally:
+        monkeypatch.delenv("GATEWAY_BUFFERED_KEEPALIVE_SECONDS")
+        reload_settings()
+    # Then the answer was committed (200, JSON) and kept alive with spaces, and its body is the
+    # dialect's error envelope, which the SDK's JSON parser reads past the spaces
+    assert status == 200 and headers["content-type"] == "application/json" and data.startswith(b"  ")
+    error = json.loads(data)
+    assert {"chat": lambda e: e["error"]["code"] == "upstream_timeout", "messages": lambda e: e["type"] == "error",
+            "content": lambda e: e["error"]["code"] == 504}[dialect](error), error
+    # And nothing was billed
+    assert quota() == before and ledger(request.request_id)["outcome"] == "refunded"
+    assert open_reservations(1) == []
+
+
 def test_a_model_no_channel_serves_is_a_404_naming_it_and_nothing_is_reserved(demo, catalog):
     catalog([channel("chat", models=["m-large"])])
     request = inbound("chat", demo["key"])

@@ -180,3 +180,65 @@ def test_a_new_key_gets_the_default_limits_capped_by_its_users_own(account_fn, u
     assert own["data"]["rpm"] == 5 and own["data"]["max_parallel"] == 4
     issued = admin.run(["issue-key", "--user", "1", "--name", "ops"])
     assert issued["limits"] == {"rpm": 30, "tpm": 0, "max_parallel": 8, "budget_usd": 5.0, "budget_period": "weekly"}
+
+
+def test_a_limit_the_operator_set_on_a_key_is_marked_and_its_owner_may_tighten_it_never_loosen_or_clear_it(
+        account_fn, users, accounts, lambda_context):
+    """Issue 33, row 8: `PUT /api/token/` with rpm 0 and budget 0 cleared an operator's limits."""
+    from gateway import admin
+
+    _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "shared"})
+    key_id = created["data"]["id"]
+    admin.run(["set-limits", "--key", key_id, "--rpm", "10", "--budget-usd", "1", "--budget-period", "daily"],
+              accounts)
+    _, listed = call(account_fn, lambda_context, "GET", "/api/token/", users[2])
+    (token,) = [t for t in listed["data"]["items"] if t["id"] == key_id]
+    assert token["operator_limits"] == {"rpm": 10, "budget_usd": 1.0, "budget_period": "daily"}
+    for change, field in (({"rpm": 0}, "rpm"), ({"rpm": 11}, "rpm"), ({"budget_usd": 0}, "budget_usd"),
+                          ({"budget_usd": 1.5}, "budget_usd"), ({"budget_period": "weekly"}, "budget_usd")):
+        status, body = call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": key_id, **change})
+        assert status == 400 and body["message"].startswith(f"{field}: the operator set this key's"), change
+    record = accounts.user_key(2, key_id)
+    assert (record["rpm"], record["budget_units"], record["budget_period"]) == (10, 500_000, "daily")
+    # Tighter is fine, and a limit the operator did not set stays the owner's to set and clear.
+    status, body = call(account_fn, lambda_context, "PUT", "/api/token/", users[2],
+                        {"id": key_id, "rpm": 5, "budget_usd": 0.5, "max_parallel": 2})
+    assert status == 200 and (body["data"]["rpm"], body["data"]["budget_usd"], body["data"]["max_parallel"]) == (
+        5, 0.5, 2)
+    status, body = call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": key_id, "max_parallel": 0})
+    assert status == 200 and body["data"]["max_parallel"] == 0
+    # Back up to the operator's value is within it; past it is not.
+    assert call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": key_id, "rpm": 10})[0] == 200
+    # The operator clears its rpm: the mark goes, and the owner may clear it too.
+    admin.run(["set-limits", "--key", key_id, "--rpm", "0"], accounts)
+    status, body = call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": key_id, "rpm": 0})
+    assert status == 200 and body["data"]["rpm"] == 0
+    assert body["data"]["operator_limits"] == {"budget_usd": 1.0, "budget_period": "daily"}
+
+
+def test_limits_given_to_issue_key_are_the_operators(account_fn, users, accounts, lambda_context):
+    from gateway import admin
+
+    issued = admin.run(["issue-key", "--user", "2", "--name", "ops", "--rpm", "20"], accounts)
+    assert issued["operator_limits"] == {"rpm": 20}
+    status, body = call(account_fn, lambda_context, "PUT", "/api/token/", users[2],
+                        {"id": issued["key_id"], "rpm": 0})
+    assert status == 400 and body["message"].startswith("rpm: the operator set this key's rpm to 20")
+
+
+def test_an_owners_change_checked_against_an_old_mark_is_not_written(users, accounts, monkeypatch):
+    """The owner's PUT reads the key, checks its marks, then writes: an operator's limit set in
+    between wins (a 409), never overwritten by a value checked against the marks before it."""
+    from gateway import admin
+    from gateway.api import tokens
+    from gateway.errors import Conflict
+    from gateway.schemas.tokens import TokenUpdate
+
+    _, record = accounts.create_key(2, name="raced")
+    stale = dict(record)  # what the owner's request read, before the operator's change
+    admin.run(["set-limits", "--key", record["key_id"], "--rpm", "10"], accounts)
+    monkeypatch.setattr(accounts, "user_key", lambda user_id, key_id: stale)
+    with pytest.raises(Conflict, match="the operator changed this key's limits meanwhile"):
+        tokens.update_token(2, TokenUpdate(id=record["key_id"], rpm=50), accounts)
+    monkeypatch.undo()
+    assert accounts.user_key(2, record["key_id"])["rpm"] == 10

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import base64
 import json
+from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 
+from gateway.routing.channels import SIMULATOR_KEYS
+from gateway_local.simulators.delta import MP4_BYTES
+from tests.conftest import api_event, use_environment
 from tests.integration.money_support import assert_nothing_held, put_in_group
 from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 
@@ -15,7 +20,7 @@ DELTA = {"model": "delta-3.0-generate-001", "instances": [{"prompt": "a red fox 
          "parameters": {"durationSeconds": 8, "generateAudio": True, "sampleCount": 2}}
 DELTA_UNITS = 3_200_000  # 0.40 USD/s x 8 s x 2 videos
 ZETA = {"model": "zeta-video-1-0-pro-250528", "content": [{"type": "text", "text": "waves at dusk --duration 10"}]}
-ZETA_UNITS = 500_000  # 0.10 USD/s x 10 s
+ZETA_UNITS = 612_000  # 1920x1088 (1080p 16:9) x 24 fps x 10 s / 1024 = 489600 tokens at 2.50 USD/M
 EPSILON = {"prompt": "a paper boat", "model": "epsilon-2-pro", "seconds": "8", "size": "1792x1024"}
 EPSILON_UNITS = 1_200_000  # 0.30 USD/s x 8 s
 
@@ -67,12 +72,79 @@ def test_a_delta_task_goes_from_submit_to_succeeded_with_its_urls_and_is_settled
     assert status == 200
     assert answer["task_status"] == "succeeded" and answer["video_id"] == task_id and answer["duration"] == "8"
     assert len(answer["video_results"]) == 2 and answer["video_result"] == answer["video_results"][0]
-    assert all(url.startswith(tasks_env + "/delta/files/") for url in answer["video_results"])
+    # The links are the gateway's own (the upstream's answer only with the channel's key)
+    assert all(urlsplit(url).path.startswith(f"/v1/video/results/{task_id}/") for url in answer["video_results"])
     # Then the reservation was settled exactly once, at its full price
     entries = ledger_of(accounts, task_id)
     assert [(e["outcome"], e["units"]) for e in entries] == [("settled", DELTA_UNITS)]
     assert quota(accounts) == before - DELTA_UNITS
     assert "open_shard" not in stored(task_id) and stored(task_id)["billing"] == "settled"
+
+
+def open_link(functions, ctx, link: str) -> httpx.Response | dict:
+    """What a client with no key gets from a result link: the gateway's route called as API Gateway
+    would (no credential), following its redirect with plain HTTP; any other link fetched as is."""
+    parts = urlsplit(link)
+    if not parts.path.startswith("/v1/video/results/"):
+        return httpx.get(link)  # an upstream's link, as the client's browser or curl would open it
+    task_id, index = parts.path.split("/")[-2:]
+    answer = functions["video"].lambda_handler(api_event(
+        "GET", parts.path, resource="/v1/video/results/{task_id}/{index}",
+        path_parameters={"task_id": task_id, "index": index},
+        query={k: v[0] for k, v in parse_qs(parts.query).items()}, headers={"Accept": "video/mp4"}), ctx)
+    if answer["statusCode"] == 302:
+        return httpx.get(answer["multiValueHeaders"]["Location"][0])  # S3's presigned link, no key either
+    return answer
+
+
+def test_a_delta_video_link_opens_without_any_key_for_a_day_and_carries_none(
+        tasks_env, functions, queues, demo, lambda_context, clock):
+    # Given a delta task whose upstream answers its video.uri only with the channel's key (403 without)
+    task_id = submit(functions, lambda_context, DELTA, demo["key"])[1]["task_id"]
+    clock.advance()
+    queues.polls(lambda_context)
+    answer = result(functions, lambda_context, task_id, demo["key"])[1]
+    assert answer["task_status"] == "succeeded" and len(answer["video_results"]) == 2
+    for link in answer["video_results"]:
+        # Then no link carries a channel key, and each opens with no key at all
+        assert SIMULATOR_KEYS.get("delta", "simulator") not in link and "key=" not in link
+        opened = open_link(functions, lambda_context, link)
+        assert isinstance(opened, httpx.Response) and opened.status_code == 200 and opened.content == MP4_BYTES
+        # And it is valid as long as the copy is kept (a day after the task ended), not an hour
+        expires = int(parse_qs(urlsplit(link).query)["expires"][0])
+        assert expires == int(stored(task_id)["completed_at"]) + 24 * 3600 - 60
+    # Even once the upstream no longer keeps the video (two days), the kept copy serves
+    clock.advance(3 * 24 * 3600)
+    assert open_link(functions, lambda_context, answer["video_result"]).content == MP4_BYTES
+    # And a tampered link is refused
+    forged = open_link(functions, lambda_context, answer["video_result"].replace("signature=", "signature=0"))
+    assert forged["statusCode"] == 403
+
+
+def test_delta_videos_answered_inline_are_kept_and_served_by_the_gateways_links(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock):
+    body = {**DELTA, "instances": [{"prompt": "a fox #fault=inline"}]}
+    task_id = submit(functions, lambda_context, body, demo["key"])[1]["task_id"]
+    clock.advance()
+    queues.polls(lambda_context)
+    answer = result(functions, lambda_context, task_id, demo["key"])[1]
+    assert answer["task_status"] == "succeeded" and len(answer["video_results"]) == 2
+    assert all(open_link(functions, lambda_context, link).content == MP4_BYTES for link in answer["video_results"])
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", DELTA_UNITS)]
+
+
+def test_without_a_results_bucket_a_delta_link_relays_the_video_fetched_with_the_channels_key(
+        tasks_env, functions, queues, demo, lambda_context, clock):
+    saved = use_environment(RESULTS_BUCKET=None)
+    try:
+        task_id = submit(functions, lambda_context, DELTA, demo["key"])[1]["task_id"]
+        clock.advance()
+        queues.polls(lambda_context)
+        link = result(functions, lambda_context, task_id, demo["key"])[1]["video_result"]
+        served = open_link(functions, lambda_context, link)
+        assert served["statusCode"] == 200 and base64.b64decode(served["body"]) == MP4_BYTES
+    finally:
+        use_environment(**saved)
 
 
 def test_a_failed_task_gives_back_exactly_its_reservation(tasks_env, functions, queues, demo, accounts,
@@ -128,6 +200,43 @@ def test_a_zeta_task_succeeds_and_its_submit_answer_is_the_zeta_shape(tasks_env,
     assert [e["units"] for e in ledger_of(accounts, answer["taskId"])] == [ZETA_UNITS]
 
 
+def test_an_expired_zeta_task_is_failed_and_refunded_at_the_first_poll_that_sees_it(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock):
+    # Ark's `expired` is final: before, the gateway polled it as running until the 2-hour sweep.
+    before = quota(accounts)
+    body = {**ZETA, "content": [{"type": "text", "text": "waves #fault=expire --duration 10"}]}
+    status, answer = submit(functions, lambda_context, body, demo["key"])
+    assert status == 200 and quota(accounts) == before - ZETA_UNITS
+    clock.advance()
+    queues.polls(lambda_context)
+    done = result(functions, lambda_context, answer["taskId"], demo["key"])[1]
+    assert done["task_status"] == "failed" and "expired" in done["message"]
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, answer["taskId"])] == [("refunded", 0)]
+    assert quota(accounts) == before
+    assert_nothing_held(accounts, before)
+
+
+def test_a_zeta_task_holds_ark_s_worst_case_tokens_and_settles_the_tokens_ark_reports(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock):
+    # Ark bills width x height x 24 fps x seconds / 1024 tokens. An image-to-video task's ratio
+    # follows its image (adaptive), so the hold is 720p's largest size (21:9, 1504x640), and the
+    # settlement the tokens Ark reports for the 16:9 video it rendered (1248x704).
+    before = quota(accounts)
+    body = {"model": "zeta-video-1-0-pro-250528", "content": [
+        {"type": "text", "text": "the cat jumps --rs 720p --duration 5"},
+        {"type": "image_url", "image_url": {"image_url": "data:image/png;base64,iVBORw0KGgo="}}]}
+    status, answer = submit(functions, lambda_context, body, demo["key"])
+    assert status == 200, answer
+    assert 1504 * 640 * 24 * 5 // 1024 == 112_800  # tokens; at 2.50 USD/M: 0.282 USD
+    assert before - quota(accounts) == 141_000
+    clock.advance()
+    queues.polls(lambda_context)
+    assert result(functions, lambda_context, answer["taskId"], demo["key"])[1]["task_status"] == "succeeded"
+    assert 1248 * 704 * 24 * 5 // 1024 == 102_960  # tokens; at 2.50 USD/M: 0.2574 USD
+    assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, answer["taskId"])] == [("settled", 128_700)]
+    assert before - quota(accounts) == 128_700
+
+
 def test_an_upstream_rejection_refunds_at_once_and_stores_no_task(tasks_env, functions, demo, accounts,
                                                                   lambda_context):
     before = quota(accounts)
@@ -168,8 +277,13 @@ def test_an_epsilon_video_is_created_queried_and_its_content_relayed_once_comple
     queues.polls(lambda_context)
     status, done = get_video(functions, lambda_context, video["id"], demo["key"])
     assert done["status"] == "completed" and done["progress"] == 100 and isinstance(done["completed_at"], int)
-    # Then each variant's bytes come back, base64-encoded for API Gateway, with their media type
-    for variant, media_type, magic in (("video", "video/mp4", b"ftyp"), ("thumbnail", "image/webp", b"WEBP"),
+    # Then the video comes from the gateway's kept copy, by a redirect to a short presigned link
+    video_answer = content(functions, lambda_context, video["id"], demo["key"], "video")
+    assert video_answer["statusCode"] == 302
+    kept = httpx.get(video_answer["multiValueHeaders"]["Location"][0])  # no key: the link is signed by S3
+    assert kept.status_code == 200 and b"ftyp" in kept.content and kept.headers["content-type"] == "video/mp4"
+    # And each preview's bytes come back, base64-encoded for API Gateway, with their media type
+    for variant, media_type, magic in (("thumbnail", "image/webp", b"WEBP"),
                                        ("spritesheet", "image/jpeg", b"\xff\xd8")):
         answer = content(functions, lambda_context, video["id"], demo["key"], variant)
         assert answer["statusCode"] == 200 and answer["isBase64Encoded"] is True
@@ -178,6 +292,24 @@ def test_an_epsilon_video_is_created_queried_and_its_content_relayed_once_comple
     bad = content(functions, lambda_context, video["id"], demo["key"], "poster")
     assert bad["statusCode"] == 400 and "variant" in bad["body"]
     assert [e["units"] for e in ledger_of(accounts, video["id"])] == [EPSILON_UNITS]
+
+
+def test_an_epsilon_video_larger_than_a_lambda_answer_leaves_whole_through_a_presigned_link(
+        tasks_env, functions, queues, demo, lambda_context, clock):
+    from gateway.multipart import MAX_BINARY_ANSWER_BYTES
+    from gateway_local.simulators.epsilon import BIG_MP4_BYTES
+
+    # Given a completed video of 8 MB (a buffered function's answer carries about 4.6 MB)
+    video = create_video(functions, lambda_context, {**EPSILON, "prompt": "a long take #fault=big"}, demo["key"])[1]
+    clock.advance()
+    queues.polls(lambda_context)
+    # When the openai SDK's download asks for it, it is redirected to the kept copy
+    answer = content(functions, lambda_context, video["id"], demo["key"])
+    assert answer["statusCode"] == 302, answer["body"]
+    kept = httpx.get(answer["multiValueHeaders"]["Location"][0])
+    # Then every byte arrives
+    assert kept.status_code == 200 and len(kept.content) > MAX_BINARY_ANSWER_BYTES
+    assert len(kept.content) == 32 + BIG_MP4_BYTES and kept.content[4:8] == b"ftyp"
 
 
 def test_a_task_is_visible_only_to_its_owner(tasks_env, functions, demo, accounts, lambda_context):

@@ -125,3 +125,13 @@ def test_serving_names_an_unserved_model_before_asking_for_its_price():
     # And a served model with a price answers that price and the channels to try, in order
     price, tried = catalog.serving("m-small", ["chat", "messages"], prefer="chat")
     assert price.input_per_million is not None and [c.name for c in tried][-1] == "fallback"
+
+
+def test_a_channel_variant_is_imgtask_only_and_basic_or_extended():
+    base = {"name": "mj", "protocol": "imgtask", "base_url": "https://mj.example", "api_key": "k", "models": ["*"]}
+    assert Catalog.from_document({"channels": [{**base, "variant": "basic"}]}).channels[0].variant == "basic"
+    assert Catalog.from_document({"channels": [base]}).channels[0].variant is None
+    with pytest.raises(ChannelsConfigError, match="variant"):
+        Catalog.from_document({"channels": [{**base, "variant": "open"}]})
+    with pytest.raises(ChannelsConfigError, match="variant"):
+        Catalog.from_document({"channels": [{**base, "protocol": "beta", "variant": "basic"}]})

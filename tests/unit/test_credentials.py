@@ -28,10 +28,9 @@ def test_one_credential_in_one_or_several_places_passes(headers, query):
     single_credential(headers, query)
 
 
-def test_headers_become_a_dict_of_first_values_in_linear_time():
-    import time
-
-    pairs = [(f"X-H{i % 10}", str(i)) for i in range(200_000)]
-    started = time.perf_counter()
+def test_headers_become_a_dict_of_first_values_in_one_pass():
+    # One pass: an iterator, which can be read only once, gives the whole answer (linear time is
+    # the consequence; the timing of 20,000 headers is bench/abuse.py's)
+    pairs = iter([(f"X-H{i % 10}", str(i)) for i in range(200_000)])
     found = first_values(pairs)
-    assert time.perf_counter() - started < 1 and found["x-h3"] == "3" and len(found) == 10
+    assert found["x-h3"] == "3" and len(found) == 10 and next(pairs, None) is None

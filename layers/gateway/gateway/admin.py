@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway import keys
-from gateway.admission.limits import PERIODS, Limits
+from gateway.admission.limits import OPERATOR_LIMITS, PERIODS, Limits
 from gateway.api import requestlog
 from gateway.api.account import parse_date
 from gateway.errors import GatewayError
@@ -89,7 +89,8 @@ def _usd(text: str) -> Decimal:
 def _key_view(record: dict[str, Any]) -> dict[str, Any]:
     return {**{name: record.get(name) for name in (
         "key_id", "user_id", "name", "status", "unlimited", "remain_quota", "used_quota", "expires_at",
-        "allowed_models", "created_at", "last_used_at")}, "limits": Limits.of(record).view()}
+        "allowed_models", "created_at", "last_used_at")}, "limits": Limits.of(record).view(),
+        "operator_limits": {k: v for k, v in Limits.operator_set(record).view().items() if v}}
 
 
 def _limits(args: argparse.Namespace, current: Limits) -> Limits:
@@ -109,8 +110,11 @@ def set_limits(args: argparse.Namespace, accounts: AccountsRepository) -> dict[s
         record = accounts.get_key(accounts.key_hash_for_id(args.key))
     before = Limits.of(record)
     after = _limits(args, before)
-    accounts.set_limits(limits=after.attributes(clearing=True), user_id=args.user,
-                        key_id=args.key)
+    attributes = after.attributes(clearing=True)
+    if args.key is not None:  # marked as the operator's: the key's owner may tighten them, never loosen them
+        marks = _limits(args, Limits.operator_set(record)).attributes()
+        attributes[OPERATOR_LIMITS] = marks or None
+    accounts.set_limits(limits=attributes, user_id=args.user, key_id=args.key)
     return {("user_id" if args.user is not None else "key_id"): args.user if args.user is not None else args.key,
             "limits": after.view()}
 
@@ -129,9 +133,11 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
             raise ValueError("--expires-in-days must be at least 1 (omit it for a key that never expires)")
         expires_at = args.expires_at or (int(time.time()) + args.expires_in_days * 86400 if args.expires_in_days else 0)
         models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
+        given = _limits(args, Limits()).attributes()  # the flags given: the operator's, marked as such
         secret, record = accounts.create_key(args.user, name=args.name, quota=_units(args),
                                              expires_at=expires_at, allowed_models=models,
-                                             limits=_limits(args, Limits.defaults()).attributes())
+                                             limits={**_limits(args, Limits.defaults()).attributes(),
+                                                     **({OPERATOR_LIMITS: given} if given else {})})
         return {"key": secret, **_key_view(record)}
     if args.command == "list-keys":
         return {"user_id": args.user, "keys": [_key_view(k) for k in accounts.list_keys(args.user)]}
@@ -269,6 +275,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # The command line names channels and their health; it never calls an upstream, so it reads no
+    # channel key (an operator may list channels without being allowed to read the keys secret).
+    keys_needed = os.environ.get("GATEWAY_CHANNEL_KEYS_NEEDED")
+    os.environ["GATEWAY_CHANNEL_KEYS_NEEDED"] = "false"
     try:
         use_target(_parser().parse_args(argv))
         result = run(argv)
@@ -286,6 +296,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "start the local gateway (make run) and run this from its folder, or set AWS_ENDPOINT_URL, "
             "or name a deployed stack with --stack (and --profile / --region)")}), file=sys.stderr)
         return 2
+    finally:
+        from gateway.settings import reload_settings
+
+        if keys_needed is None:
+            os.environ.pop("GATEWAY_CHANNEL_KEYS_NEEDED", None)
+        else:
+            os.environ["GATEWAY_CHANNEL_KEYS_NEEDED"] = keys_needed
+        reload_settings()
     print(json.dumps(result, indent=2, default=str))
     return 0
 
@@ -517,6 +535,10 @@ def read_endpoint_file(path: Path) -> dict[str, Any]:
 
 # The stack outputs the command line reads, and the variable each one sets.
 STACK_OUTPUTS = {"AccountsTableName": "ACCOUNTS_TABLE"}
+# The stack parameters naming the channels document's source, and the variable each one sets (the
+# secret's before the parameter's: routing/channels.py reads a channels secret first).
+STACK_CHANNEL_SOURCES = {"ChannelsParameterName": "GATEWAY_CHANNELS_PARAMETER",
+                         "ChannelsSecretName": "GATEWAY_CHANNELS_SECRET"}
 
 
 def _stack_tables(stack: str) -> dict[str, str]:
@@ -532,8 +554,8 @@ def _stack_tables(stack: str) -> dict[str, str]:
     if missing:
         raise TargetError(f"--stack {stack}: the stack has no output {', '.join(missing)}")
     parameters = {p["ParameterKey"]: p.get("ParameterValue") for p in stacks[0].get("Parameters", [])}
-    channels = {"GATEWAY_CHANNELS_PARAMETER": parameters["ChannelsParameterName"]} \
-        if parameters.get("ChannelsParameterName") else {}  # where `channels` reads the channels document
+    # Where `channels` reads the channels document: the stack's own parameters.
+    channels = {variable: parameters[name] for name, variable in STACK_CHANNEL_SOURCES.items() if parameters.get(name)}
     return {**{variable: outputs[name] for name, variable in STACK_OUTPUTS.items()}, **channels}
 
 

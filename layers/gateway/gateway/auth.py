@@ -1,7 +1,8 @@
 """Who is calling: the API key from wherever the client's SDK puts it, checked against the store.
 
 A warm function reuses a key lookup for `GATEWAY_KEY_CACHE_SECONDS` (never the quota: billing
-conditions on the live value, and on the key still being active).
+conditions on the live value, and on the key still being active); a key that was not found is
+never remembered (`_load_key`).
 """
 
 from __future__ import annotations
@@ -181,15 +182,24 @@ def request_group(record: Mapping[str, Any]) -> tuple[str, Decimal]:
 
 
 def _load_key(key_hash: str) -> dict[str, Any] | None:
+    """The key's record, from this instance's cache or the store. Only a record is remembered,
+    never "no such key": a key made after a lookup missed it (the demo key `make run` seeds while
+    its serving processes may already look keys up, a key a user has just created and tries at
+    once) must work at its next request, not after the cache's time. A miss of the cheap,
+    eventually consistent read is read again consistently before the key is refused: DynamoDB
+    may not show a key written a moment ago to an eventually consistent read."""
     ttl = get_settings().key_cache_seconds
     if ttl > 0:
         hit, record = _cache.get(key_hash, ttl)
         if hit:
             return record
-    record = AccountsRepository().get_key(key_hash, balances=False)
+    accounts = AccountsRepository()
+    record = accounts.get_key(key_hash, balances=False)
+    if record is None:
+        record = accounts.get_key(key_hash, balances=False, consistent=True)
     # A disabled key comes back when its user is enabled: never remembered, so enabling takes
-    # effect at once (a revoked or deleted key, or no key, stays that way and is remembered).
-    if ttl > 0 and (record is None or record.get("status") != "disabled"):
+    # effect at once (a revoked or deleted key stays that way and is remembered).
+    if ttl > 0 and record is not None and record.get("status") != "disabled":
         _cache.put(key_hash, record)
     return record
 

@@ -15,7 +15,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 from gateway import auth, observability
-from gateway.errors import Dialect, GatewayError, NotFound, dialect_for_path, render
+from gateway.errors import Dialect, GatewayError, InvalidRequest, NotFound, dialect_for_path, render
 from gateway.observability import logger
 
 
@@ -136,6 +136,36 @@ def authenticate(app: APIGatewayRestResolver) -> auth.Principal:
     event = app.current_event
     principal = auth.authenticate(event.headers, event.query_string_parameters)  # logs its fingerprint
     return principal
+
+
+#: Methods that change something: on the console's JSON API they take JSON only.
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def media_type(headers: Mapping[str, Any] | None) -> str:
+    """The request's media type, lower case, without its parameters ('' when none was sent)."""
+    for name, value in (headers or {}).items():
+        if name.lower() == "content-type":
+            return str(value).split(";", 1)[0].strip().lower()
+    return ""
+
+
+def json_only(app: APIGatewayRestResolver, next_middleware: Callable) -> Response:
+    """A Powertools middleware of the console's JSON API: a state-changing request (POST, PUT,
+    PATCH; a DELETE that carries a body) must say `Content-Type: application/json`, else a 415
+    before anything runs. A page of another site can send a cross-site form (`text/plain`,
+    `application/x-www-form-urlencoded`, `multipart/form-data`) without a CORS preflight, never
+    an `application/json` one: this is what stops a login CSRF (a forged sign-in into the
+    attacker's account), whatever a body parser would make of the form."""
+    event = app.current_event
+    method = (event.http_method or "").upper()
+    if method in STATE_CHANGING and (method != "DELETE" or event.body):
+        found = media_type(event.headers)
+        if found != "application/json":
+            sent = f"'{found[:100]}'" if found else "none"
+            raise InvalidRequest(f"Content-Type: must be application/json, got {sent}", param="Content-Type",
+                                 status=415, code="unsupported_media_type")
+    return next_middleware(app)
 
 
 def body_model(app: APIGatewayRestResolver, model):

@@ -121,6 +121,12 @@ def channel_state(channel: str, value: int) -> None:
     _context().add({"channel": channel}, "ChannelState", "None", value)
 
 
+def channel_account_refused(channel: str) -> None:
+    """One point of `ChannelAccountRefused`: an upstream refused the channel's own credentials or
+    account (a revoked key, an unpaid bill), the operator's alarm (`docs/channels.md#health`)."""
+    _context().add({"channel": channel}, "ChannelAccountRefused", "Count", 1)
+
+
 def first_byte() -> None:
     context = _context()
     context.add(_dimensions(None, None), "TimeToFirstByte", "Milliseconds",

@@ -30,6 +30,9 @@ class Price:
     cache_write_per_million: Decimal | None = None
     cache_write_1h_per_million: Decimal | None = None
     per_image: Decimal | None = None
+    # Each megapixel of an image after its first, whose price is `per_image` (BFL's FLUX.2 way:
+    # `tasks/families/beta/prices.py`); unset: an image costs `per_image` whatever its size.
+    per_extra_megapixel: Decimal | None = None
     image_input_per_million: Decimal | None = None  # input images of an edit, per token the upstream reports
     per_second: Decimal | None = None
     per_call: Decimal | None = None
@@ -78,11 +81,16 @@ _VIDEO = {
                                           "delta-3.1-generate-preview", "delta-3.1-generate-001")},
     **{m: _p(per_second="0.15") for m in ("delta-3.0-fast-generate-001", "delta-3.0-fast-generate-preview",
                                           "delta-3.1-fast-generate-preview", "delta-3.1-fast-generate-001")},
-    "zeta-video-1-0-lite-i2v-250428": _p(per_second="0.05"),
-    "zeta-video-1-0-lite-t2v-250428": _p(per_second="0.05"),
-    "zeta-video-1-0-pro-250528": _p(per_second="0.10"),
     "epsilon-2": _p(per_second="0.10"),
     "epsilon-2-pro": _p(per_second="0.30"),
+}
+
+# Zeta video, per million of the tokens Ark bills (width x height x fps x seconds / 1024:
+# `tasks/families/zeta/prices.py`), at Ark's own rates for Seedance 1.0 pro and lite.
+_ZETA = {
+    "zeta-video-1-0-lite-i2v-250428": _p(output_per_million="1.80"),
+    "zeta-video-1-0-lite-t2v-250428": _p(output_per_million="1.80"),
+    "zeta-video-1-0-pro-250528": _p(output_per_million="2.50"),
 }
 
 # Gamma video, per second at 720P; the family multiplies by its resolution factor (480P 0.5,
@@ -90,8 +98,9 @@ _VIDEO = {
 _GAMMA = {m: _p(per_second="0.10") for m in ("gamma2.6-i2v", "gamma2.6-t2v", "gamma2.5-i2v-preview",
                                             "gamma2.5-t2v-preview")}
 
-# Beta images, per image (whatever its size, as the upstream's own price for this model).
-_BETA = {"beta-2-pro": _p(per_image="0.05")}
+# Beta images, by megapixels as BFL bills FLUX.2 [pro]: 0.03 USD for the first megapixel of the
+# image, 0.015 USD for each further one, megapixels rounded up (`tasks/families/beta/prices.py`).
+_BETA = {"beta-2-pro": _p(per_image="0.03", per_extra_megapixel="0.015")}
 
 # Image tasks (imgtask), per call: one model per action, held at submit and settled on SUCCESS.
 # A grid (imagine, variation, zoom, pan, blend, a modal's custom zoom or region vary) costs
@@ -112,7 +121,7 @@ _ALPHA = {
     "alpha-image-o1": _p(per_image="0.028"),
 }
 
-SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_GAMMA, **_BETA, **_IMGTASK, **_ALPHA}
+SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_ZETA, **_GAMMA, **_BETA, **_IMGTASK, **_ALPHA}
 
 
 class PriceTable:

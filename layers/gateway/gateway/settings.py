@@ -27,6 +27,9 @@ class Settings:
     channels_secret: str = ""
     # A secret whose JSON object gives the channels' `api_key_env` names their keys.
     channel_keys_secret: str = ""
+    # False where the channels are read only for their names and models (the account function, the
+    # admin command line): no key is looked up, and the role need not read the keys secret.
+    channel_keys_needed: bool = True
     # Set by the local runner: base URL of the built-in simulated upstreams, used when no
     # channels document is configured.
     simulator_url: str = ""
@@ -59,6 +62,9 @@ class Settings:
     # A streamed answer whose upstream is silent this long gets a `: keep-alive` comment (idle
     # connections are cut by proxies and clients; a reasoning model may think for minutes).
     stream_keepalive_seconds: float = 10.0
+    #: A non-streamed text answer still awaited this long is committed and kept alive with a space
+    #: every as many seconds (0: never); below API Gateway's 5-minute idle timeout.
+    buffered_keepalive_seconds: float = 30.0
     # A custom domain's base path mapping (e.g. /ai): stripped before a buffered function routes.
     base_path: str = ""
     # The limits a new key gets unless it is given its own (0: none; `admission.limits.Limits.defaults`).
@@ -85,7 +91,7 @@ ENVIRONMENT = {
     "task_poll_queue_url": "TASK_POLL_QUEUE_URL",
     "callback_queue_url": "CALLBACK_QUEUE_URL", "channels_file": "GATEWAY_CHANNELS_FILE",
     "channels_parameter": "GATEWAY_CHANNELS_PARAMETER", "channels_secret": "GATEWAY_CHANNELS_SECRET",
-    "channel_keys_secret": "GATEWAY_CHANNEL_KEYS_SECRET",
+    "channel_keys_secret": "GATEWAY_CHANNEL_KEYS_SECRET", "channel_keys_needed": "GATEWAY_CHANNEL_KEYS_NEEDED",
     "simulator_url": "GATEWAY_SIMULATOR_URL", "public_url": "GATEWAY_PUBLIC_URL",
     "key_cache_seconds": "GATEWAY_KEY_CACHE_SECONDS", "ledger_retention_days": "GATEWAY_LEDGER_RETENTION_DAYS",
     "callback_signing_secret": "GATEWAY_CALLBACK_SECRET",
@@ -101,7 +107,8 @@ ENVIRONMENT = {
     "channel_cooldown_seconds": "GATEWAY_CHANNEL_COOLDOWN_SECONDS",
     "channel_cooldown_max_seconds": "GATEWAY_CHANNEL_COOLDOWN_MAX_SECONDS",
     "channel_health_cache_seconds": "GATEWAY_CHANNEL_HEALTH_CACHE_SECONDS",
-    "stream_keepalive_seconds": "GATEWAY_STREAM_KEEPALIVE_SECONDS", "base_path": "GATEWAY_BASE_PATH",
+    "stream_keepalive_seconds": "GATEWAY_STREAM_KEEPALIVE_SECONDS",
+    "buffered_keepalive_seconds": "GATEWAY_BUFFERED_KEEPALIVE_SECONDS", "base_path": "GATEWAY_BASE_PATH",
     "default_key_rpm": "GATEWAY_DEFAULT_KEY_RPM", "default_key_max_parallel": "GATEWAY_DEFAULT_KEY_MAX_PARALLEL",
     "default_key_budget_usd": "GATEWAY_DEFAULT_KEY_BUDGET_USD",
     "default_key_budget_period": "GATEWAY_DEFAULT_KEY_BUDGET_PERIOD",

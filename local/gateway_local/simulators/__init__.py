@@ -16,4 +16,6 @@ SIMULATORS: dict[str, str] = {
     "imgtask": "gateway_local.simulators.imgtask:app",
     "alpha": "gateway_local.simulators.alpha:app",
     "stripe": "gateway_local.simulators.stripe:app",  # payments: Checkout Sessions and signed webhooks
+    # Vertex AI: Google's OAuth token endpoint and the content and delta methods under a project
+    "vertex": "gateway_local.simulators.vertex:app",
 }

@@ -15,7 +15,7 @@ Faults, for tests and demos:
   `#fault=think` (a stream's status and headers at once, its first event after
   GATEWAY_SIM_SLOW_SECONDS: the gateway's keep-alives fill the silence),
   `#fault=cut` (a stream stops half-way without its final event; a plain answer is truncated
-  JSON);
+  JSON), `#fault=cutN` (a stream stops after its first N events: tests bill cuts at every point);
 - a path prefix on the mount, so a whole channel fails: base URL `.../chat/fault/500`.
 Another directive, `#tool`, makes the model call the first tool it was given (under `auto`).
 """
@@ -170,9 +170,12 @@ def cut_point(total_events: int) -> int:
 
 
 def paced_stream(events: list[bytes], fault: str | None, media_type: str = "text/event-stream") -> StreamingResponse:
-    """Send `events` one by one, a token delay apart; `cut` drops the second half."""
+    """Send `events` one by one, a token delay apart; `cut` drops the second half, `cutN` all
+    but the first N."""
     if fault == "cut":
         events = events[:cut_point(len(events))]
+    elif fault and fault.startswith("cut") and fault[3:].isdigit():
+        events = events[:int(fault[3:])]
 
     async def body():
         delay = token_delay()

@@ -12,6 +12,14 @@ The mask rule of the spec: an image2video task whose static and dynamic masks di
 or whose mask differs in aspect ratio from the image (PNG sizes, read from base64), or whose
 mask URL contains `mismatch` (a URL cannot be measured here), ends failed. A base URL ending in
 `/fault/<status>` answers every request with that status.
+
+Motion control as the upstream's reference has it ("Motion Control": prompt, image_url,
+video_url, keep_original_sound, character_orientation, mode; new-api's Kling documentation the
+same): `character_orientation` and `mode` are required and there is no `duration` (a body
+carrying one is refused here, code 1201: stricter than the API, so a gateway relaying a field
+the API does not define is caught). The video lasts as long as the reference video, up to 30 s
+(orientation `video`) or 10 s (`image`); the simulated reference video lasts `?seconds=N` of its
+URL (default 7 s), and one longer than the orientation allows fails the task.
 """
 
 from __future__ import annotations
@@ -30,10 +38,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from .provider_faults import with_provider_faults
+
 clock = time.time  # tests replace this to move tasks along without waiting
 ACCESS, SECRET = "simulator", "simulator-secret-of-at-least-32-bytes"
 TASKS: dict[str, dict] = {}
 CUSTOMS: dict[str, dict[str, dict]] = {"element": {}, "voice": {}}
+VOICE_TASKS: dict[str, dict] = {}
 
 MP4_BYTES = struct.pack(">I4s4sI4s4s", 24, b"ftyp", b"isom", 0x200, b"isom", b"mp41") + struct.pack(">I4s", 8, b"mdat")
 PNG_BYTES = base64.b64decode(
@@ -122,12 +133,32 @@ async def submit(request: Request) -> Response:
     if fault == "500":
         return _envelope(None, 5000, "Simulated internal error (#fault=500).")
     reason = _mask_mismatch(body) if operation == "image2video" else None
+    duration = str(body.get("duration") or "5")
+    if operation == "motion-control":
+        why_refused, duration, reason = _motion_control(body)
+        if why_refused is not None:
+            return _envelope(None, 1201, why_refused)
     task_id = uuid.uuid4().hex[:18]
     now = clock()
     TASKS[task_id] = {"operation": operation, "created": now, "fault": fault, "reason": reason,
-                      "duration": str(body.get("duration") or "5"), "n": int(body.get("n") or 1)}
+                      "duration": duration, "n": int(body.get("n") or 1)}
     return _envelope({"task_id": task_id, "task_status": "submitted", "task_info": {},
                       "created_at": int(now * 1000), "updated_at": int(now * 1000)})
+
+
+def _motion_control(body: dict) -> tuple[str | None, str, str | None]:
+    """(why the submit is refused, the video's seconds, why the task will fail) of a motion control."""
+    if "duration" in body:
+        return "duration is not a parameter of motion control: the reference video sets the length.", "", None
+    for name, allowed in (("character_orientation", ("image", "video")), ("mode", ("std", "pro"))):
+        if body.get(name) not in allowed:
+            return f"{name} is required: one of {', '.join(allowed)}.", "", None
+    found = re.search(r"[?&]seconds=(\d+)", str(body.get("video_url") or ""))
+    seconds = int(found[1]) if found else 7
+    longest = 30 if body["character_orientation"] == "video" else 10
+    if seconds > longest:
+        return None, "", f"the reference video lasts {seconds} s; at most {longest} s with this orientation"
+    return None, str(seconds), None
 
 
 def _status(task: dict) -> str:
@@ -171,13 +202,44 @@ async def create_custom(request: Request) -> Response:
     except ValueError:
         return _envelope(None, 1201, "The request body is not valid JSON.")
     required = {"element": ("model_name", "element_name", "element_frontal_image"),
-                "voice": ("model_name", "voice_name", "voice_url")}[kind]
+                "voice": ("voice_name", "voice_url")}[kind]
     missing = [name for name in required if not isinstance(body, dict) or not body.get(name)]
     if missing:
         return _envelope(None, 1201, f"{missing[0]} is required.")
+    if kind == "voice":
+        # "Create Custom Voice" (the upstream's API reference): voice_name at most 20 characters;
+        # the voice is made by a task: the answer is `{task_id, task_status, ...}`, and the query
+        # `GET /v1/general/custom-voices/{task_id}` names `task_result.voices[].voice_id` once made.
+        if len(str(body["voice_name"])) > 20:
+            return _envelope(None, 1201, "voice_name must be at most 20 characters.")
+        task_id = uuid.uuid4().hex[:18]
+        now = clock()
+        VOICE_TASKS[task_id] = {"created": now, "voice_name": body["voice_name"],
+                                "voice_id": f"v-{uuid.uuid4().hex[:12]}"}
+        return _envelope({"task_id": task_id, "task_status": "submitted", "task_info": {},
+                          "created_at": int(now * 1000), "updated_at": int(now * 1000)})
     record = {**body, f"{kind}_id": f"{kind[0]}-{uuid.uuid4().hex[:12]}", "status": "succeed"}
     CUSTOMS[kind][record[f"{kind}_id"]] = record
     return _envelope(record)
+
+
+async def get_voice_task(request: Request) -> Response:
+    if (refused := _unauthorized(request)) is not None:
+        return refused
+    task_id = request.path_params["task_id"]
+    task = VOICE_TASKS.get(task_id)
+    if task is None:
+        return _envelope(None, 1203, f"Task {task_id} not found.")
+    status = _status({**task, "fault": None, "reason": None})
+    result: dict = {}
+    if status == "succeed":
+        voice = {"voice_id": task["voice_id"], "voice_name": task["voice_name"],
+                 "trial_url": f"{_mount_url(request)}/files/{task_id}.mp4", "owned_by": "user"}
+        CUSTOMS["voice"].setdefault(task["voice_id"], voice)
+        result = {"voices": [voice]}
+    return _envelope({"task_id": task_id, "task_status": status, "task_status_msg": "", "task_info": {},
+                      "task_result": result, "created_at": int(task["created"] * 1000),
+                      "updated_at": int(clock() * 1000)})
 
 
 async def list_custom(request: Request) -> Response:
@@ -189,7 +251,7 @@ async def list_custom(request: Request) -> Response:
 
 async def file(request: Request) -> Response:
     match = re.fullmatch(r"(\w+?)(?:-\d+)?\.(mp4|png)", request.path_params["name"])
-    if not match or match[1] not in TASKS:
+    if not match or (match[1] not in TASKS and match[1] not in VOICE_TASKS):
         return _envelope(None, 1203, "The file is not found.")
     return Response(MP4_BYTES if match[2] == "mp4" else PNG_BYTES,
                     media_type="video/mp4" if match[2] == "mp4" else "image/png")
@@ -211,5 +273,9 @@ app = Starlette(routes=[
     Route("/v1/general/custom-elements", list_custom, methods=["GET"]),
     Route("/v1/general/custom-voices", create_custom, methods=["POST"]),
     Route("/v1/general/custom-voices", list_custom, methods=["GET"]),
+    Route("/v1/general/custom-voices/{task_id}", get_voice_task, methods=["GET"]),
     Route("/files/{name}", file, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "kling")

@@ -18,6 +18,7 @@ not have). An unknown id answers `Task not found`.
 from __future__ import annotations
 
 import base64
+import math
 import os
 import re
 import time
@@ -85,13 +86,21 @@ async def submit(request: Request) -> Response:
         return _detail(400, "Simulated rejection (#fault=reject).")
     if fault == "credits":
         return _detail(402, "Insufficient credits (#fault=credits).")
+    width, height = body.get("width", 1024), body.get("height", 768)
+    for name, side in (("width", width), ("height", height)):
+        # BFL's FLUX.2 reference: width and height are integers, multiples of 16, at least 64.
+        if not isinstance(side, int) or isinstance(side, bool) or side < 64 or side % 16:
+            return _detail(422, [{"loc": ["body", name], "msg": "must be an integer multiple of 16, at least 64",
+                                  "type": "value_error"}])
     task_id = str(uuid.uuid4())
-    width, height = int(body.get("width") or 1024), int(body.get("height") or 768)
     TASKS[task_id] = {"created": clock(), "fault": fault, "prompt": prompt, "seed": body.get("seed", 42),
                       "format": body.get("output_format") or "jpeg", "model": request.path_params["model"]}
     megapixels = round(width * height / 1_000_000, 2)
+    # BFL's FLUX.2 [pro] rate, in credits (0.01 USD): 3 for the first megapixel, 1.5 for each
+    # further one, rounded up (bfl.ai/pricing); charged now, at submit, whatever happens after.
+    cost = 3.0 + 1.5 * (max(math.ceil(width * height / 1_000_000), 1) - 1)
     return JSONResponse({"id": task_id, "polling_url": f"{_mount(request, other_host=True)}/regional/v1/get_result"
-                         f"?id={task_id}", "cost": 5.0, "input_mp": 0, "output_mp": megapixels})
+                         f"?id={task_id}", "cost": cost, "input_mp": 0.0, "output_mp": megapixels})
 
 
 def _status(task: dict) -> str:

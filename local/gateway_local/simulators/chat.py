@@ -40,6 +40,7 @@ from ._text import (
     tokenize,
     with_fault_prefix,
 )
+from .provider_faults import with_provider_faults
 
 MODELS = ("m-small", "m-large", "e-small")
 EMBEDDING_DIMENSIONS = 16
@@ -363,3 +364,6 @@ app = Starlette(routes=with_fault_prefix([
     Route("/v1/models", models, methods=["GET"]),
     *image_routes,  # the chat protocol's images endpoints and the files they hand out
 ]))
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "openai")

@@ -45,6 +45,7 @@ from ._text import (
     with_fault_prefix,
 )
 from .chat import EMBEDDING_DIMENSIONS, MODELS, embedding_vector
+from .provider_faults import with_provider_faults
 
 _STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
              429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
@@ -200,7 +201,11 @@ async def _generate(request: Request, model: str, req: ContentRequest, *, stream
 
     thought_parts = [{"text": "".join(plan.thinking), "thought": True}] if plan.thinking else []
     if plan.tool_name:
-        answer_parts: list[dict[str, Any]] = [{"functionCall": {"name": plan.tool_name, "args": _arguments(plan)}}]
+        # Signed as a Gemini 3 model signs a step's first call, thinking shown or not (rules.content).
+        arguments = _arguments(plan)
+        answer_parts: list[dict[str, Any]] = [{"functionCall": {"name": plan.tool_name, "args": arguments},
+                                               "thoughtSignature": rules.content.signature_for(plan.tool_name,
+                                                                                               arguments)}]
     else:
         answer_parts = [{"text": plan.text}]
     if not stream:
@@ -236,3 +241,6 @@ app = Starlette(routes=with_fault_prefix([
     Route("/v1beta/models", models_route, methods=["GET"]),
     Route("/v1beta/models/{rest:path}", model_action, methods=["POST"]),
 ]))
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "google")

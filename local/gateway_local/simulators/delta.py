@@ -3,13 +3,22 @@
 Mounted at `/delta`; every path here is relative to the mount. A task's state is computed from
 the time since it was submitted (`GATEWAY_SIM_TASK_SECONDS`, default 3), so nothing runs in the
 background. Faults, written anywhere in the prompt: `#fault=fail` (the operation ends with an
-error), `#fault=fewer` (one video fewer than `sampleCount` asked, at least one), `#fault=reject`
+error), `#fault=fewer` (one video fewer than `sampleCount` asked, at least one), `#fault=inline`
+(the videos come as `bytesBase64Encoded`, as Vertex AI answers without a `storageUri`), `#fault=reject`
 (the submit answers 400), `#fault=500` (the submit answers 500). A base
 URL ending in `/fault/<status>` (e.g. `/delta/fault/500`) answers every request with that status.
+
+A video's `uri` is a Files API download link (`/v1beta/files/<id>:download?alt=media`, as the
+Gemini API answers) that serves the bytes only with the API key, 403 without: new-api's
+`controller/video_proxy.go` fetches a Gemini task's video with the channel's `x-goog-api-key` for
+that reason, and the google-genai SDK's `files.download` sends its key. A video is kept two days
+(ai.google.dev/gemini-api/docs/video: "Generated videos are stored on the server for 2 days"):
+`GATEWAY_SIM_VIDEO_KEPT_SECONDS` (default 172800) after the operation is done, it answers 404.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import struct
@@ -21,13 +30,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from .provider_faults import with_provider_faults
+
 clock = time.time  # tests replace this to move tasks along without waiting
 TASKS: dict[str, dict] = {}
 
 # A tiny ISO-BMFF file (ftyp + empty mdat): enough for anything that sniffs the type.
 MP4_BYTES = struct.pack(">I4s4sI4s4s", 24, b"ftyp", b"isom", 0x200, b"isom", b"mp41") + struct.pack(">I4s", 8, b"mdat")
 
-_STATUS_WORDS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
+_STATUS_WORDS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                 429: "RESOURCE_EXHAUSTED",
                  500: "INTERNAL", 503: "UNAVAILABLE"}
 
 
@@ -99,16 +111,27 @@ async def operation(request: Request) -> Response:
         return JSONResponse({"name": name, "done": True,
                              "error": {"code": 13, "message": "simulated generation failure (#fault=fail)"}})
     count = task["count"] - (task["fault"] == "fewer" and task["count"] > 1)
-    samples = [{"video": {"uri": f"{_mount_url(request)}/files/{task_id}-{n}.mp4"}} for n in range(count)]
+    samples = [{"video": {"uri": f"{_mount_url(request)}/v1beta/files/{task_id}-{n}:download?alt=media"}}
+               for n in range(count)]
+    if task["fault"] == "inline":
+        samples = [{"video": {"bytesBase64Encoded": base64.b64encode(MP4_BYTES).decode(), "mimeType": "video/mp4"}}
+                   for _ in range(count)]
     return JSONResponse({"name": name, "done": True, "response": {
         "@type": "type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse",
         "generateVideoResponse": {"generatedSamples": samples}}})
 
 
 async def file(request: Request) -> Response:
-    match = re.fullmatch(r"(\w+)-\d+\.mp4", request.path_params["name"])
-    if not match or match[1] not in TASKS:
+    if not _authorized(request):
+        return _error(403, "Method doesn't allow unregistered callers (callers without established identity). "
+                      "Please use API Key or other form of API consumer identity to call this API.")
+    match = re.fullmatch(r"(\w+)-\d+:download", request.path_params["name"])
+    task = TASKS.get(match[1]) if match else None
+    if task is None or request.query_params.get("alt") != "media":
         return _error(404, "file not found")
+    kept = float(os.environ.get("GATEWAY_SIM_VIDEO_KEPT_SECONDS", "172800"))
+    if clock() - task["created"] > task_seconds() + kept:
+        return _error(404, "file not found (generated videos are kept two days)")
     return Response(MP4_BYTES, media_type="video/mp4")
 
 
@@ -121,5 +144,8 @@ app = Starlette(routes=[
     Mount("/fault/{status:int}", routes=[Route("/{rest:path}", fault_everything, methods=["GET", "POST", "DELETE"])]),
     Route("/v1beta/models/{model_action}", submit, methods=["POST"]),
     Route("/v1beta/models/{model}/operations/{task_id}", operation, methods=["GET"]),
-    Route("/files/{name}", file, methods=["GET"]),
+    Route("/v1beta/files/{name}", file, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "google")

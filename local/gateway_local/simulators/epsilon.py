@@ -4,7 +4,9 @@ Mounted at `/epsilon`; every path here is relative to the mount. A video's state
 from the time since it was submitted (`GATEWAY_SIM_TASK_SECONDS`, default 3: queued for the
 first fifth, then in_progress with a rising progress). Faults, written anywhere in the prompt:
 `#fault=fail` (the video ends failed with an error), `#fault=reject` (the submit answers 400),
-`#fault=500` (the submit answers 500). A base URL ending in `/fault/<status>` (e.g.
+`#fault=500` (the submit answers 500), `#fault=big` (the video's content is an MP4 of
+`BIG_MP4_BYTES`, the size of a real 1080p clip of a few seconds: more than a buffered Lambda
+answer carries). A base URL ending in `/fault/<status>` (e.g.
 `/epsilon/fault/500`) answers every request with that status.
 """
 
@@ -21,12 +23,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from .provider_faults import with_provider_faults
+
 clock = time.time  # tests replace this to move videos along without waiting
 VIDEOS: dict[str, dict] = {}
 
 # Small, recognisable files: an ISO-BMFF header, a 1x1 lossless WebP and a bare JFIF header.
 MP4_BYTES = struct.pack(">I4s4sI4s4s", 24, b"ftyp", b"isom", 0x200, b"isom", b"mp41") + struct.pack(">I4s", 8, b"mdat")
 WEBP_BYTES = bytes.fromhex("524946461a000000574542505650384c0d0000002f00000010071011118888fe0700")
+BIG_MP4_BYTES = 8 * 1024 * 1024
 JPEG_BYTES = bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffd9")
 CONTENT = {"video": (MP4_BYTES, "video/mp4"), "thumbnail": (WEBP_BYTES, "image/webp"),
            "spritesheet": (JPEG_BYTES, "image/jpeg")}
@@ -128,6 +133,8 @@ async def content(request: Request) -> Response:
         return _error(409, f"Video is {status}; content is available once it is completed.",
                       code="video_not_ready")
     data, media_type = CONTENT[variant]
+    if variant == "video" and VIDEOS[video_id]["fault"] == "big":
+        data = MP4_BYTES[:24] + struct.pack(">I4s", 8 + BIG_MP4_BYTES, b"mdat") + bytes(BIG_MP4_BYTES)
     return Response(data, media_type=media_type)
 
 
@@ -142,3 +149,6 @@ app = Starlette(routes=[
     Route("/v1/videos/{video_id}", retrieve, methods=["GET"]),
     Route("/v1/videos/{video_id}/content", content, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "openai")

@@ -8,6 +8,13 @@ written anywhere in `input.prompt`: `#fault=reject` (the submit answers 400 `Dat
 `#fault=throttle` (429 `Throttling`), `#fault=fail` (the task ends FAILED with `output.code`),
 `#fault=cancel` (it ends CANCELED), `#fault=never` (it stays RUNNING), `#fault=strange` (it
 reports a status word the protocol does not have). An unknown id answers 200 `UNKNOWN`.
+
+Rules of the real API (DashScope's Wan video-synthesis reference; new-api's
+relay/channel/task/ali `AliVideoParameters`/`AliUsage`): a text-to-video model (`*t2v*`) reads
+`parameters.size` (`W*H` of its table; any other is a 400 InvalidParameter) and ignores
+`parameters.resolution`, rendering its default 1920*1080; an image-to-video model reads
+`resolution` (default 1080P). A finished task reports `usage` `{video_duration, video_count}`
+with the size rendered (`video_ratio`, text-to-video) or its tier (`SR`, image-to-video).
 """
 
 from __future__ import annotations
@@ -24,9 +31,14 @@ from starlette.routing import Route
 
 from gateway_local.simulators.zeta import MP4_BYTES
 
+from .provider_faults import with_provider_faults
+
 clock = time.time  # tests replace this to move tasks along without waiting
 TASKS: dict[str, dict] = {}
 SUBMIT_PATH = "/api/v1/services/aigc/video-generation/video-synthesis"
+#: Wan text-to-video sizes (DashScope's reference, the `size` table).
+T2V_SIZES = ("832*480", "480*832", "624*624", "1280*720", "720*1280", "960*960", "1088*832", "832*1088",
+             "1920*1080", "1080*1920", "1440*1440", "1632*1248", "1248*1632")
 
 
 def task_seconds() -> float:
@@ -67,9 +79,14 @@ async def submit(request: Request) -> Response:
     if fault == "throttle":
         return _error(429, "Throttling", "Requests rate limit exceeded (#fault=throttle).")
     parameters = body.get("parameters") if isinstance(body.get("parameters"), dict) else {}
+    text_to_video = "t2v" in body["model"]
+    size = parameters.get("size", "1920*1080") if text_to_video else None
+    if text_to_video and size not in T2V_SIZES:
+        return _error(400, "InvalidParameter", f"The size {size!r} is not supported.")
     task_id = str(uuid.uuid4())
     TASKS[task_id] = {"created": clock(), "fault": fault, "prompt": inputs.get("prompt") or "",
-                      "duration": int(parameters.get("duration") or 5)}
+                      "duration": int(parameters.get("duration") or 5), "size": size,
+                      "resolution": None if text_to_video else str(parameters.get("resolution") or "1080P")}
     return JSONResponse({"request_id": str(uuid.uuid4()), "output": {"task_id": task_id, "task_status": "PENDING"}})
 
 
@@ -99,6 +116,10 @@ async def get_task(request: Request) -> Response:
                       actual_prompt=task["prompt"], video_url=f"{request.url.scheme}://{request.url.netloc}"
                       f"{request.scope.get('root_path', '')}/files/{task_id}.mp4")
         answer["usage"] = {"video_duration": task["duration"], "video_count": 1}
+        if task["size"] is not None:
+            answer["usage"]["video_ratio"] = task["size"]
+        else:
+            answer["usage"]["SR"] = int(task["resolution"].rstrip("Pp"))
     elif status == "FAILED":
         output.update(end_time=_time(task["created"] + task_seconds()), code="InternalError.Algo",
                       message="Simulated generation failure (#fault=fail).")
@@ -117,3 +138,6 @@ app = Starlette(routes=[
     Route("/api/v1/tasks/{task_id}", get_task, methods=["GET"]),
     Route("/files/{name}", file, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "dashscope")

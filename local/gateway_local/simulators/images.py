@@ -50,6 +50,36 @@ _IOTA_EDIT_SIZES = {"1024x1024": (1024, 1024), "1024x1536": (1024, 1536), "1536x
 IMAGE_TOKENS_PER_INPUT = 258
 
 
+def _gpt_image_fields(kind: str) -> frozenset[str]:
+    """The fields the images API defines for a generation or an edit: openai-python's request
+    types (`ImageGenerateParams`, `ImageEditParams`), read from the installed SDK."""
+    from openai.types import image_edit_params, image_generate_params
+
+    params = image_generate_params.ImageGenerateParamsBase if kind == "generate" \
+        else image_edit_params.ImageEditParamsBase
+    return frozenset(params.__annotations__) | ({"image[]"} if kind == "edit" else frozenset())
+
+
+def _gpt_image_unknown_field(fields: Any, kind: str) -> Response | None:
+    """A field the API does not define is a 400 "Unknown parameter", as the API answers one."""
+    unknown = sorted(set(fields) - _gpt_image_fields(kind))
+    if unknown:
+        return _error(400, f"Unknown parameter: '{unknown[0]}'.", param=unknown[0], code="unknown_parameter")
+    return None
+
+
+def _gpt_image_refuses_response_format(fields: Any) -> Response | None:
+    """gpt-image models always answer b64_json and refuse the field itself: OpenAI's images API
+    reference ("response_format ... This parameter isn't supported for gpt-image-1 which will
+    always return base64-encoded images") and openai-python's `ImageGenerateParams` /
+    `ImageEditParams` docstrings say so; the live API answers 400 "Unknown parameter:
+    'response_format'." with code `unknown_parameter`."""
+    if "response_format" in fields:
+        return _error(400, "Unknown parameter: 'response_format'.", param="response_format",
+                      code="unknown_parameter")
+    return None
+
+
 # --- PNG -------------------------------------------------------------------------------------
 
 def _chunk(tag: bytes, data: bytes) -> bytes:
@@ -167,6 +197,8 @@ async def generations(request: Request) -> Response:
         return _error(400, "n must be an integer from 1 to 10", param="n")
     created = int(time.time())
     if isinstance(model, str) and model.startswith("iota-"):
+        if (refused := _gpt_image_refuses_response_format(body) or _gpt_image_unknown_field(body, "generate")):
+            return refused
         quality = body.get("quality") or "auto"
         pictures = [picture_for(model, prompt, i) for i in range(n)]
         return JSONResponse({"created": created, "data": [_item(request, p, "b64_json") for p in pictures],
@@ -224,6 +256,9 @@ async def edits(request: Request) -> Response:
 
 def _iota_edit(request: Request, form: Any) -> Response:
     """The gpt-image style edit: several images, an optional mask, pictures of the asked size."""
+    if (refused := _gpt_image_refuses_response_format(form.fields)
+            or _gpt_image_unknown_field([*form.fields, *form.files], "edit")):
+        return refused
     images = form.files_named("image") + form.files_named("image[]")
     if not images:
         return _error(400, "image is required", param="image")

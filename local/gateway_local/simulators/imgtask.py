@@ -8,9 +8,18 @@ an upscale gets vary, zoom, custom zoom, vary region and pan buttons. A custom z
 answers 21 and waits in MODAL for `/mj/submit/modal`. Its image is a small PNG on this simulator,
 and its image link dies after `GATEWAY_SIM_IMAGE_SECONDS` (default: never), as the real one's do.
 
-Faults, written in the prompt: `#fault=fail` (ends FAILURE with a reason), `#fault=stuck` (never
+Faults, written in the prompt: `#fault=big` (its image is a PNG of about 8 MB, the size of a
+real grid's), `#fault=fail` (ends FAILURE with a reason), `#fault=stuck` (never
 finishes), `#fault=queue` (the submit answers 23), `#fault=error` (it answers 9); `#queued` takes
 the task with code 22 (queued). The word `forbidden` is banned (24, `properties.bannedWord`).
+
+`/basic` (e.g. `/imgtask/basic/mj/...`) is the open-source midjourney-proxy (github
+novicezk/midjourney-proxy: `SubmitController`, `TaskController`, `Task`): only `submit/imagine`,
+`submit/change` (`{taskId, action: UPSCALE | VARIATION | REROLL, index}` on a finished IMAGINE,
+VARIATION, REROLL or BLEND task; code 4 "action参数错误" otherwise), `submit/simple-change`
+(`{content: "<id> U1"}`), `submit/describe`, `submit/blend`, `task/{id}/fetch` and
+`task/list-by-condition`; any other path is Spring's 404 (`{timestamp, status: 404, error: "Not
+Found", path}`). Its records carry `properties.messageHash` and no `buttons`.
 """
 
 from __future__ import annotations
@@ -26,7 +35,9 @@ import zlib
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+
+from .provider_faults import with_provider_faults
 
 clock = time.time  # tests replace this to move tasks along without waiting
 TASKS: dict[str, dict] = {}
@@ -39,11 +50,16 @@ def task_seconds() -> float:
     return float(os.environ.get("GATEWAY_SIM_TASK_SECONDS", "3"))
 
 
+BIG_IMAGE_BYTES = 8 * 1024 * 1024
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
 def _png(seed: int) -> bytes:
     """A valid 2x2 RGB PNG whose colour depends on the task."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
+    chunk = _chunk
     pixel = bytes([(seed * 37) % 256, (seed * 91) % 256, (seed * 53) % 256])
     raw = b"".join(b"\x00" + pixel * 2 for _ in range(2))
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
@@ -206,6 +222,8 @@ def _status(task: dict) -> tuple[str, int]:
 
 
 def _record(task: dict, request: Request) -> dict:
+    if task.get("basic"):
+        return _basic_record(task, request)
     status, progress = _status(task)
     created_ms = int(task["created"] * 1000)
     record = {"id": task["id"], "action": task["action"], "status": status, "progress": f"{progress}%",
@@ -262,7 +280,10 @@ async def attachment(request: Request) -> Response:
         return Response(b"not found", status_code=404, media_type="text/plain")
     if lifetime and clock() - task["created"] - task_seconds() > lifetime:
         return Response(b"this link has expired", status_code=404, media_type="text/plain")
-    return Response(_png(int(task["id"]) % 1000), media_type="image/png")
+    image = _png(int(task["id"]) % 1000)
+    if task["fault"] == "big":  # the size of a real grid's PNG: more than a buffered Lambda answer carries
+        image = image[:-12] + _chunk(b"tEXt", b"Comment\x00" + b"x" * BIG_IMAGE_BYTES) + image[-12:]
+    return Response(image, media_type="image/png")
 
 
 async def swap(request: Request) -> Response:
@@ -274,7 +295,80 @@ async def swap(request: Request) -> Response:
     return _answer(1, "Submit success", _new_task("SWAP_FACE", ""))
 
 
+# --- the basic build: the open-source midjourney-proxy -----------------------------------------
+
+def _basic_record(task: dict, request: Request) -> dict:
+    """A record of the open-source build: its `Task` fields, `properties.messageHash`, no buttons."""
+    record = _record({**task, "basic": False}, request)
+    record.pop("buttons", None)
+    record["properties"] = {"finalPrompt": task["prompt"], "messageHash": task["job"]}
+    return record
+
+
+def _spring_404(request: Request) -> JSONResponse:
+    return JSONResponse({"timestamp": "2026-01-01T00:00:00.000+00:00", "status": 404, "error": "Not Found",
+                         "path": request.url.path}, status_code=404)
+
+
+async def basic_submit(request: Request) -> Response:
+    if not _authorized(request):
+        return _unauthorized()
+    kind = request.path_params["kind"]
+    if kind not in ("imagine", "change", "simple-change", "describe", "blend"):
+        return _spring_404(request)
+    body = await _json(request)
+    if body is None:
+        return _answer(4, "request body must be a JSON object")
+    if kind == "simple-change":
+        found = re.fullmatch(r"\s*(\d+)\s+(?:([UV])([1-4])|(R))\s*", str(body.get("content") or ""))
+        if found is None:
+            return _answer(4, "content参数错误")
+        body = {"taskId": found[1], "action": "REROLL" if found[4] else {"U": "UPSCALE", "V": "VARIATION"}[found[2]],
+                **({} if found[4] else {"index": int(found[3])})}
+        kind = "change"
+    if kind == "change":
+        return _basic_change(body)
+    answer = await submit(request)
+    if answer.status_code == 200:
+        import json
+
+        made = json.loads(bytes(answer.body))
+        if made.get("result") in TASKS:
+            TASKS[made["result"]]["basic"] = True
+    return answer
+
+
+def _basic_change(body: dict) -> Response:
+    if not str(body.get("taskId") or "").strip():
+        return _answer(4, "taskId不能为空")
+    action, index = body.get("action"), body.get("index")
+    if action not in ("UPSCALE", "VARIATION", "REROLL"):
+        return _answer(4, "action参数错误")
+    if action != "REROLL" and index not in (1, 2, 3, 4):
+        return _answer(4, "index参数错误")
+    parent = TASKS.get(str(body["taskId"]))
+    if parent is None:
+        return _answer(3, "关联任务不存在或已失效")
+    if _status(parent)[0] != "SUCCESS":
+        return _answer(4, "关联任务状态错误")
+    if parent["action"] not in ("IMAGINE", "VARIATION", "REROLL", "BLEND"):
+        return _answer(4, "关联任务不允许执行变化")
+    task_id = _new_task(action, parent["prompt"], parent=parent["id"])
+    TASKS[task_id]["basic"] = True
+    return _answer(1, "Submit success", task_id)
+
+
+basic_app = Starlette(routes=[
+    Route("/mj/submit/{kind}", basic_submit, methods=["POST"]),
+    Route("/mj/task/list-by-condition", list_by_condition, methods=["POST"]),
+    Route("/mj/task/{task_id}/fetch", fetch, methods=["GET"]),
+    Route("/attachments/{task_id}/{name}", attachment, methods=["GET"]),
+    Route("/{rest:path}", _spring_404, methods=["GET", "POST"]),
+])
+
+
 app = Starlette(routes=[
+    Mount("/basic", app=basic_app),
     Route("/mj/submit/{kind}", submit, methods=["POST"]),
     Route("/mj/insight-face/swap", swap, methods=["POST"]),
     Route("/mj/task/list-by-condition", list_by_condition, methods=["POST"]),
@@ -282,3 +376,6 @@ app = Starlette(routes=[
     Route("/mj/task/{task_id}/image-seed", image_seed, methods=["GET"]),
     Route("/attachments/{task_id}/{name}", attachment, methods=["GET"]),
 ])
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "midjourney-proxy")

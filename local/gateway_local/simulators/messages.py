@@ -38,6 +38,7 @@ from ._text import (
     plan_answer,
     with_fault_prefix,
 )
+from .provider_faults import with_provider_faults
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
@@ -121,13 +122,17 @@ async def messages(request: Request) -> Response:
                        tools=_tools(data), json_schema=_schema(data), thinking=req.thinking is not None,
                        attachments=media)
     message_id, tool_id = new_id("msg_"), new_id("toolu_")
-    signature = hashlib.sha256(" ".join(plan.thinking).encode()).hexdigest()
+    # Signed as the upstream signs its thinking; what comes back is checked (rules.messages).
+    signature = rules.messages.signature_for("thinking", "".join(plan.thinking))
     usage = {"input_tokens": plan.input_tokens, "cache_creation_input_tokens": created,
              "cache_read_input_tokens": read, "output_tokens": plan.output_tokens, "service_tier": "standard",
              "cache_creation": {"ephemeral_5m_input_tokens": created - hour, "ephemeral_1h_input_tokens": hour}}
     blocks: list[dict[str, Any]] = []
     if plan.thinking:
         blocks.append({"type": "thinking", "thinking": "".join(plan.thinking), "signature": signature})
+        if rules.messages.REDACTED_TRIGGER in prompt:  # the docs' way to see a redacted_thinking block
+            blocks.append({"type": "redacted_thinking",
+                           "data": rules.messages.signature_for("redacted_thinking", rules.messages.REDACTED_TRIGGER)})
     if plan.tool_name:
         blocks.append({"type": "tool_use", "id": tool_id, "name": plan.tool_name, "input": _arguments(plan)})
     else:
@@ -149,6 +154,8 @@ async def messages(request: Request) -> Response:
             start, deltas = {**block, "thinking": "", "signature": ""}, [
                 {"type": "thinking_delta", "thinking": piece} for piece in plan.thinking] + [
                 {"type": "signature_delta", "signature": signature}]
+        elif block["type"] == "redacted_thinking":
+            start, deltas = block, []  # whole in its start event
         elif block["type"] == "tool_use":
             start, deltas = {**block, "input": {}}, [
                 {"type": "input_json_delta", "partial_json": piece} for piece in plan.tool_arguments]
@@ -205,3 +212,6 @@ app = Starlette(routes=with_fault_prefix([
     Route("/v1/messages", messages, methods=["POST"]),
     Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
 ]))
+
+# The provider's own refusals of the channel's key or account (`provider_faults`).
+app = with_provider_faults(app, "anthropic")

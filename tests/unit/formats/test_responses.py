@@ -3,6 +3,8 @@
 import pytest
 
 from gateway.formats import convert_response
+from gateway.formats.neutral import Thinking
+from gateway.formats.signatures import sealed_thinking
 
 CHAT_ANSWER = {
     "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", "object": "chat.completion", "created": 1741570283,
@@ -63,7 +65,10 @@ def test_messages_answer_as_chat():
             "role": "assistant", "content": "Let me look.", "refusal": None,
             "reasoning_content": "The user wants weather.",
             "tool_calls": [{"id": "toolu_01A09q90qw90lq917835lq9", "type": "function", "function": {
-                "name": "get_weather", "arguments": "{\"city\":\"San Francisco\",\"unit\":\"celsius\"}"}}]}}],
+                "name": "get_weather", "arguments": "{\"city\":\"San Francisco\",\"unit\":\"celsius\"}"}}],
+            # the signed block, for the next turn of a tool loop (formats.signatures)
+            "reasoning_details": [{"type": "reasoning.text", "text": "The user wants weather.",
+                                   "signature": "EqQBCgIYAhIM", "format": "anthropic-claude-v1", "index": 0}]}}],
         "usage": {"prompt_tokens": 2520, "completion_tokens": 91, "total_tokens": 2611,
                   "prompt_tokens_details": {"cached_tokens": 2048},
                   "completion_tokens_details": {"reasoning_tokens": 0}},
@@ -136,7 +141,10 @@ def test_a_cut_off_chat_answer_is_an_incomplete_response():
 def test_messages_answer_as_content_and_back():
     content = convert_response(MESSAGES_ANSWER, source="messages", target="content")
     assert content["candidates"][0]["content"]["parts"] == [
-        {"text": "The user wants weather.", "thought": True}, {"text": "Let me look."},
+        {"text": "The user wants weather.", "thought": True,
+         "thoughtSignature": sealed_thinking(Thinking("The user wants weather.", "EqQBCgIYAhIM", "messages"),
+                                             as_bytes=True)},
+        {"text": "Let me look."},
         {"functionCall": {"name": "get_weather", "args": {"city": "San Francisco", "unit": "celsius"}}}]
     assert content["candidates"][0]["finishReason"] == "STOP"
     assert content["usageMetadata"] == {"promptTokenCount": 2520, "candidatesTokenCount": 91,

@@ -5,6 +5,8 @@ import json
 import pytest
 
 from gateway.formats import CUT_MESSAGE, DONE, StreamConverter, Usage
+from gateway.formats.neutral import Thinking
+from gateway.formats.signatures import sealed_thinking
 
 NOW = 1700000001
 
@@ -252,6 +254,9 @@ def test_messages_stream_to_chat_client_with_usage():
     assert out == [
         chunk({"role": "assistant", "content": ""}),
         chunk({"reasoning_content": "Simple."}),
+        # the block whole with its signature, once it closed, for the next turn (formats.signatures)
+        chunk({"reasoning_details": [{"type": "reasoning.text", "text": "Simple.", "signature": "EqQB",
+                                      "format": "anthropic-claude-v1", "index": 0}]}),
         chunk({"content": "Hi"}),
         chunk({"content": "!"}),
         chunk({"tool_calls": [{"index": 0, "id": "toolu_01", "type": "function",
@@ -277,8 +282,11 @@ def test_messages_stream_to_chat_client_without_usage_has_no_usage_chunk():
 
 def test_messages_stream_to_content_client():
     out = relay(StreamConverter("messages", "content", now=NOW), MESSAGES_STREAM)
+    # the signed block rides whole in an empty thought's signature, once it closed (formats.signatures)
+    carrier = {"text": "", "thought": True,
+               "thoughtSignature": sealed_thinking(Thinking("Simple.", "EqQB", "messages"), as_bytes=True)}
     assert [e[1]["candidates"][0]["content"]["parts"] for e in out] == [
-        [{"text": "Simple.", "thought": True}], [{"text": "Hi"}], [{"text": "!"}],
+        [{"text": "Simple.", "thought": True}], [carrier], [{"text": "Hi"}], [{"text": "!"}],
         [{"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}}]]
     assert out[-1][1]["candidates"][0]["finishReason"] == "STOP"
     assert out[-1][1]["usageMetadata"] == {"promptTokenCount": 125, "candidatesTokenCount": 42,

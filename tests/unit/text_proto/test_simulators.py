@@ -265,18 +265,35 @@ def test_cut_streams_stop_half_way_without_their_terminal_event(path, body, head
     assert terminal(uncut) and len(got) < len(uncut)
 
 
+def _pauses(monkeypatch) -> list[float]:
+    """The simulators' pauses, as asked for (the mechanism; how long they took is no test's)."""
+    import types
+
+    from gateway_local.simulators import _text
+
+    asked: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        asked.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(_text, "asyncio", types.SimpleNamespace(sleep=sleep))
+    return asked
+
+
 def test_slow_fault_delays_the_answer(monkeypatch):
     monkeypatch.setenv("GATEWAY_SIM_SLOW_SECONDS", "0.3")
-    started = time.monotonic()
+    pauses = _pauses(monkeypatch)
     assert post("/chat/v1/chat/completions", chat("hi #fault=slow"), CHAT).status_code == 200
-    assert time.monotonic() - started >= 0.3
+    assert pauses == [0.3]
 
 
 def test_token_delay_paces_the_stream(monkeypatch):
     monkeypatch.setenv("GATEWAY_SIM_TOKEN_DELAY_MS", "20")
-    started = time.monotonic()
+    pauses = _pauses(monkeypatch)
     got = events(post("/messages/v1/messages", msg("one two three", stream=True), MESSAGES))
-    assert time.monotonic() - started >= (len(got) - 1) * 0.02 * 0.8
+    assert pauses == [0.02] * (len(got) - 1)  # one token delay between each two events
 
 
 def test_the_simulators_validate_requests_in_their_own_envelope():

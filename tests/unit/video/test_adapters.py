@@ -78,8 +78,10 @@ def test_delta_task_lives_from_submit_to_a_downloadable_video(sim, clock):
     clock.advance(3)
     done = poll(sim, adapter, base, KEY, name)
     assert (done.status, done.progress, done.error, done.terminal) == ("succeeded", 100, None, True)
-    assert len(done.result_urls) == 2 and all(url.startswith(f"{SIM}/delta/files/") for url in done.result_urls)
-    video = sim.get(done.result_urls[0])
+    assert len(done.result_urls) == 2 and all(url.startswith(f"{SIM}/delta/v1beta/files/") for url in done.result_urls)
+    # The link answers only with the API key (new-api's video_proxy.go fetches it with x-goog-api-key)
+    assert sim.get(done.result_urls[0]).status_code == 403
+    video = sim.get(done.result_urls[0], headers={"x-goog-api-key": KEY})
     assert video.status_code == 200 and video.headers["content-type"] == "video/mp4" and video.content[4:8] == b"ftyp"
 
 
@@ -172,7 +174,7 @@ def test_zeta_task_lives_queued_running_succeeded(sim, clock):
     assert sim.get(done.result_urls[0]).headers["content-type"] == "video/mp4"
 
 
-@pytest.mark.parametrize("fault,status", [("fail", "failed"), ("cancel", "cancelled")])
+@pytest.mark.parametrize("fault,status", [("fail", "failed"), ("cancel", "cancelled"), ("expire", "failed")])
 def test_zeta_fault_modes_end_the_task(sim, clock, fault, status):
     adapter, base = ADAPTERS["zeta"], f"{SIM}/zeta"
     task_id = submit(sim, adapter, base, KEY, ZETA_PRO, zeta_request(f"a cat #fault={fault}"))
@@ -181,6 +183,35 @@ def test_zeta_fault_modes_end_the_task(sim, clock, fault, status):
     assert snapshot.status == status and snapshot.result_urls == []
     if fault == "fail":
         assert "#fault=fail" in snapshot.error and "OutputVideoSensitiveContentDetected" in snapshot.error
+
+
+def test_an_expired_zeta_task_fails_at_once_rather_than_running_until_the_sweep(sim, clock):
+    # Ark's states include `expired` (a task past its execution_expires_after): it never finishes.
+    adapter, base = ADAPTERS["zeta"], f"{SIM}/zeta"
+    task_id = submit(sim, adapter, base, KEY, ZETA_PRO, zeta_request("a cat #fault=expire"))
+    clock.advance(10)
+    snapshot = poll(sim, adapter, base, KEY, task_id)
+    assert (snapshot.upstream_status, snapshot.status) == ("expired", "failed")
+    assert "expired" in snapshot.error
+
+
+@pytest.mark.parametrize("source", [{"url": "https://img.example/cat.png"},
+                                    {"image_url": "data:image/png;base64,iVBORw0KGgo="}])
+def test_a_zeta_image_reaches_ark_as_image_url_url_whether_a_link_or_a_data_url(sim, clock, source):
+    # Ark (and new-api's doubao MediaURL) take `image_url: {url}` only; the simulator refuses any other key.
+    body = ZetaVideoRequest.model_validate({"model": ZETA_PRO, "content": [
+        {"type": "text", "text": "the cat jumps"}, {"type": "image_url", "image_url": source}]}).upstream_body()
+    assert body["content"][1]["image_url"] == {"url": next(iter(source.values()))}
+    adapter, base = ADAPTERS["zeta"], f"{SIM}/zeta"
+    assert submit(sim, adapter, base, KEY, ZETA_PRO, body).startswith("cgt-")
+
+
+def test_the_zeta_simulator_refuses_an_image_item_ark_would_refuse(sim, clock):
+    image = {"type": "image_url", "image_url": {"image_url": "data:image/png;base64,AA"}}
+    body = {"model": ZETA_PRO, "content": [{"type": "text", "text": "x"}, image]}
+    with pytest.raises(UpstreamError) as rejected:
+        submit(sim, ADAPTERS["zeta"], f"{SIM}/zeta", KEY, ZETA_PRO, body)
+    assert rejected.value.status == 400 and "image_url" in rejected.value.message
 
 
 def test_zeta_rejections_carry_the_upstream_code(sim, clock):

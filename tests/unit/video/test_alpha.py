@@ -162,3 +162,40 @@ def test_an_omni_image_task_that_delivers_fewer_images_settles_its_share_of_the_
     assert family.units_to_settle(task, None) == 28_001  # 2/3 of the hold, rounded up
     assert family.query_answer(task)["final_unit_deduction"] == "28001"
     assert family.units_to_settle(task.replace(result_urls=["https://r/0"] * 3), None) == 42_001
+
+
+# --- custom voices and elements: created at once, or by a creation task ---------------------
+
+def _envelope(data):
+    import httpx as _httpx
+
+    return _httpx.Response(200, json={"code": 0, "message": "SUCCEED", "request_id": "r", "data": data},
+                           request=_httpx.Request("POST", "http://up.test/x"))
+
+
+def test_a_create_answer_is_the_record_or_the_creation_task_and_nothing_else():
+    import pytest as _pytest
+
+    from gateway.tasks.families.alpha.adapter import AlphaAdapter
+    from gateway.upstreams.errors import UpstreamError
+
+    adapter = AlphaAdapter()
+    assert adapter.parse_create_custom(_envelope({"element_id": 7, "element_name": "x"}), "element") == {
+        "element_id": "7", "element_name": "x", "task_status": "succeed"}
+    assert adapter.parse_create_custom(_envelope({"task_id": "t1", "task_status": "submitted", "task_info": {}}),
+                                       "voice") == {"task_id": "t1", "task_status": "submitted"}
+    with _pytest.raises(UpstreamError):
+        adapter.parse_create_custom(_envelope({"task_status": "submitted"}), "voice")
+
+
+def test_a_creation_task_names_the_voice_once_made_and_a_success_without_one_is_a_failure():
+    from gateway.tasks.families.alpha.adapter import AlphaAdapter
+
+    adapter = AlphaAdapter()
+    made = adapter.parse_query_custom(_envelope({"task_id": "t1", "task_status": "succeed", "task_result": {
+        "voices": [{"voice_id": "v-1", "voice_name": "n", "trial_url": "https://x/t.mp3"}]}}), "voice")
+    assert made["voice_id"] == "v-1" and made["task_status"] == "succeed"
+    assert adapter.parse_query_custom(_envelope({"task_id": "t1", "task_status": "processing"}), "voice") == {
+        "task_status": "processing", "task_status_msg": ""}
+    assert adapter.parse_query_custom(_envelope({"task_id": "t1", "task_status": "succeed", "task_result": {}}),
+                                      "voice")["task_status"] == "failed"

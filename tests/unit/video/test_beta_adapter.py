@@ -131,3 +131,88 @@ def test_a_signed_link_serves_until_it_expires_and_only_for_its_own_path(monkeyp
         links.verify("/beta/v1/results/t1/sample", None, query["signature"], now=1000)
     monkeypatch.delenv("GATEWAY_RESULT_LINK_SECRET")
     reload_settings()
+
+
+# --- BFL's own polling hosts, and the price by megapixels ------------------------------------
+
+class Recorder:
+    """A sender that records each request and answers a Pending result."""
+
+    def __init__(self):
+        self.urls: list[str] = []
+
+    def send(self, request: httpx.Request) -> httpx.Response:
+        self.urls.append(str(request.url))
+        return httpx.Response(200, json={"id": "t", "status": "Pending", "result": None, "progress": 0.5},
+                              request=request)
+
+
+def bfl_task(poll_url):
+    from gateway.store.tasks import Task
+
+    return Task(task_id="task_1", owner_id="1", family="beta", model="beta-2-pro", channel="b",
+                upstream_task_id="abc", reservation={"units": 45_000}, created_at=0, updated_at=0,
+                poll_url=poll_url)
+
+
+@pytest.mark.parametrize("host", ["api.bfl.ai", "api.eu.bfl.ai", "api.us.bfl.ai", "api.eu1.bfl.ai",
+                                  "api.eu2.bfl.ai", "api.us1.bfl.ai"])
+def test_a_bfl_channel_polls_the_regional_host_bfl_names_without_listing_it(host):
+    # BFL names a regional polling host (`https://api.eu2.bfl.ai/v1/get_result?id=...`) and has
+    # charged at submit: the task is polled there, not failed and refunded.
+    from gateway.tasks.families.beta import FAMILY
+
+    sender = Recorder()
+    url = f"https://{host}/v1/get_result?id=abc"
+    snapshot = FAMILY._ask(sender, channel(base_url="https://api.bfl.ai"), bfl_task(url))
+    assert snapshot.status == "in_progress" and sender.urls == [url]
+
+
+@pytest.mark.parametrize("url", [
+    "https://evil.test/v1/get_result?id=abc", "https://api.eu2.bfl.ai.evil.test/v1/get_result?id=abc",
+    "http://api.eu2.bfl.ai/v1/get_result?id=abc", "https://user@api.eu2.bfl.ai/v1/get_result?id=abc",
+    "https://api.eu2.bfl.ai:8443/v1/get_result?id=abc", "https://x.bfl.ai/v1/get_result?id=abc",
+    "https://apiXeu2.bfl.ai/v1/get_result?id=abc",
+])
+def test_any_other_polling_host_never_gets_the_key_and_the_task_is_asked_for_at_the_base_url(url):
+    from gateway.tasks.families.beta import FAMILY
+
+    sender = Recorder()
+    FAMILY._ask(sender, channel(base_url="https://api.bfl.ai"), bfl_task(url))
+    assert sender.urls == ["https://api.bfl.ai/v1/get_result?id=abc"]
+
+
+def test_a_bfl_host_is_not_trusted_for_a_channel_whose_base_url_is_not_bfl():
+    # A proxy's key is not sent to BFL's hosts because BFL's answer would name them.
+    from gateway.tasks.families.beta import FAMILY
+
+    sender = Recorder()
+    FAMILY._ask(sender, channel(base_url="https://proxy.example"), bfl_task("https://api.eu2.bfl.ai/v1/get_result?id=abc"))
+    assert sender.urls == ["https://proxy.example/v1/get_result?id=abc"]
+
+
+@pytest.mark.parametrize("width,height,units", [
+    (1024, 768, 15_000),   # 0.79 MP: one megapixel, 0.03 USD
+    (1024, 1024, 22_500),  # 1.05 MP: two, 0.03 + 0.015 USD
+    (2048, 2048, 45_000),  # 4.19 MP: five, 0.03 + 4 x 0.015 = 0.09 USD
+])
+def test_a_beta_image_is_held_at_bfl_s_price_for_its_megapixels(width, height, units):
+    from gateway.prices import SHIPPED
+    from gateway.tasks.families.beta import FAMILY
+
+    task = FAMILY.create_task({"model": "beta-2-pro", "prompt": "p", "width": width, "height": height},
+                              "https://gw.test")
+    assert FAMILY.units_to_hold(task, SHIPPED["beta-2-pro"]) == units
+
+
+def test_a_beta_image_settles_to_the_megapixels_bfl_reports_never_above_the_hold():
+    from dataclasses import replace
+
+    from gateway.prices import SHIPPED
+    from gateway.tasks.families.beta import FAMILY
+
+    task = bfl_task(None)
+    price = SHIPPED["beta-2-pro"]
+    assert FAMILY.units_to_settle(replace(task, details={"charged": {"output_mp": 1.05}}), price) == 22_500
+    assert FAMILY.units_to_settle(replace(task, details={"charged": {"output_mp": 9.0}}), price) == 45_000
+    assert FAMILY.units_to_settle(replace(task, details={}), price) == 45_000

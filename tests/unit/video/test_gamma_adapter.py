@@ -38,7 +38,7 @@ def test_a_gamma_task_lives_from_submit_to_a_downloadable_video(sim, clock):
     clock.advance(3)
     done = poll(sim, ADAPTER, BASE, KEY, task_id)
     assert done.status == "succeeded" and done.progress == 100 and done.duration == "5"
-    assert done.details["usage"] == {"video_duration": 5, "video_count": 1} and done.details["end_time"]
+    assert done.details["usage"] == {"video_duration": 5, "video_count": 1, "SR": 720} and done.details["end_time"]
     assert sim.get(done.result_urls[0]).content[4:8] == b"ftyp"
 
 

@@ -85,7 +85,7 @@ def test_epsilon_unknown_variant_and_failed_video_content(sim, clock):
 
 
 def test_unknown_files_are_404(sim):
-    assert sim.get("/delta/files/nope-0.mp4").status_code == 404
+    assert sim.get("/delta/v1beta/files/nope-0:download?alt=media", headers={"x-goog-api-key": "k"}).status_code == 404
     assert sim.get("/zeta/files/cgt-nope.mp4").status_code == 404
 
 

@@ -24,7 +24,7 @@ def test_the_video_function_serves_the_spec_routes_and_the_sdk_content_path(temp
         ("/v1/video/generations", "post"), ("/v1/video/generations/result", "get"), ("/v1/videos", "post"),
         ("/v1/videos", "get"),
         ("/v1/videos/{video_id}", "get"), ("/videos/{videoId}/content", "get"),
-        ("/v1/videos/{video_id}/content", "get")}
+        ("/v1/videos/{video_id}/content", "get"), ("/v1/video/results/{task_id}/{index}", "get")}
 
 
 def test_the_poller_and_the_callback_sender_report_partial_batch_failures(template):
@@ -55,7 +55,8 @@ def test_each_task_function_gets_only_the_access_it_uses(template):
     assert _policies(resources["CallbackSenderFunction"]) == [
         ("AWSSecretsManagerGetSecretValuePolicy", {"SecretArn": {"Ref": "CallbackSigningSecret"}}),
         ("AWSSecretsManagerGetSecretValuePolicy", {"SecretArn": {"Ref": "ResultLinkSecret"}}),
-        ("DynamoDBReadPolicy", {"TableName": {"Ref": "TasksTable"}}),
+        ("Statement", [{"Effect": "Allow", "Action": "dynamodb:GetItem",
+                        "Resource": {"Fn::GetAtt": "TasksTable.Arn"}}]),
         ("SQSPollerPolicy", {"QueueName": {"Fn::GetAtt": "CallbackQueue.QueueName"}})]
     assert sender["Environment"]["Variables"]["GATEWAY_CALLBACK_SECRET_ID"] == {"Ref": "CallbackSigningSecret"}
     video = _policies(resources["VideoFunction"])
@@ -84,3 +85,20 @@ def test_the_alpha_function_serves_every_alpha_path_of_the_spec(template):
                              ("/alpha/v1/videos/omni-video/{task_id}", "get")}
     alpha = _policies(template["Resources"]["AlphaFunction"])
     assert ("SQSSendMessagePolicy", {"QueueName": {"Fn::GetAtt": "TaskPollQueue.QueueName"}}) in alpha
+
+
+def test_the_results_bucket_keeps_a_result_as_long_as_the_gateways_links_promise(template):
+    # A delta link is signed until KEPT_SECONDS after its task ended (tasks/kept.py): the bucket's
+    # lifecycle rule must not remove the copy before (it expires objects at midnight UTC after
+    # ExpirationInDays, so never earlier than that many days)
+    from gateway.store.results import KEPT_SECONDS
+
+    rules = template["Resources"]["ResultsBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    (rule,) = [r for r in rules if r["Status"] == "Enabled"]
+    assert rule["ExpirationInDays"] * 24 * 3600 >= KEPT_SECONDS
+    # and the functions that presign or check kept results may read them (a presigned link serves
+    # only what the signer's role may read)
+    resources = template["Resources"]
+    for name in ("VideoFunction", "BetaFunction", "ImgtaskFunction"):
+        policies = resources[name]["Properties"]["Policies"]
+        assert {"S3ReadPolicy": {"BucketName": {"Ref": "ResultsBucket"}}} in policies, name

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -117,7 +118,7 @@ def _reserve(principal: Principal, units: int, *, model: str, route: str, reserv
         "pk": reservation_pk(reservation_id), "sk": "RES", "reservation_id": reservation_id,
         "user_id": principal.user_id, "key_hash": principal.key_hash, "key_id": principal.key_id,
         "limited_key": not principal.unlimited, "units": units, "model": model, "route": route,
-        "status": RESERVED, "created_at": now, "hold_until": now + int(hold_seconds),
+        "status": RESERVED, "created_at": now, "hold_until": now + int(hold_seconds), "hold_id": uuid.uuid4().hex,
         **hold_index_keys(reservation_id, now + int(hold_seconds)),
         **({"limit_budgets": notes} if notes else {}),
         "group": principal.group, "group_ratio": str(principal.group_ratio), "base_units": base,
@@ -147,6 +148,8 @@ def _reserve(principal: Principal, units: int, *, model: str, route: str, reserv
             raise
         reasons = _reasons(exc)
         if reasons and reasons[0] == "ConditionalCheckFailed":
+            if _held_by(record):  # this very hold, applied by an attempt whose answer was lost
+                return Reservation.from_record(record)
             # Whether it is open or closed, and whose it is, is not the caller's business.
             raise Conflict(f"request id {reservation_id} has already been used; a request is billed once under "
                            "its own id", code="duplicate_request") from None
@@ -166,6 +169,15 @@ def _reserve(principal: Principal, units: int, *, model: str, route: str, reserv
         raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to {units} "
                                 "units") from None
     return Reservation.from_record(record)
+
+
+def _held_by(record: dict[str, Any]) -> bool:
+    """Whether the stored reservation is `record` itself (its `hold_id`): `transact` asks a
+    transaction again after a cancellation, and an earlier attempt of botocore's whose answer was
+    lost may have applied it already."""
+    found = _db().get_item(TableName=_table(), Key=to_item({"pk": record["pk"], "sk": "RES"}),
+                           ConsistentRead=True).get("Item") or {}
+    return found.get("hold_id", {}).get("S") == record["hold_id"]
 
 
 def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str,
@@ -189,34 +201,44 @@ def reserve_request(principal: Principal, units: int, *, model: str, route: str,
 
 def _claim(request_id: str) -> None:
     """Marks a request id used, in the reservations' own namespace (`RES#<id>`): an id that has a
-    reservation or a claim already, whoever's, is a `Conflict`."""
+    reservation or a claim already, whoever's, is a `Conflict`. The claim carries a fresh
+    `claim_id`, so a put DynamoDB applied whose answer was lost (botocore's retry then meets the
+    claim itself) is known as this call's own."""
+    claim_id = uuid.uuid4().hex
+    key = {"pk": reservation_pk(request_id), "sk": "RES"}
     try:
         _db().put_item(TableName=_table(), Item=to_item({
-            "pk": reservation_pk(request_id), "sk": "RES", "reservation_id": request_id, "status": "claimed",
+            **key, "reservation_id": request_id, "status": "claimed", "claim_id": claim_id,
             "created_at": int(time.time())}), ConditionExpression="attribute_not_exists(pk)")
     except Exception as exc:
         if not is_condition_failure(exc):
             raise
+        found = _db().get_item(TableName=_table(), Key=to_item(key), ConsistentRead=True).get("Item") or {}
+        if found.get("claim_id", {}).get("S") == claim_id:
+            return
         raise Conflict(f"request id {request_id} has already been used; a request is billed once under its own id",
                        code="duplicate_request") from None
 
 
 # DynamoDB cancels a transaction that meets another one on the same item (a user's profile and
 # day totals are in every reservation and settlement of that user): asked again, it goes through.
+# It also cancels one whose table or index is over its throughput for the moment (the reason
+# `ThrottlingError`, TransactWriteItems' API reference), which botocore does not retry itself.
 _CONFLICT_ATTEMPTS = 6
+_ASK_AGAIN = frozenset({"TransactionConflict", "ThrottlingError"})
 
 
 def transact(writes: list[dict[str, Any]], *, attempts: int = _CONFLICT_ATTEMPTS) -> None:
     """One transaction, asked again (with a short random pause) while it is cancelled only for a
-    conflict with another transaction; a failed condition or anything else is raised at once, so a
-    conflict is never read as "already closed" or "quota too low"."""
+    conflict with another transaction or for throughput; a failed condition or anything else is
+    raised at once, so neither is ever read as "already closed" or "quota too low"."""
     for attempt in range(attempts):
         try:
             _db().transact_write_items(TransactItems=writes)
             return
         except Exception as exc:
             reasons = _reasons(exc)
-            if "TransactionConflict" not in reasons or "ConditionalCheckFailed" in reasons:
+            if not _ASK_AGAIN.intersection(reasons) or "ConditionalCheckFailed" in reasons:
                 raise
             observability.incident("TransactionConflicts")
             if attempt == attempts - 1:

@@ -10,7 +10,9 @@ retry runs again.
 The record lives in the accounts table under the API key that sent it (`pk` =
 `IDEMPOTENCY#<key hash>`): one tenant's key never answers another's, and a key's records expire
 with DynamoDB's TTL (`expires_ttl`) one window after they were written. The claim is one
-conditional put, so two concurrent retries never both run.
+conditional put, so two concurrent retries never both run. It carries a fresh `claim_id`: when
+DynamoDB applied the put but its answer was lost, botocore's retry meets the claim itself
+(`ConditionalCheckFailed`), and the stored `claim_id` says the claim is this request's own.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -75,10 +78,11 @@ def run_once(principal: Principal, route: str, key: str | None, body: str | byte
     item_key = _item_key(principal, route, key)
     body_hash = _digest(body or b"")
     dynamodb = client("dynamodb")
+    claim_id = uuid.uuid4().hex
     try:
         dynamodb.put_item(
             TableName=table,
-            Item={**item_key, "body_hash": {"S": body_hash}, "state": {"S": "pending"},
+            Item={**item_key, "body_hash": {"S": body_hash}, "state": {"S": "pending"}, "claim_id": {"S": claim_id},
                   "claimed_at": {"N": str(int(now))}, "expires_ttl": {"N": str(int(now) + WINDOW_SECONDS)}},
             # A record past its window is free again, whether or not TTL has deleted it yet; a
             # pending one whose run died long ago too.
@@ -88,11 +92,17 @@ def run_once(principal: Principal, route: str, key: str | None, body: str | byte
             ExpressionAttributeValues={":now": {"N": str(int(now))}, ":pending": {"S": "pending"},
                                        ":stale": {"N": str(int(now) - _PENDING_SECONDS)}})
     except dynamodb.exceptions.ConditionalCheckFailedException:
-        return (*_recorded(dynamodb, table, item_key, body_hash), True)
+        replayed = _recorded(dynamodb, table, item_key, body_hash, claim_id)
+        if replayed is not None:
+            return (*replayed, True)
     try:
         status, answer = run()
     except GatewayError:
-        dynamodb.delete_item(TableName=table, Key=item_key)  # nothing was charged: a retry runs again
+        try:  # nothing was charged: a retry runs again (this claim only, never a later one's)
+            dynamodb.delete_item(TableName=table, Key=item_key, ConditionExpression="claim_id = :mine",
+                                 ExpressionAttributeValues={":mine": {"S": claim_id}})
+        except Exception:  # gone already (a retried delete), or kept until stale: a retry answers 409
+            logger.warning("idempotency claim not freed", extra={"route": route})
         raise
     except BaseException:
         # Unknown whether it was charged: the key stays claimed until it is stale, so a retry
@@ -114,8 +124,12 @@ def run_once(principal: Principal, route: str, key: str | None, body: str | byte
     return status, answer, False
 
 
-def _recorded(dynamodb: Any, table: str, item_key: dict[str, Any], body_hash: str) -> tuple[int, Any]:
+def _recorded(dynamodb: Any, table: str, item_key: dict[str, Any], body_hash: str,
+              claim_id: str) -> tuple[int, Any] | None:
+    """The answer recorded under the key, or None when the claim found is this request's own."""
     item = dynamodb.get_item(TableName=table, Key=item_key, ConsistentRead=True).get("Item") or {}
+    if item.get("claim_id", {}).get("S") == claim_id:
+        return None  # the put was applied and its answer lost: botocore's retry met this claim
     if item.get("body_hash", {}).get("S") != body_hash:
         raise Conflict("Idempotency-Key was already used with another request body within 24 hours; "
                        "use a new key for a new request", param="Idempotency-Key", code="idempotency_key_reused")

@@ -331,7 +331,12 @@ class LeasePool:
         except Exception as exc:
             if not is_condition_failure(exc):
                 raise
-            raise _short(principal) from None
+            reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
+            # The lease id is this call's own: a lease item already there was put by an earlier
+            # attempt of this grant whose answer was lost (`transact` asks again after a
+            # cancellation, with a new client token): it is granted.
+            if reasons[:1] != ["ConditionalCheckFailed"]:
+                raise _short(principal) from None
         return Lease(lease_id=lease_id, user_id=principal.user_id, key_hash=principal.key_hash,
                      key_id=principal.key_id, limited_key=not principal.unlimited, granted=units,
                      window_until=started + WINDOW_SECONDS, hold_until=hold_until)

@@ -31,6 +31,9 @@ from gateway.prices import UNITS_PER_USD
 
 PERIODS = ("daily", "weekly", "monthly")
 ATTRIBUTES = ("rpm", "tpm", "max_parallel", "budget_units", "budget_period")
+#: A key record's mark of the limits an operator set on it (a map of their attributes): the key's
+#: owner may tighten each of them, never loosen or clear one (`Limits.loosening`).
+OPERATOR_LIMITS = "operator_limits"
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,28 @@ class Limits:
             problems.append(("budget_usd", f"must not exceed the user's own budget of {outer.budget_usd} USD "
                                            f"({outer.budget_period})"))
         return problems
+
+    def loosening(self, operator: Limits) -> list[tuple[str, str]]:
+        """Where these limits, asked for by a key's owner, would loosen or clear one the operator
+        set (`operator`, from the key's `OPERATOR_LIMITS` mark): (field, rule) pairs, empty when
+        each operator-set limit stays as tight or tighter."""
+        problems = []
+        for name in ("rpm", "tpm", "max_parallel"):
+            mine, theirs = getattr(self, name), getattr(operator, name)
+            if theirs and not 0 < mine <= theirs:
+                problems.append((name, f"the operator set this key's {name} to {theirs}: it may be lowered, "
+                                       "not raised or cleared"))
+        if operator.budget_units and not (0 < self.budget_units <= operator.budget_units
+                                          and self.budget_period == operator.budget_period):
+            problems.append(("budget_usd", f"the operator set this key's budget to {operator.budget_usd} USD "
+                                           f"({operator.budget_period}): it may be lowered, not raised, cleared "
+                                           "or given another period"))
+        return problems
+
+    @classmethod
+    def operator_set(cls, record: dict[str, Any] | None) -> Limits:
+        """The limits an operator set on a key (its `OPERATOR_LIMITS` mark; none: no limits)."""
+        return cls.of((record or {}).get(OPERATOR_LIMITS))
 
     def attributes(self, *, clearing: bool = False) -> dict[str, Any]:
         """The record attributes of these limits: the ones set; with `clearing`, the others as
@@ -215,30 +240,50 @@ def _counter(scope: str, sk: str, name: str) -> int:
 
 
 def _add(scope: str, sk: str, name: str, amount: int, *, at_most: int | None = None,
-         expires: int | None = None, extra: dict[str, Any] | None = None) -> int | None:
+         expires: int | None = None, extra: dict[str, Any] | None = None, read: bool = False) -> int | None:
     """Adds `amount` to a counter item's `name`; with `at_most`, only while the result stays at or
-    below it (one conditional write). The counter after it, or None when the condition refused it."""
-    from gateway.store.aws import from_item, is_condition_failure, to_item, to_values
+    below it. Returns None when the condition refused it; else, with `read`, the counter right
+    after it (read again: another instance's write may be in it), without, `amount`.
+
+    One write, exactly once: an `ADD` is not idempotent, and when DynamoDB applied it but the
+    answer was lost, botocore sends it again (a second count, or a refusal by the counter's own
+    first count). So it goes as a one-item `TransactWriteItems`, which DynamoDB applies once per
+    `ClientRequestToken` (botocore fills one in per call and keeps it for its retries)."""
+    from gateway.store.aws import to_item, to_values
 
     sets = [f"{k} = :{k}" for k in (extra or {})] + (["expires_ttl = :ttl"] if expires else [])
     values: dict[str, Any] = {":n": amount, **{f":{k}": v for k, v in (extra or {}).items()}}
     if expires:
         values[":ttl"] = expires
-    params: dict[str, Any] = {
+    update: dict[str, Any] = {
         "TableName": _table(), "Key": to_item({"pk": scope, "sk": sk}),
-        "UpdateExpression": ("SET " + ", ".join(sets) + " " if sets else "") + f"ADD {name} :n",
-        "ReturnValues": "UPDATED_NEW"}
+        "UpdateExpression": ("SET " + ", ".join(sets) + " " if sets else "") + f"ADD {name} :n"}
     if at_most is not None:
-        params["ConditionExpression"] = f"attribute_not_exists({name}) OR {name} <= :cap"
+        update["ConditionExpression"] = f"attribute_not_exists({name}) OR {name} <= :cap"
         values[":cap"] = at_most - amount
-    params["ExpressionAttributeValues"] = to_values(values)
-    try:
-        answer = _db().update_item(**params)
-    except Exception as exc:
-        if not is_condition_failure(exc):
-            raise
+    update["ExpressionAttributeValues"] = to_values(values)
+    if not _write_once(update):
         return None
-    return int(from_item(answer.get("Attributes") or {}).get(name) or 0)
+    return _counter(scope, sk, name) if read else amount
+
+
+def _write_once(update: dict[str, Any], attempts: int = 6) -> bool:
+    """One conditional update applied exactly once (see `_add`); False when its condition refused
+    it. A cancellation for a conflict with another transaction or for throughput is asked again."""
+    import random
+
+    for attempt in range(attempts):
+        try:
+            _db().transact_write_items(TransactItems=[{"Update": update}])
+            return True
+        except Exception as exc:
+            reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
+            if reasons[:1] == ["ConditionalCheckFailed"]:
+                return False
+            if not {"TransactionConflict", "ThrottlingError"}.intersection(reasons) or attempt == attempts - 1:
+                raise
+            time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 @dataclass
@@ -437,7 +482,7 @@ class LimitStep:
             want = 1 if rpm < SLICE_FROM_RPM else max(rpm // SLICES_PER_MINUTE, 1)
             expires = int(now.timestamp()) + _MINUTE_TTL_SECONDS
             sk = "RPM#" + minute
-            while (taken := _add(scope, sk, "taken", want, at_most=rpm, expires=expires)) is None:
+            while (taken := _add(scope, sk, "taken", want, at_most=rpm, expires=expires, read=True)) is None:
                 left = rpm - _counter(scope, sk, "taken")
                 if left < 1:
                     with self._lock:  # refused here without a write for a second, then asked again
@@ -471,7 +516,8 @@ class LimitStep:
         """A request's worst case in tokens is held on the minute's `TPM#` counter (never past the
         limit); its close replaces the hold with the tokens billed."""
         minute = "TPM#" + window_ids(now)["minute"]
-        used = _add(scope, minute, "tokens", tokens, at_most=tpm, expires=int(now.timestamp()) + _MINUTE_TTL_SECONDS) \
+        used = _add(scope, minute, "tokens", tokens, at_most=tpm, expires=int(now.timestamp()) + _MINUTE_TTL_SECONDS,
+                    read=True) \
             if tokens <= tpm else None
         if used is None:
             wait = 60 - now.astimezone(UTC).second
@@ -506,7 +552,7 @@ class LimitStep:
 
     def _enter_parallel(self, scope: str, whose: str, limit: int, held: _Held) -> None:
         from gateway.admission.ledger import REQUEST_HOLD_SECONDS
-        from gateway.store.aws import from_item, is_condition_failure, to_item, to_values
+        from gateway.store.aws import from_item, to_item, to_values
 
         now = int(time.time())
         if _add(scope, "PAR", "inflight", 1, at_most=limit, extra={"touched_at": now}) is None:
@@ -516,16 +562,13 @@ class LimitStep:
             if now - stale <= REQUEST_HOLD_SECONDS:
                 raise RateLimited(f"{whose} max_parallel of {limit} concurrent requests is reached; "
                                   "retry when one of them has finished", headers={"Retry-After": "1"})
-            try:  # every counted request is long dead: start the count afresh with this one
-                _db().update_item(TableName=_table(), Key=to_item({"pk": scope, "sk": "PAR"}),
-                                  UpdateExpression="SET inflight = :one, touched_at = :now",
-                                  ConditionExpression="touched_at = :stale",
-                                  ExpressionAttributeValues=to_values({":one": 1, ":now": now, ":stale": stale}))
-            except Exception as exc:
-                if not is_condition_failure(exc):
-                    raise
+            # every counted request is long dead: start the count afresh with this one
+            if not _write_once({"TableName": _table(), "Key": to_item({"pk": scope, "sk": "PAR"}),
+                                "UpdateExpression": "SET inflight = :one, touched_at = :now",
+                                "ConditionExpression": "touched_at = :stale",
+                                "ExpressionAttributeValues": to_values({":one": 1, ":now": now, ":stale": stale})}):
                 raise RateLimited(f"{whose} max_parallel of {limit} concurrent requests is reached; "
-                                  "retry when one of them has finished", headers={"Retry-After": "1"}) from None
+                                  "retry when one of them has finished", headers={"Retry-After": "1"})
         held.parallel.append(scope)
 
 

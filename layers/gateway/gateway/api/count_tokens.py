@@ -12,7 +12,7 @@ and the count), like the content dialect's countTokens.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -25,6 +25,7 @@ from gateway.formats.usage import Usage
 from gateway.observability import logger
 from gateway.routing.channels import Channel, get_catalog
 from gateway.upstreams.base import Timeouts, UpstreamError
+from gateway.upstreams.clients import client_for
 from gateway.upstreams.content import ContentClient
 from gateway.upstreams.messages import MessagesClient
 from gateway.upstreams.verdict import first_success_async
@@ -93,7 +94,7 @@ async def _count(call: TextCall, channel: Channel, http: httpx.AsyncClient,
                                             **{k: v for k, v in call.body.items() if k in _COUNTED_FIELDS}})
         return _whole(answer, "input_tokens"), UPSTREAM
     if channel.protocol == "content":
-        content_client = ContentClient(channel.base_url, channel.api_key, http, timeouts)
+        content_client = cast(ContentClient, client_for(channel, http, timeouts))
         converted = convert_request(call.body, source=MESSAGES, target=CONTENT, model=model, stream=False)
         answer = await content_client.count_tokens(
             model, {"generateContentRequest": {"model": f"models/{model}", **converted}})

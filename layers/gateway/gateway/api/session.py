@@ -5,8 +5,15 @@
 - `POST /api/user/login` (new-api's shape) checks a username and password and opens a session:
   a random token in an HttpOnly, SameSite=Strict cookie (Secure when the request came over https);
   only its SHA-256 is stored, with a TTL at its expiry. `GET /api/user/logout` deletes it.
-- Failed sign-ins are counted per username and per address in fixed windows; past the limit a
-  sign-in is a 429 with Retry-After before the password is even checked.
+- Sign-in as OWASP's ASVS asks (v4.0.3 V2.2.1 anti-automation, V2.2.2/V3 and the Authentication
+  Cheat Sheet's "same response, same time"): a known and an unknown name get the same answer
+  after the same work (two store reads, one scrypt at the current parameters). Attempts are
+  counted per (name, address) with a progressive delay, per address across names, and per name
+  across addresses; each counter is raised in one conditional transaction *before* the password
+  is checked, so parallel tries never check more than the limit. A name's ceiling slows every
+  address down (one try per `SLOWED_GAP_SECONDS`) instead of locking its owner out: hammering
+  from one address never refuses the owner's right password from another. Names compare
+  case-insensitively (`store.accounts.username_pk`), in the pointer, the counters and creation.
 - `caller(headers)`: every account route is reached either with the system access token in
   `Authorization` or with the session cookie, and always with `X-Api-User` naming the same user.
   That header is also the CSRF guard: a page of another site can neither read the cookie nor
@@ -30,7 +37,7 @@ from gateway import keys
 from gateway.api.account import account_record, token_owner
 from gateway.errors import AuthenticationFailed, InvalidRequest, PermissionDenied, RateLimited
 from gateway.schemas.account import PasswordChange, SignIn
-from gateway.store.accounts import AccountsRepository
+from gateway.store.accounts import AccountsRepository, SignInCounter
 from gateway.validation import parse_body
 
 SESSION_COOKIE = "gateway_session"
@@ -41,8 +48,18 @@ OPERATOR_ROLE = 10
 _SCRYPT_N, _SCRYPT_R, _SCRYPT_P, _SCRYPT_LEN = 2**14, 8, 1, 32
 
 SIGN_IN_WINDOW_SECONDS = 900
-MAX_FAILURES_PER_USER = 10
-MAX_FAILURES_PER_ADDRESS = 50
+#: Attempts of one name from one address per window; the first `FREE_ATTEMPTS` come without a wait,
+#: each failure after them makes the next try wait twice as long (2 s, 4 s, ... up to `MAX_DELAY_SECONDS`).
+MAX_ATTEMPTS_PER_PAIR = 10
+FREE_ATTEMPTS = 3
+MAX_DELAY_SECONDS = 120
+#: Attempts from one address, whatever the names, per window (a failed one stays counted).
+MAX_ATTEMPTS_PER_ADDRESS = 50
+#: Failures of one name from all addresses per hour (ASVS V2.2.1: at most 100 an hour) past which
+#: every address is slowed to one try per `SLOWED_GAP_SECONDS` for that name, never refused for good.
+NAME_CEILING_PER_HOUR = 100
+NAME_WINDOW_SECONDS = 3600
+SLOWED_GAP_SECONDS = 60
 
 
 def hash_password(password: str) -> str:
@@ -105,9 +122,21 @@ def is_https(headers: Mapping[str, str]) -> bool:
     return (headers.get("x-forwarded-proto") or "").lower() == "https"
 
 
-def _window(now: float) -> tuple[int, int]:
-    start = int(now) // SIGN_IN_WINDOW_SECONDS * SIGN_IN_WINDOW_SECONDS
-    return start, start + SIGN_IN_WINDOW_SECONDS - int(now)
+def _window(now: float, seconds: int = SIGN_IN_WINDOW_SECONDS) -> tuple[int, int]:
+    start = int(now) // seconds * seconds
+    return start, start + seconds - int(now)
+
+
+def failure_delay(failures: int) -> int:
+    """Seconds the next try of a (name, address) waits after its `failures`-th failure."""
+    return 0 if failures < FREE_ATTEMPTS else min(2 ** (failures - FREE_ATTEMPTS + 1), MAX_DELAY_SECONDS)
+
+
+def _limited(retry_after: int) -> RateLimited:
+    # One message for every refusal: it names no rule that would tell a known name from another.
+    retry_after = max(int(retry_after), 1)
+    return RateLimited(f"too many sign-in attempts; try again in {retry_after} s",
+                       headers={"Retry-After": str(retry_after)}, param="username", code="sign_in_limited")
 
 
 def sign_in(body: str | bytes | None, address: str, https: bool, accounts: AccountsRepository | None = None,
@@ -115,27 +144,46 @@ def sign_in(body: str | bytes | None, address: str, https: bool, accounts: Accou
     accounts = accounts or AccountsRepository()
     request = parse_body(SignIn, body)
     now = time.time() if now is None else now
-    window, retry_after = _window(now)
-    subjects = (f"user:{request.username.lower()}", f"addr:{address or 'unknown'}")
-    for subject, limit in zip(subjects, (MAX_FAILURES_PER_USER, MAX_FAILURES_PER_ADDRESS), strict=True):
-        if accounts.failed_sign_ins(subject, window) >= limit:
-            raise RateLimited(f"too many failed sign-ins for this {subject.split(':')[0].replace('addr', 'address')}; "
-                              f"try again in {retry_after} s", headers={"Retry-After": str(retry_after)},
-                              param="username", code="sign_in_limited")
-    user_id = accounts.user_id_for_username(request.username)
-    user = accounts.get_user(user_id, consistent=True) if user_id is not None else None
+    name, address = request.username.lower(), address or "unknown"
+    window, _ = _window(now)
+    name_window, _ = _window(now, NAME_WINDOW_SECONDS)
+    expires = window + 2 * SIGN_IN_WINDOW_SECONDS
+    pair = f"pair:{name}/{address}"
+    slowed = int(accounts.sign_in_counter(f"name:{name}", name_window).get("failures", 0)) >= NAME_CEILING_PER_HOUR
+    counters = [SignInCounter(pair, window, MAX_ATTEMPTS_PER_PAIR, expires, SLOWED_GAP_SECONDS if slowed else 0),
+                SignInCounter(f"addr:{address}", window, MAX_ATTEMPTS_PER_ADDRESS, expires)]
+    refused = accounts.admit_sign_in(counters, int(now))
+    if refused is not None:
+        raise _limited(_retry_after(accounts.sign_in_counter(counters[refused].subject, window), counters[refused],
+                                    int(now)))
+    user_id, user = accounts.sign_in_record(name)
     if not verify_password(request.password, (user or {}).get("password_hash")):
-        for subject in subjects:
-            accounts.count_failed_sign_in(subject, window, SIGN_IN_WINDOW_SECONDS)
+        failures = accounts.count_sign_in_failure(pair, window, expires)
+        if failure_delay(failures):
+            accounts.delay_sign_ins(pair, window, int(now) + failure_delay(failures))
+        accounts.count_sign_in_failure(f"name:{name}", name_window, name_window + 2 * NAME_WINDOW_SECONDS)
         raise AuthenticationFailed("wrong username or password", param="password")
     assert user is not None and user_id is not None
+    # The owner got in from here: this pair starts over, and this attempt no longer counts for the address.
+    accounts.forget_sign_in_attempt(pair, window, reset=True)
+    accounts.forget_sign_in_attempt(f"addr:{address}", window, reset=False)
     if int(user.get("status", 1)) != 1:
         raise AuthenticationFailed("this user is disabled", param="username")
     token = keys.new_secret()
     accounts.put_session(keys.hash_secret(token), user_id, int(now) + SESSION_SECONDS)
     accounts.note_sign_in(user_id, int(now), address)
-    record = {name: user.get(name) for name in ("id", "username", "display_name", "role", "status", "group")}
+    record = {name_: user.get(name_) for name_ in ("id", "username", "display_name", "role", "status", "group")}
     return SignedIn({"data": record, "message": "", "success": True}, _cookie(token, SESSION_SECONDS, https))
+
+
+def _retry_after(item: dict[str, Any], counter: SignInCounter, now: int) -> int:
+    """When a refused counter takes a try again: its delay's end, its slowed gap's, or its window's."""
+    if int(item.get("attempts", 0)) >= counter.limit:
+        return counter.window + SIGN_IN_WINDOW_SECONDS - now
+    waits = [int(item.get("next_at", 0)) - now]
+    if counter.gap:
+        waits.append(int(item.get("last_at", 0)) + counter.gap - now)
+    return max(waits)
 
 
 def _session_token(headers: Mapping[str, str]) -> str | None:

@@ -55,7 +55,7 @@ from gateway.sse import encode
 from gateway.store.aws import here_unless_it_waits
 from gateway.tokens import estimate_value_tokens
 from gateway.upstreams.base import EventStream, Timeouts, UpstreamError
-from gateway.upstreams.clients import TEXT_CLIENTS as _CLIENTS
+from gateway.upstreams.clients import client_for
 from gateway.upstreams.verdict import first_success_async
 
 # The output a request may generate when it sets no limit of its own, for the reservation only:
@@ -193,13 +193,11 @@ class Answer:
         raise NotImplementedError
 
     def limit_headers(self) -> dict[str, str]:
-        """A limited principal's rate-limit headers: anthropic's names on /v1/messages, openai's elsewhere."""
-        from gateway.admission import limits
+        return _limit_headers(self.call, self.reservation)
 
-        state = self.reservation.ratelimit
-        if not state:
-            return {}
-        return limits.anthropic_headers(state) if self.call.dialect == MESSAGES else limits.openai_headers(state)
+    async def unsent(self) -> None:
+        """Settles an answer whose client left before it was sent (a `PatientAnswer`'s)."""
+        raise NotImplementedError
 
     async def _close(self, usage: Usage, outcome: str) -> None:
         """Settles once, whatever happens to the client or the process.
@@ -249,6 +247,16 @@ class Answer:
         logger.info("text served", extra={"model": self.call.model, "units": units, **detail})
 
 
+def _limit_headers(call: TextCall, reservation: billing.Reservation) -> dict[str, str]:
+    """A limited principal's rate-limit headers: anthropic's names on /v1/messages, openai's elsewhere."""
+    from gateway.admission import limits
+
+    state = reservation.ratelimit
+    if not state:
+        return {}
+    return limits.anthropic_headers(state) if call.dialect == MESSAGES else limits.openai_headers(state)
+
+
 # Answers committed to a client and not yet billed (weak: an answer dropped unsent leaves it).
 _unsettled: weakref.WeakSet[Answer] = weakref.WeakSet()
 # Where settlements run: threads kept between requests (a new thread per request costs more
@@ -278,6 +286,64 @@ class BufferedAnswer(Answer):
         # Billed first: the upstream did the work, and a client that has the body can read the bill.
         await self._close(self.usage, "completed")
         await send(self.payload)
+
+    async def unsent(self) -> None:
+        """Billed though the client left before it: the upstream's usage, what it charged."""
+        await self._close(self.usage, "client_gone")
+
+
+#: What keeps a buffered answer alive: JSON allows whitespace before a value (RFC 8259, section 2),
+#: and every SDK's JSON parser skips it (json.loads in openai, anthropic and google-genai).
+BUFFERED_KEEP_ALIVE = b" "
+
+
+class PatientAnswer:
+    """A buffered answer still on its way after the keep-alive interval: committed at once as a
+    200 JSON answer, a space every interval while the upstream works, then the body.
+
+    An error that comes after the commit can no longer change the status: its envelope (the
+    dialect's, as any error) is the body, and everything was refunded. A client that goes away
+    meanwhile does not stop the upstream's answer being awaited: it is billed to the usage the
+    upstream reports for it, which the upstream charges whether or not anyone reads it, and no
+    more (`BufferedAnswer.unsent`)."""
+
+    status = 200
+
+    def __init__(self, waiting: asyncio.Future[Answer], prepared: _Prepared, request_id: str, interval: float):
+        self.waiting, self.prepared, self.request_id, self.interval = waiting, prepared, request_id, interval
+        self.headers = {"content-type": JSON_TYPE}
+
+    def limit_headers(self) -> dict[str, str]:
+        return _limit_headers(self.prepared.call, self.prepared.reservation)
+
+    async def send_to(self, send: Send) -> None:
+        from gateway.errors import GatewayError, dialect_for_path, render
+
+        try:
+            while not (await asyncio.wait({self.waiting}, timeout=self.interval))[0]:
+                await send(BUFFERED_KEEP_ALIVE)
+        except BaseException:
+            with anyio.CancelScope(shield=True):  # the client left: bill what the upstream charged
+                await asyncio.wait({self.waiting})
+                if not self.waiting.cancelled() and self.waiting.exception() is None:
+                    await self.waiting.result().unsent()
+            raise
+        try:
+            answer = self.waiting.result()
+        except Exception as failure:
+            observability.note_error(failure)
+            error = failure if isinstance(failure, GatewayError) else \
+                GatewayError("internal error; quote the request id when reporting it")
+            if not isinstance(failure, GatewayError):
+                logger.exception("unexpected error", extra={"request_id": self.request_id})
+            rendered = render(error, dialect_for_path(self.prepared.call.route), self.request_id)
+            await send(json.dumps(rendered.body, separators=(",", ":")).encode())
+            return
+        await answer.send_to(send)
+
+
+#: What a route answers: an answer in hand, or one still awaited and kept alive.
+Served = Answer | PatientAnswer
 
 
 class StreamedAnswer(Answer):
@@ -327,7 +393,11 @@ class StreamedAnswer(Answer):
             await self.upcoming.aclose()
 
     def _usage(self) -> Usage:
-        """The upstream's usage for a whole stream; for a cut one, what was relayed."""
+        """The upstream's usage for a whole stream; for a cut one, what the upstream generated up
+        to the cut, on the best evidence the stream holds (`StreamConverter.output_tokens`: the
+        upstream's own mid-stream counts, else the stream's structure or its text), never the
+        hold's generous estimate. The upstream is not read on after the client leaves: closing
+        the connection stops the generation, and the client pays for nothing it never got."""
         converter, reported = self.converter, self.converter.usage
         if converter.completed and reported is not None and (reported.input_tokens or reported.output_tokens):
             return reported
@@ -380,15 +450,37 @@ def _prepare(operation: str, dialect: str, inbound: Inbound) -> _Prepared:
 
 
 async def serve(operation: str, dialect: str, inbound: Inbound, *, http: httpx.AsyncClient | None = None,
-                timeouts: Timeouts | None = None) -> Answer:
+                timeouts: Timeouts | None = None) -> Served:
     """The committed answer to one text request, or a `GatewayError` with nothing charged.
 
     What comes before the upstream call runs on the event loop when this instance has all it
     needs in memory (the key cached, a quota lease with room: the common request), else on a
     worker thread (`here_unless_it_waits`): a hop to a thread and back costs more than the work."""
     prepared = await here_unless_it_waits(_prepare, operation, dialect, inbound)
+    answering = _answer_or_refund(prepared, http or http_client(), timeouts)
+    patience = get_settings().buffered_keepalive_seconds
+    if prepared.call.stream or patience <= 0:
+        return await answering
+    # A buffered answer sends nothing until the upstream has answered in full: past `patience`
+    # the answer is committed and kept alive (`PatientAnswer`), so that API Gateway's idle
+    # timeout (5 minutes on the regional streaming integration) never cuts a slow one.
+    waiting = asyncio.ensure_future(answering)
     try:
-        return await _first_answer(prepared, http or http_client(), timeouts)
+        done, _ = await asyncio.wait({waiting}, timeout=patience)
+    except BaseException:  # the client left before anything was sent: the attempt stops, refunded
+        waiting.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait({waiting})
+        raise
+    if done:
+        return waiting.result()
+    return PatientAnswer(waiting, prepared, inbound.request_id, patience)
+
+
+async def _answer_or_refund(prepared: _Prepared, http: httpx.AsyncClient, timeouts: Timeouts | None) -> Answer:
+    """The committed answer, or everything refunded and the failure raised."""
+    try:
+        return await _first_answer(prepared, http, timeouts)
     except BaseException as exc:
         reason = getattr(exc, "message", type(exc).__name__)[:200]
         failed = isinstance(exc, Exception)  # a cancellation (the client went away first) is no failure
@@ -400,7 +492,7 @@ async def serve(operation: str, dialect: str, inbound: Inbound, *, http: httpx.A
 
 async def _first_answer(prepared: _Prepared, http: httpx.AsyncClient, timeouts: Timeouts | None) -> Answer:
     def attempt(channel: Channel) -> Awaitable[Answer]:
-        client = _CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)
+        client = client_for(channel, http, timeouts)
         return _attempt(prepared, channel, client)
 
     answer, _ = await first_success_async(prepared.channels, attempt, offload=anyio.to_thread.run_sync)
@@ -533,7 +625,7 @@ responses = partial(serve, GENERATE, RESPONSES)
 compact_responses = partial(serve, COMPACT, RESPONSES)
 
 
-async def content(inbound: Inbound, **options: Any) -> Answer:
+async def content(inbound: Inbound, **options: Any) -> Served:
     """/v1beta/models/{model}:{action}: generation, or one of the content dialect's other actions."""
     action = (inbound.proxy or "").rpartition(":")[2]
     return await serve(action if action in _CONTENT_METHODS else GENERATE, CONTENT, inbound, **options)

@@ -4,8 +4,9 @@ token and `X-Api-User` (as `/api/user/self`).
 Ownership rules: a user sees, changes and deletes only its own keys (another user's key id is a
 404, as a missing one); a key never allows more than its user (limits, budget, a quota no larger
 than the user's, models that exist); a user never changes its own quota, only its keys' shares of
-it; a key the operator revoked stays revoked. A key is refused by every function within the key
-cache's time (`GATEWAY_KEY_CACHE_SECONDS`, 5 s) of being disabled or deleted.
+it; a key the operator revoked stays revoked; a limit the operator set on a key (its
+`operator_limits` mark) may be tightened by the owner, never loosened or cleared. A key is
+refused by every function within the key cache's time (`GATEWAY_KEY_CACHE_SECONDS`, 5 s) of being disabled or deleted.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from gateway import groups
-from gateway.admission.limits import Limits
+from gateway.admission.limits import OPERATOR_LIMITS, Limits
 from gateway.errors import Conflict, InvalidRequest, NotFound
 from gateway.prices import usd_to_units
 from gateway.schemas.tokens import LimitFields, NewToken, TokenFields, TokenStatus, TokenUpdate
@@ -57,6 +58,8 @@ def token_view(record: dict[str, Any], now: int | None = None) -> dict[str, Any]
         "model_limits_enabled": bool(models), "model_limits": ",".join(models),
         "group": record.get("group") or "",
         **Limits.of(record).view(),
+        # The limits the operator set (the owner may lower each, never raise or clear one).
+        "operator_limits": {name: value for name, value in Limits.operator_set(record).view().items() if value},
     }
 
 
@@ -123,11 +126,20 @@ def update_token(user_id: int, body: TokenUpdate, accounts: AccountsRepository |
     if body.group is not None:
         changes["group"] = groups.check_key_group(body.group, user) or None
     limits = _limits(body, Limits.of(record), user)
+    for field, rule in limits.loosening(Limits.operator_set(record)):
+        raise InvalidRequest(f"{field}: {rule}", param=field, code="operator_limit")
     changes.update(limits.attributes(clearing=True))
+    # Written only while the operator's mark is the one checked (an operator's change meanwhile wins).
+    marks = record.get(OPERATOR_LIMITS)
+    condition = (f"{OPERATOR_LIMITS} = :marks", {":marks": marks}) if marks else \
+        (f"attribute_not_exists({OPERATOR_LIMITS})", {})
     try:
-        updated = accounts.update_key(record["pk"].removeprefix("KEY#"), user_id, changes)
+        updated = accounts.update_key(record["pk"].removeprefix("KEY#"), user_id, changes, condition=condition)
     except KeyNotFound:
-        raise _not_found(body.id) from None
+        if accounts.user_key(user_id, body.id) is None:
+            raise _not_found(body.id) from None
+        raise Conflict("the operator changed this key's limits meanwhile; read the key again",
+                       code="operator_limit") from None
     return _ok(token_view(updated))
 
 

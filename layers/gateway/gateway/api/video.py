@@ -5,6 +5,7 @@ this module parses a body, picks the family and hands the task to the engine.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from gateway.auth import Principal
@@ -12,7 +13,7 @@ from gateway.errors import InvalidRequest, NotFound
 from gateway.multipart import event_body, event_header, form_from_event
 from gateway.tasks import engine
 from gateway.tasks.families import FAMILIES, families, family_of
-from gateway.tasks.families.base import TaskFamily, generic_result
+from gateway.tasks.families.base import TaskFamily
 
 GENERATIONS_ROUTE = "/v1/video/generations"
 VIDEOS_ROUTE = "/v1/videos"
@@ -43,14 +44,24 @@ def generic_family(data: Any) -> TaskFamily:
     return family
 
 
-def submit_generation(principal: Principal, body: bytes | str | None) -> dict[str, Any]:
-    """POST /v1/video/generations: a task of the model's family."""
+def submit_generation(principal: Principal, body: bytes | str | None, base_url: str = "") -> dict[str, Any]:
+    """POST /v1/video/generations: a task of the model's family. The gateway's public base URL
+    is kept with it: the links a family signs for its results are built on it."""
     from gateway.validation import parse_json  # pydantic only on the routes that parse a body
 
     data = parse_json(body)
     family = generic_family(data)
-    task = engine.submit(principal, family.generic_task(data, GENERATIONS_ROUTE))
-    return family.submit_answer(task)
+    new = family.generic_task(data, GENERATIONS_ROUTE)
+    if base_url:
+        new = dataclasses.replace(new, public={**new.public, "base_url": base_url.rstrip("/")})
+    return family.submit_answer(engine.submit(principal, new))
+
+
+def kept_result(task_id: str, index: str, expires: str | None, signature: str | None) -> tuple[str, Any]:
+    """GET /v1/video/results/{task_id}/{index}: a delta video, for whoever holds the signed link."""
+    from gateway.tasks.families.delta import FAMILY as DELTA
+
+    return DELTA.result(task_id, index, expires, signature)
 
 
 def generation_result(principal: Principal, task_id: str | None) -> dict[str, Any]:
@@ -58,9 +69,10 @@ def generation_result(principal: Principal, task_id: str | None) -> dict[str, An
     if not task_id or not task_id.strip():
         raise InvalidRequest("taskid: is required", param="taskid")
     task = engine.owned_task(principal, task_id)
-    if not family_of(task.family).generic_route:
+    family = family_of(task.family)
+    if not family.generic_route:
         raise NotFound(f"task '{task_id}' does not exist", param="taskid", code="task_not_found")
-    return generic_result(task)
+    return family.generic_answer(task)
 
 
 def video_request_data(event: dict[str, Any]) -> Any:
@@ -132,6 +144,7 @@ def get_video(principal: Principal, video_id: str) -> dict[str, Any]:
     return family.query_answer(family.owned_video(principal, video_id))
 
 
-def video_content(principal: Principal, video_id: str, variant: str | None) -> tuple[bytes, str]:
-    """GET /videos/{videoId}/content?variant=: the bytes of a completed video, and their media type."""
+def video_content(principal: Principal, video_id: str, variant: str | None) -> tuple[str, Any]:
+    """GET /videos/{videoId}/content?variant=: a redirect to a completed video's kept copy, or its
+    bytes and their media type (`EpsilonFamily.content`)."""
     return _epsilon().content(principal, video_id, variant)

@@ -30,6 +30,7 @@ import re
 import secrets
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 from gateway.commerce import mail, options
 from gateway.errors import Conflict, InvalidRequest, PermissionDenied, RateLimited
@@ -226,7 +227,9 @@ def send_reset(email_text: str, address: str, link_base: str, now: float | None 
     _store_code(RESET, email, token, now)
     name = _system_name()
     if _email_owner(email) is not None:
-        text = (f"To reset your {name} password, open {link_base}#/reset?email={email}&token={token} within "
+        # The address quoted: one with "+" or "&" in it must reach the console's reset page unchanged.
+        link = f"{link_base}#/reset?{urlencode({'email': email, 'token': token})}"
+        text = (f"To reset your {name} password, open {link} within "
                 f"{CODE_SECONDS // 60} minutes. If you did not ask for it, ignore this message.")
     else:
         text = (f"Someone asked to reset a {name} password for this address, but no account uses it. "

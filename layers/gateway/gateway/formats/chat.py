@@ -11,6 +11,7 @@ from .neutral import (
     ASSISTANT,
     CONTENT_FILTER,
     LENGTH,
+    MESSAGES,
     STOP,
     STOP_SEQUENCE,
     TOOL_CALLS,
@@ -23,6 +24,7 @@ from .neutral import (
     Reply,
     Request,
     ResponseFormat,
+    Signed,
     Start,
     StreamEvent,
     Text,
@@ -45,6 +47,7 @@ from .neutral import (
     text_of,
     unsupported,
 )
+from .signatures import detail_of_call, detail_of_thinking, read_details
 from .usage import Usage, usage_from_chat, usage_to_chat
 
 # The `data: [DONE]` line that ends a chat stream, as a stream event's data.
@@ -83,7 +86,10 @@ def parse_request(body: dict[str, Any]) -> Request:
             request.add(USER, _user_parts(content, where + ".content"))
         elif role == ASSISTANT:
             parts: list[Part] = []
-            if reasoning := message.get("reasoning_content"):
+            # What a thinking upstream signed, as the gateway handed it out (formats.signatures).
+            signed, call_signatures = read_details(message.get("reasoning_details"))
+            parts.extend(signed)
+            if not signed and (reasoning := message.get("reasoning_content")):
                 parts.append(Thinking(reasoning))
             if text := _plain_text(content) or message.get("refusal"):
                 parts.append(Text(text))
@@ -94,7 +100,8 @@ def parse_request(body: dict[str, Any]) -> Request:
                 function = call.get("function") or {}
                 call_id = call.get("id") or new_call_id()
                 names_by_call_id[call_id] = function.get("name") or ""
-                parts.append(ToolCall(call_id, function.get("name") or "", function.get("arguments") or "{}"))
+                parts.append(ToolCall(call_id, function.get("name") or "", function.get("arguments") or "{}",
+                                      call_signatures.get(call_id) or _google_signature(call)))
             request.add(ASSISTANT, parts)
         elif role in ("tool", "function"):
             call_id = message.get("tool_call_id") or message.get("name") or ""
@@ -111,6 +118,15 @@ def parse_request(body: dict[str, Any]) -> Request:
     request.tool_choice = _tool_choice_in(body.get("tool_choice"))
     request.response_format = _response_format_in(body.get("response_format"))
     return request
+
+
+def _google_signature(call: dict[str, Any]) -> str | None:
+    # Where Google's own OpenAI-compatible endpoint puts a call's thought signature
+    # (ai.google.dev/gemini-api/docs/thought-signatures, "OpenAI compatibility"); clients written for it send it back.
+    extra = call.get("extra_content")
+    google = extra.get("google") if isinstance(extra, dict) else None
+    signature = google.get("thought_signature") if isinstance(google, dict) else None
+    return signature if isinstance(signature, str) and signature else None
 
 
 def _stop_list(stop: Any) -> list[str]:
@@ -308,6 +324,16 @@ def render_response(reply: Reply, model: str | None = None) -> dict[str, Any]:
     if calls:
         message["tool_calls"] = [{"id": c.id, "type": "function",
                                   "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+    details: list[dict[str, Any]] = []
+    for part in reply.parts:
+        if isinstance(part, Thinking) and part.origin == MESSAGES and part.signature:
+            details.append(detail_of_thinking(part, len(details)))
+        elif isinstance(part, ToolCall) and part.signature:
+            details.append(detail_of_call(part.id, part.signature, len(details)))
+    if details:
+        # What the upstream needs back on the next turn; the SDK keeps it on the message it returns
+        # and sends it back when that message is appended unchanged (formats.signatures).
+        message["reasoning_details"] = details
     return {
         "id": restyle_id(reply.id, "chatcmpl-"), "object": "chat.completion",
         "created": reply.created or int(time.time()), "model": model or reply.model or "",
@@ -387,6 +413,7 @@ class StreamEncoder:
         self._id: str | None = None
         self._created = 0
         self._tools: dict[Any, int] = {}
+        self._details = 0  # reasoning_details items sent so far
         self._usage: Usage | None = None
 
     def encode(self, event: StreamEvent) -> list[Event]:
@@ -403,11 +430,20 @@ class StreamEncoder:
             out.append(self._chunk({"content": event.text}))
         elif isinstance(event, ThinkingDelta):
             out.append(self._chunk({"reasoning_content": event.text}))
+        elif isinstance(event, Signed):
+            if event.part.origin == MESSAGES and event.part.signature:
+                # Each item whole, with its own index: the SDK's stream helper merges list items by index.
+                out.append(self._chunk({"reasoning_details": [detail_of_thinking(event.part, self._details)]}))
+                self._details += 1
         elif isinstance(event, ToolStart):
             self._tools[event.key] = len(self._tools)
-            out.append(self._chunk({"tool_calls": [{
+            delta: dict[str, Any] = {"tool_calls": [{
                 "index": self._tools[event.key], "id": event.id, "type": "function",
-                "function": {"name": event.name, "arguments": ""}}]}))
+                "function": {"name": event.name, "arguments": ""}}]}
+            if event.signature:
+                delta["reasoning_details"] = [detail_of_call(event.id, event.signature, self._details)]
+                self._details += 1
+            out.append(self._chunk(delta))
         elif isinstance(event, ToolArgs) and event.key in self._tools:
             out.append(self._chunk({"tool_calls": [{
                 "index": self._tools[event.key], "function": {"arguments": event.delta}}]}))

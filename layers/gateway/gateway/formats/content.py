@@ -13,8 +13,10 @@ from typing import Any
 
 from .neutral import (
     ASSISTANT,
+    CONTENT,
     CONTENT_FILTER,
     LENGTH,
+    MESSAGES,
     STOP,
     STOP_SEQUENCE,
     TOOL_CALLS,
@@ -27,6 +29,7 @@ from .neutral import (
     Reply,
     Request,
     ResponseFormat,
+    Signed,
     Start,
     StreamEvent,
     Text,
@@ -48,6 +51,7 @@ from .neutral import (
     restyle_id,
     unsupported,
 )
+from .signatures import opened, sealed_thinking, unseal_bytes
 from .usage import Usage, usage_from_content, usage_to_content
 
 Event = tuple[str | None, dict[str, Any]]
@@ -59,6 +63,11 @@ _FINISH_OUT = {STOP: "STOP", STOP_SEQUENCE: "STOP", TOOL_CALLS: "STOP", LENGTH: 
 # thinkingLevel has four words; other dialects' efforts fold onto the nearest.
 _LEVELS = {"none": "minimal", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high",
            "xhigh": "high"}
+# What a function call the upstream did not sign gets instead: Google's documented value for calls
+# made elsewhere (ai.google.dev/gemini-api/docs/thought-signatures, "skip_thought_signature_validator";
+# new-api and gemini-cli send the same). Without one, a thinking model answers 400 "Function call
+# is missing a thought_signature in functionCall parts".
+PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
 
 
 def _get(source: dict[str, Any] | None, name: str) -> Any:
@@ -162,7 +171,11 @@ class _CallIds:
 def _request_part(part: dict[str, Any], role: str, calls: _CallIds, where: str) -> list[Part]:
     if "text" in part:
         if part.get("thought"):
-            return [Thinking(part["text"], _get(part, "thoughtSignature"))] if role == ASSISTANT else []
+            if role != ASSISTANT:
+                return []
+            # A messages upstream's thinking block, carried here by the gateway (formats.signatures).
+            carried = opened(_get(part, "thoughtSignature"), as_bytes=True)
+            return [carried if isinstance(carried, Thinking) else Thinking(part["text"])]
         return [Text(part["text"])] if part["text"] else []
     if (inline := _get(part, "inlineData")) is not None:
         return [Media(_get(inline, "mimeType") or "application/octet-stream", data=inline.get("data"))]
@@ -171,7 +184,9 @@ def _request_part(part: dict[str, Any], role: str, calls: _CallIds, where: str) 
         return [Media(_get(file, "mimeType") or guess_mime_type(uri, "application/octet-stream"), url=uri)]
     if (call := _get(part, "functionCall")) is not None:
         name = call.get("name") or ""
-        return [ToolCall(calls.call(name, call.get("id")), name, dump_json(call.get("args") or {}))]
+        signature = _get(part, "thoughtSignature")
+        return [ToolCall(calls.call(name, call.get("id")), name, dump_json(call.get("args") or {}),
+                         signature if isinstance(signature, str) and signature else None)]
     if (answer := _get(part, "functionResponse")) is not None:
         name = answer.get("name") or ""
         text, is_error = _result_text(answer.get("response"))
@@ -211,11 +226,7 @@ def _json_schema(schema: Any) -> Any:
 
 
 def render_request(request: Request, model: str | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"contents": []}
-    for turn in request.turns:
-        parts = [p for part in turn.parts for p in _parts_out(part)]
-        if parts:
-            body["contents"].append({"role": "model" if turn.role == ASSISTANT else "user", "parts": parts})
+    body: dict[str, Any] = {"contents": _contents(request)}
     if request.system:
         body["systemInstruction"] = {"parts": [{"text": s} for s in request.system]}
     config: dict[str, Any] = {}
@@ -258,6 +269,39 @@ def render_request(request: Request, model: str | None = None) -> dict[str, Any]
     return body
 
 
+def _contents(request: Request) -> list[dict[str, Any]]:
+    contents = []
+    for turn in request.turns:
+        parts = [p for part in turn.parts for p in _parts_out(part)]
+        if turn.role == ASSISTANT:
+            _sign_first_call(parts)
+        if parts:
+            contents.append({"role": "model" if turn.role == ASSISTANT else "user", "parts": parts})
+    return contents
+
+
+def _sign_first_call(parts: list[dict[str, Any]]) -> None:
+    """The upstream checks the signature of the first function call of each model step (parallel
+    calls after it carry none); one the client did not hand back gets the placeholder."""
+    first = next((p for p in parts if isinstance(p, dict) and ("functionCall" in p or "function_call" in p)), None)
+    if first is not None and not (first.get("thoughtSignature") or first.get("thought_signature")):
+        first["thoughtSignature"] = PLACEHOLDER_SIGNATURE
+
+
+def relayable(body: dict[str, Any]) -> dict[str, Any]:
+    """A request of this dialect for a channel of this dialect: as the client sent it, but without
+    the thoughts the gateway sealed for a messages upstream (a turn another channel served), and
+    with the placeholder on a model step's first call that came unsigned (a call another channel
+    made: this upstream refuses it otherwise)."""
+    for item in body.get("contents") or []:
+        if not isinstance(item, dict) or item.get("role") != "model" or not isinstance(item.get("parts"), list):
+            continue
+        item["parts"] = [p for p in item["parts"] if not (
+            isinstance(p, dict) and unseal_bytes(p.get("thoughtSignature") or p.get("thought_signature")))]
+        _sign_first_call(item["parts"])
+    return body
+
+
 def _parts_out(part: Part) -> list[dict[str, Any]]:
     if isinstance(part, Text):
         return [{"text": part.text}] if part.text else []
@@ -268,7 +312,10 @@ def _parts_out(part: Part) -> list[dict[str, Any]]:
     if isinstance(part, Thinking):
         return []  # thoughts are the model's own; this dialect does not take them back
     if isinstance(part, ToolCall):
-        return [{"functionCall": {"name": part.name, "args": arguments_object(part.arguments)}}]
+        out: dict[str, Any] = {"functionCall": {"name": part.name, "args": arguments_object(part.arguments)}}
+        if part.signature:
+            out["thoughtSignature"] = part.signature
+        return [out]
     assert isinstance(part, ToolResult)
     text = "".join(p.text for p in part.content if isinstance(p, Text))
     answer = [{"functionResponse": {"name": part.name, "response": _result_object(text, part.is_error)}}]
@@ -282,12 +329,14 @@ def _answer_parts(candidate: dict[str, Any]) -> list[Part]:
     for part in (candidate.get("content") or {}).get("parts") or []:
         if "text" in part:
             if part.get("thought"):
-                parts.append(Thinking(part["text"], _get(part, "thoughtSignature")))
+                parts.append(Thinking(part["text"], _get(part, "thoughtSignature"), CONTENT))
             else:
                 append_text(parts, part["text"])
         elif (call := _get(part, "functionCall")) is not None:
+            signature = _get(part, "thoughtSignature")
             parts.append(ToolCall(call.get("id") or new_call_id(), call.get("name") or "",
-                                  dump_json(call.get("args") or {})))
+                                  dump_json(call.get("args") or {}),
+                                  signature if isinstance(signature, str) and signature else None))
     return parts
 
 
@@ -306,7 +355,7 @@ def render_response(reply: Reply, model: str | None = None) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     for part in reply.parts:
         if isinstance(part, Thinking):
-            parts.append({"text": part.text, "thought": True})
+            parts.append(_thought_part(part))
         else:
             parts.extend(_parts_out(part))
     return {
@@ -316,6 +365,14 @@ def render_response(reply: Reply, model: str | None = None) -> dict[str, Any]:
         "modelVersion": model or reply.model or "",
         "responseId": restyle_id(reply.id, ""),
     }
+
+
+def _thought_part(part: Thinking) -> dict[str, Any]:
+    out: dict[str, Any] = {"text": part.text, "thought": True}
+    if part.origin == MESSAGES and part.signature:
+        # A messages upstream's block, whole, in the part's signature (formats.signatures).
+        out["thoughtSignature"] = sealed_thinking(part, as_bytes=True)
+    return out
 
 
 def rename_model(data: dict[str, Any], model: str) -> dict[str, Any]:
@@ -358,7 +415,7 @@ class StreamDecoder:
             elif isinstance(part, ToolCall):
                 # Calls come whole in one event.
                 self._calls += 1
-                events.append(ToolStart(self._calls, part.id, part.name))
+                events.append(ToolStart(self._calls, part.id, part.name, part.signature))
                 events.append(ToolArgs(self._calls, part.arguments))
         if metadata:
             events.append(UsageUpdate(usage_from_content(metadata)))
@@ -381,7 +438,7 @@ class StreamEncoder:
     def __init__(self, model: str | None = None, include_usage: bool = False, now: int | None = None):
         self._model = model
         self._id: str | None = None
-        self._calls: dict[Any, list[str]] = {}  # key → [name, arguments so far], in call order
+        self._calls: dict[Any, list[Any]] = {}  # key → [name, arguments so far, signature], in call order
         self._finish: Finish | None = None
         self._usage: Usage | None = None
 
@@ -395,8 +452,14 @@ class StreamEncoder:
             return self._flush_calls() + [self._event([{"text": event.text}])]
         if isinstance(event, ThinkingDelta):
             return self._flush_calls() + [self._event([{"text": event.text, "thought": True}])]
+        if isinstance(event, Signed):
+            if event.part.origin == MESSAGES and event.part.signature:
+                # Its text has streamed already: an empty thought carrying the whole block.
+                carrier = {"text": "", "thought": True, "thoughtSignature": sealed_thinking(event.part, as_bytes=True)}
+                return self._flush_calls() + [self._event([carrier])]
+            return []
         if isinstance(event, ToolStart):
-            self._calls[event.key] = [event.name, ""]
+            self._calls[event.key] = [event.name, "", event.signature]
         elif isinstance(event, ToolArgs) and event.key in self._calls:
             self._calls[event.key][1] += event.delta
         elif isinstance(event, UsageUpdate):
@@ -412,8 +475,9 @@ class StreamEncoder:
         return []
 
     def _call_parts(self) -> list[dict[str, Any]]:
-        parts = [{"functionCall": {"name": name, "args": arguments_object(arguments)}}
-                 for name, arguments in self._calls.values()]
+        parts = [{"functionCall": {"name": name, "args": arguments_object(arguments)},
+                  **({"thoughtSignature": signature} if signature else {})}
+                 for name, arguments, signature in self._calls.values()]
         self._calls.clear()
         return parts
 

@@ -76,7 +76,9 @@ def convert_request(body: dict[str, Any], *, source: str, target: str, model: st
 
 
 def _same_dialect_request(body: dict[str, Any], dialect: str, model: str, stream: bool | None) -> dict[str, Any]:
-    relayed = copy.deepcopy(body)
+    # What the gateway sealed for an upstream of another dialect (a turn another channel served)
+    # is taken out; everything else goes as the client sent it.
+    relayed = _module(dialect).relayable(copy.deepcopy(body)) if dialect != CHAT else copy.deepcopy(body)
     if dialect == CONTENT:
         return relayed
     relayed["model"] = model
@@ -130,7 +132,8 @@ class StreamConverter:
 
     For billing: `usage` is the latest cumulative usage the upstream reported (None if none),
     `output_chars` the generated characters relayed (text, thinking, tool names and arguments),
-    `output_tokens` the gateway's own estimate of them (`estimate_tokens` of each piece),
+    `output_tokens` what the upstream generated so far on the best evidence the stream holds
+    (see the property), for a stream that ends without its final usage,
     `completed` whether the upstream's terminal event arrived, `error` the upstream's own error,
     `ending` whether the answer has begun to end (a finish reason, the terminal event or an
     error has come): what follows is the stream's close, which the caller may hold back until
@@ -156,7 +159,12 @@ class StreamConverter:
         self._finished = False
         self.usage: Usage | None = None
         self.output_chars = 0
-        self.output_tokens = 0
+        # What was generated since the upstream last counted its output mid-stream (a content
+        # stream's cumulative usageMetadata in every chunk): the pieces of text, and how many
+        # non-empty deltas carried them.
+        self._counted_output = 0
+        self._texts_since: list[str] = []
+        self._deltas_since = 0
         self.completed = False
         self.ending = False
         self.truncated = False
@@ -197,10 +205,15 @@ class StreamConverter:
                 self.ending = True
             if isinstance(event, (Start, UsageUpdate)) and event.usage is not None:
                 self.usage = event.usage
+                # A mid-stream count covers everything generated before it. A start event's
+                # count does not (messages' message_start says `output_tokens: 1` before any text).
+                if isinstance(event, UsageUpdate) and event.usage.output_tokens >= max(self._counted_output, 1):
+                    self._counted_output = event.usage.output_tokens
+                    self._texts_since, self._deltas_since = [], 0
             elif isinstance(event, (TextDelta, ThinkingDelta)):
                 self._count(event.text)
             elif isinstance(event, ToolStart):
-                self._count(event.name)
+                self._count(event.name, delta=False)
             elif isinstance(event, ToolArgs):
                 self._count(event.delta)
             elif isinstance(event, End):
@@ -208,9 +221,20 @@ class StreamConverter:
             elif isinstance(event, Failure) and not self.completed and self.error is None:
                 self.error = event.message
 
-    def _count(self, text: str) -> None:
+    def _count(self, text: str, *, delta: bool = True) -> None:
         self.output_chars += len(text)
-        self.output_tokens += estimate_tokens(text)
+        self._texts_since.append(text)
+        self._deltas_since += 1 if delta and text else 0
+
+    @property
+    def output_tokens(self) -> int:
+        """The output tokens generated so far, on the best evidence the stream holds: the
+        upstream's last mid-stream count, plus what came after it, estimated from the stream's
+        structure (a chat upstream streams about one token per delta) or from the text, whichever
+        says more. The text is estimated whole, never delta by delta: each estimate rounds up, so a
+        sum over one-token deltas would bill about 1.5 times what was generated."""
+        since = max(self._deltas_since, estimate_tokens("".join(self._texts_since)))
+        return self._counted_output + since
 
     def _encode(self, events: list[StreamEvent]) -> list[Event]:
         out: list[Event] = []

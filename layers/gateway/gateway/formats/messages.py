@@ -11,6 +11,7 @@ from .neutral import (
     ASSISTANT,
     CONTENT_FILTER,
     LENGTH,
+    MESSAGES,
     MIN_THINKING_BUDGET,
     STOP,
     STOP_SEQUENCE,
@@ -24,6 +25,7 @@ from .neutral import (
     Reply,
     Request,
     ResponseFormat,
+    Signed,
     Start,
     StreamEvent,
     Text,
@@ -46,6 +48,7 @@ from .neutral import (
     safe_tool_id,
     unsupported,
 )
+from .signatures import opened, sealed_call, thinking_block, thinking_from_block, unseal
 from .usage import Usage, usage_from_messages, usage_to_messages
 
 Event = tuple[str | None, dict[str, Any]]
@@ -130,6 +133,7 @@ def _parts(content: Any, names_by_id: dict[str, str], where: str) -> list[Part]:
     if isinstance(content, str):
         return [Text(content)] if content else []
     parts: list[Part] = []
+    call_signature: str | None = None  # a content upstream's, carried in the thinking block before its call
     for j, block in enumerate(content or []):
         kind, here = block.get("type"), f"{where}[{j}]"
         if kind == "text":
@@ -139,7 +143,8 @@ def _parts(content: Any, names_by_id: dict[str, str], where: str) -> list[Part]:
         elif kind == "tool_use":
             names_by_id[block.get("id") or ""] = block.get("name") or ""
             parts.append(ToolCall(block.get("id") or "", block.get("name") or "",
-                                  dump_json(block.get("input") or {})))
+                                  dump_json(block.get("input") or {}), call_signature))
+            call_signature = None
         elif kind == "tool_result":
             tool_id = block.get("tool_use_id") or ""
             inner = block.get("content")
@@ -147,10 +152,12 @@ def _parts(content: Any, names_by_id: dict[str, str], where: str) -> list[Part]:
             parts.append(ToolResult(tool_id, names_by_id.get(tool_id, tool_id),
                                     [p for p in result if isinstance(p, (Text, Media))],
                                     bool(block.get("is_error"))))
-        elif kind == "thinking":
-            parts.append(Thinking(block.get("thinking") or "", block.get("signature")))
-        elif kind == "redacted_thinking":
-            continue  # encrypted for its own vendor only
+        elif kind in ("thinking", "redacted_thinking"):
+            carried = opened(block.get("signature"))
+            if isinstance(carried, str):
+                call_signature = carried  # the next call's
+                continue
+            parts.append(carried or thinking_from_block(block) or Thinking(str(block.get("thinking") or "")))
         else:
             raise unsupported(f"content block type {kind!r}", here + ".type")
     return parts
@@ -175,8 +182,11 @@ def render_request(request: Request, model: str) -> dict[str, Any]:
     if request.system:
         body["system"] = (request.system[0] if len(request.system) == 1
                           else [{"type": "text", "text": s} for s in request.system])
-    body["messages"] = [m for m in (_message(t.role, t.parts) for t in request.turns) if m["content"]]
-    _render_sampling(request, body)
+    messages = [_message(t.role, t.parts) for t in request.turns]
+    _render_sampling(request, body, _opens_with_thinking(messages))
+    if "thinking" not in body:
+        _strip_final_thinking(messages)
+    body["messages"] = [m for m in messages if m["content"]]
     if request.stop:
         body["stop_sequences"] = request.stop
     _render_tools(request, body)
@@ -187,12 +197,68 @@ def render_request(request: Request, model: str) -> dict[str, Any]:
     return body
 
 
-def _render_sampling(request: Request, body: dict[str, Any]) -> None:
+_THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def _opens_with_thinking(messages: list[dict[str, Any]]) -> bool:
+    """Whether thinking may be on: with thinking on, the upstream refuses a tool loop whose
+    assistant turn (its messages since the last user message that is not only tool results) does
+    not open with a thinking block ("messages.N.content.0.type: Expected `thinking` or
+    `redacted_thinking`, but found `tool_use`. ... To avoid this requirement, disable `thinking`":
+    its 400; docs.claude.com/en/docs/build-with-claude/extended-thinking, "Preserving thinking
+    blocks": the whole assistant turn, tool calls and results included, runs in one thinking mode,
+    and only its first response need think). A client of another dialect that dropped the blocks
+    gets its answer with thinking off for that request, instead of that 400."""
+    start = 0
+    for i, message in enumerate(messages):
+        if message["role"] == USER and any(b.get("type") != "tool_result" for b in message["content"]):
+            start = i + 1
+    turn = [m for m in messages[start:] if m["role"] == ASSISTANT and m["content"]]
+    if not any(b.get("type") == "tool_use" for m in turn for b in m["content"]):
+        return True
+    return turn[0]["content"][0].get("type") in _THINKING_BLOCKS
+
+
+def _strip_final_thinking(messages: list[dict[str, Any]]) -> None:
+    # With thinking off the upstream refuses thinking blocks in an assistant message in the final
+    # position ("When thinking is disabled, an `assistant` message in the final position cannot
+    # contain `thinking`"); earlier ones it accepts and ignores.
+    if messages and messages[-1]["role"] == ASSISTANT:
+        messages[-1]["content"] = [b for b in messages[-1]["content"] if b.get("type") not in _THINKING_BLOCKS]
+
+
+def relayable(body: dict[str, Any]) -> dict[str, Any]:
+    """A request of this dialect for a channel of this dialect: as the client sent it, but without
+    the thinking blocks the gateway sealed for a content upstream (a turn another channel served;
+    this upstream would refuse their signature), and with thinking off if that leaves a tool loop's
+    final assistant message without its thinking."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return body
+    removed = False
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in _THINKING_BLOCKS
+                                               and unseal(b.get("signature")) is not None)]
+            removed = removed or len(kept) != len(content)
+            message["content"] = kept
+    if removed:
+        body["messages"] = [m for m in messages if not (isinstance(m, dict) and m.get("content") == [])]
+        shaped = [{"role": m.get("role"), "content": [b for b in m["content"] if isinstance(b, dict)]
+                   if isinstance(m.get("content"), list) else [{"type": "text"}]}
+                  for m in body["messages"] if isinstance(m, dict)]
+        if "thinking" in body and not _opens_with_thinking(shaped):
+            del body["thinking"]
+    return body
+
+
+def _render_sampling(request: Request, body: dict[str, Any], thinking_allowed: bool = True) -> None:
     """max_tokens, thinking and the sampling knobs, which this dialect ties together."""
     budget = budget_for(request)
     forced_tool = (request.tool_choice is not None and request.tool_choice.mode in ("required", "tool")) \
         or request.response_format is not None
-    if forced_tool:
+    if forced_tool or not thinking_allowed:
         budget = None  # the dialect refuses thinking together with a forced tool
     max_tokens = request.max_tokens
     if budget is not None:
@@ -276,10 +342,10 @@ def _block(part: Part) -> dict[str, Any] | None:
             source = {"type": "base64", "media_type": part.mime_type, "data": part.data}
         return {"type": "image" if part.kind == "image" else "document", "source": source}
     if isinstance(part, Thinking):
-        # Only a signed thinking block may be sent back; others came from another vendor.
-        if not part.signature:
+        # Only a block this dialect's upstream signed may be sent back; others came from another vendor.
+        if part.origin != MESSAGES or not part.signature:
             return None
-        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+        return thinking_block(part)
     if isinstance(part, ToolCall):
         return {"type": "tool_use", "id": safe_tool_id(part.id), "name": part.name,
                 "input": arguments_object(part.arguments)}
@@ -300,8 +366,8 @@ def parse_response(body: dict[str, Any]) -> Reply:
         kind = block.get("type")
         if kind == "text":
             append_text(parts, block.get("text") or "")
-        elif kind == "thinking":
-            parts.append(Thinking(block.get("thinking") or "", block.get("signature")))
+        elif kind in _THINKING_BLOCKS:
+            parts.append(thinking_from_block(block) or Thinking(str(block.get("thinking") or "")))
         elif kind == "tool_use" and block.get("name") == ANSWER_TOOL:
             append_text(parts, dump_json(block.get("input") or {}))
         elif kind == "tool_use":
@@ -316,7 +382,7 @@ def parse_response(body: dict[str, Any]) -> Reply:
 
 
 def render_response(reply: Reply, model: str | None = None) -> dict[str, Any]:
-    content = [b for b in map(_reply_block, reply.parts) if b is not None]
+    content = [b for part in reply.parts for b in _reply_blocks(part)]
     return {
         "id": restyle_id(reply.id, "msg_"), "type": "message", "role": "assistant",
         "model": model or reply.model or "", "content": content,
@@ -326,10 +392,17 @@ def render_response(reply: Reply, model: str | None = None) -> dict[str, Any]:
     }
 
 
-def _reply_block(part: Part) -> dict[str, Any] | None:
+def _reply_blocks(part: Part) -> list[dict[str, Any]]:
     if isinstance(part, Thinking):
-        return {"type": "thinking", "thinking": part.text, "signature": part.signature or ""}
-    return _block(part)
+        if part.origin == MESSAGES and part.signature:
+            return [thinking_block(part)]
+        return [{"type": "thinking", "thinking": part.text, "signature": ""}]
+    block = _block(part)
+    if isinstance(part, ToolCall) and part.signature:
+        # A content upstream's signature for this call rides in a thinking block just before it,
+        # the place this dialect's clients keep and send back (formats.signatures).
+        return [{"type": "thinking", "thinking": "", "signature": sealed_call(part.signature)}, block]  # type: ignore[list-item]
+    return [block] if block is not None else []
 
 
 def rename_model(data: dict[str, Any], model: str) -> dict[str, Any]:
@@ -348,6 +421,7 @@ class StreamDecoder:
         self._usage: dict[str, Any] = {}  # raw counts, merged: message_delta may repeat or add some
         self._answer_blocks: set[Any] = set()  # blocks of the JSON answer tool: relayed as text
         self._tool_calls = 0
+        self._thinking: dict[Any, dict[str, Any]] = {}  # open thinking blocks by index, as they build up
 
     def feed(self, event_name: str | None, data: Any) -> list[StreamEvent]:
         if not isinstance(data, dict):
@@ -360,16 +434,7 @@ class StreamDecoder:
         if kind == "content_block_start":
             return self._block_start(data.get("index", 0), data.get("content_block") or {})
         if kind == "content_block_delta":
-            delta = data.get("delta") or {}
-            if delta.get("type") == "text_delta" and delta.get("text"):
-                return [TextDelta(delta["text"])]
-            if delta.get("type") == "thinking_delta" and delta.get("thinking"):
-                return [ThinkingDelta(delta["thinking"])]
-            if delta.get("type") == "input_json_delta" and delta.get("partial_json"):
-                if data.get("index", 0) in self._answer_blocks:
-                    return [TextDelta(delta["partial_json"])]
-                return [ToolArgs(data.get("index", 0), delta["partial_json"])]
-            return []
+            return self._block_delta(data.get("index", 0), data.get("delta") or {})
         if kind == "message_delta":
             self._merge_usage(data.get("usage"))
             events: list[StreamEvent] = [UsageUpdate(usage_from_messages(self._usage))]
@@ -380,12 +445,33 @@ class StreamDecoder:
                     reason = STOP  # the only call was the JSON answer
                 events.append(Finish(reason, delta.get("stop_sequence")))
             return events
+        if kind == "content_block_stop":
+            block = self._thinking.pop(data.get("index", 0), None)
+            signed = thinking_from_block(block) if block else None
+            return [Signed(signed)] if signed else []
         if kind == "message_stop":
             return [End()]
         if kind == "error":
             error = data.get("error") or {}
             return [Failure(error.get("message") or error.get("type") or "upstream error")]
-        return []  # ping, content_block_stop
+        return []  # ping
+
+    def _block_delta(self, index: Any, delta: dict[str, Any]) -> list[StreamEvent]:
+        if delta.get("type") == "text_delta" and delta.get("text"):
+            return [TextDelta(delta["text"])]
+        if delta.get("type") == "thinking_delta" and delta.get("thinking"):
+            if (block := self._thinking.get(index)) is not None:
+                block["thinking"] += delta["thinking"]
+            return [ThinkingDelta(delta["thinking"])]
+        if delta.get("type") == "signature_delta" and delta.get("signature"):
+            if (block := self._thinking.get(index)) is not None:
+                block["signature"] += delta["signature"]
+            return []
+        if delta.get("type") == "input_json_delta" and delta.get("partial_json"):
+            if index in self._answer_blocks:
+                return [TextDelta(delta["partial_json"])]
+            return [ToolArgs(index, delta["partial_json"])]
+        return []
 
     def _merge_usage(self, usage: dict[str, Any] | None) -> None:
         self._usage.update({k: v for k, v in (usage or {}).items() if v is not None})
@@ -399,8 +485,10 @@ class StreamDecoder:
             self._tool_calls += 1
         if kind == "text" and block.get("text"):
             return [TextDelta(block["text"])]
-        if kind == "thinking" and block.get("thinking"):
-            return [ThinkingDelta(block["thinking"])]
+        if kind in _THINKING_BLOCKS:
+            self._thinking[index] = {"type": kind, "thinking": str(block.get("thinking") or ""),
+                                     "signature": str(block.get("signature") or ""), "data": block.get("data")}
+            return [ThinkingDelta(block["thinking"])] if block.get("thinking") else []
         if kind == "tool_use":
             events: list[StreamEvent] = [ToolStart(index, block.get("id") or "", block.get("name") or "")]
             if block.get("input"):
@@ -435,7 +523,12 @@ class StreamEncoder:
         elif isinstance(event, ThinkingDelta):
             out += self._open_block("thinking", {"type": "thinking", "thinking": "", "signature": ""})
             out.append(self._delta({"type": "thinking_delta", "thinking": event.text}))
+        elif isinstance(event, Signed):
+            out += self._signed(event.part)
         elif isinstance(event, ToolStart):
+            if event.signature:  # a content upstream's, in a thinking block before the call (as in answers)
+                out += self._open_block("carrier", {"type": "thinking", "thinking": "", "signature": ""})
+                out.append(self._delta({"type": "signature_delta", "signature": sealed_call(event.signature)}))
             out += self._open_block(("tool", event.key), {"type": "tool_use", "id": safe_tool_id(event.id),
                                                           "name": event.name, "input": {}})
         elif isinstance(event, ToolArgs) and self._open == ("tool", event.key):
@@ -459,6 +552,16 @@ class StreamEncoder:
         elif isinstance(event, Failure):
             out.append(("error", {"type": "error", "error": {"type": "api_error", "message": event.message}}))
         return out
+
+    def _signed(self, part: Thinking) -> list[Event]:
+        if part.origin != MESSAGES or not part.signature:
+            return []
+        if part.redacted:
+            out = self._open_block("redacted", thinking_block(part))
+            return out + self._close_block()
+        out = self._open_block("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+        out.append(self._delta({"type": "signature_delta", "signature": part.signature}))
+        return out + self._close_block()
 
     def _message_start(self, start: Start) -> Event:
         self._started = True

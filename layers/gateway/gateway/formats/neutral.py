@@ -54,8 +54,13 @@ class Media:
 
 @dataclass
 class Thinking:
+    """The model's thinking. `signature` is what its upstream signed it with (a messages
+    `thinking` block's signature, or a `redacted_thinking` block's data when `redacted`), to be
+    sent back only to a channel of the `origin` dialect (`formats.signatures`)."""
     text: str
-    signature: str | None = None  # only meaningful to the messages dialect that produced it
+    signature: str | None = None
+    origin: str | None = None
+    redacted: bool = False
 
 
 @dataclass
@@ -63,6 +68,7 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # JSON text, as the chat dialect carries it
+    signature: str | None = None  # a content upstream's thoughtSignature on this call, to send back there
 
 
 @dataclass
@@ -174,6 +180,13 @@ class ToolStart:
     key: Any  # the decoder's handle for this call; ToolArgs refer to it
     id: str
     name: str
+    signature: str | None = None  # as ToolCall.signature
+
+
+@dataclass
+class Signed:
+    """A thinking block closed with its upstream's signature: the whole block, to carry back."""
+    part: Thinking
 
 
 @dataclass
@@ -203,7 +216,8 @@ class Failure:
     message: str | None
 
 
-StreamEvent = Start | TextDelta | ThinkingDelta | ToolStart | ToolArgs | UsageUpdate | Finish | End | Failure
+StreamEvent = (Start | TextDelta | ThinkingDelta | Signed | ToolStart | ToolArgs | UsageUpdate | Finish | End
+               | Failure)
 
 
 # ---- helpers shared by the dialect modules ----

@@ -15,6 +15,7 @@ from .neutral import (
     ASSISTANT,
     CONTENT_FILTER,
     LENGTH,
+    MESSAGES,
     STOP,
     TOOL_CALLS,
     USER,
@@ -26,6 +27,7 @@ from .neutral import (
     Reply,
     Request,
     ResponseFormat,
+    Signed,
     Start,
     StreamEvent,
     Text,
@@ -44,6 +46,7 @@ from .neutral import (
     restyle_id,
     unsupported,
 )
+from .signatures import opened, sealed_call, sealed_thinking, unseal
 from .usage import Usage, usage_from_responses, usage_to_responses
 
 Event = tuple[str | None, dict[str, Any]]
@@ -90,6 +93,7 @@ def parse_request(body: dict[str, Any]) -> Request:
 def _read_input(request: Request, items: list[dict[str, Any]]) -> None:
     """The input items, in order, as turns of the request."""
     names_by_call_id: dict[str, str] = {}
+    call_signature: str | None = None  # a content upstream's, carried in the reasoning item before its call
     for i, item in enumerate(items):
         kind, where = item.get("type", "message"), f"input[{i}]"
         if kind == "message":
@@ -104,7 +108,9 @@ def _read_input(request: Request, items: list[dict[str, Any]]) -> None:
         elif kind == "function_call":
             call_id = item.get("call_id") or item.get("id") or ""
             names_by_call_id[call_id] = item.get("name") or ""
-            request.add(ASSISTANT, [ToolCall(call_id, item.get("name") or "", item.get("arguments") or "{}")])
+            request.add(ASSISTANT, [ToolCall(call_id, item.get("name") or "", item.get("arguments") or "{}",
+                                             call_signature)])
+            call_signature = None
         elif kind == "function_call_output":
             call_id = item.get("call_id") or ""
             output = item.get("output")
@@ -112,9 +118,24 @@ def _read_input(request: Request, items: list[dict[str, Any]]) -> None:
             request.add(USER, [ToolResult(call_id, names_by_call_id.get(call_id, call_id),
                                           [p for p in content if isinstance(p, (Text, Media))])])
         elif kind == "reasoning":
-            continue  # encrypted for its own vendor only
+            # Only what the gateway sealed means anything to a channel of another dialect.
+            carried = opened(item.get("encrypted_content"))
+            if isinstance(carried, str):
+                call_signature = carried
+            elif carried is not None:
+                request.add(ASSISTANT, [carried])
         else:
             raise unsupported(f"input item type {kind!r}", where + ".type")
+
+
+def relayable(body: dict[str, Any]) -> dict[str, Any]:
+    """A request of this dialect for a chat channel that serves it natively: as the client sent it,
+    but without the reasoning items the gateway sealed for another upstream (a turn another
+    channel served; this upstream could not read their `encrypted_content`)."""
+    if isinstance(body.get("input"), list):
+        body["input"] = [i for i in body["input"] if not (
+            isinstance(i, dict) and i.get("type") == "reasoning" and unseal(i.get("encrypted_content")) is not None)]
+    return body
 
 
 def _parts(content: Any, where: str) -> list[Part]:
@@ -163,9 +184,14 @@ def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: st
             "arguments": arguments}
 
 
-def _reasoning_item(item_id: str, text: str | None) -> dict[str, Any]:
-    summary = [] if text is None else [{"type": "summary_text", "text": text}]
-    return {"id": item_id, "type": "reasoning", "summary": summary}
+def _reasoning_item(item_id: str, text: str | None, encrypted: str | None = None) -> dict[str, Any]:
+    summary = [] if not text else [{"type": "summary_text", "text": text}]
+    item: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": summary}
+    if encrypted:
+        # What the upstream needs back, for a client that sends its output items back unchanged
+        # (the dialect's place for state nothing stores: formats.signatures).
+        item["encrypted_content"] = encrypted
+    return item
 
 
 def response_object(response_id: str, created: int, model: str, status: str,
@@ -195,8 +221,13 @@ def render_response(reply: Reply, model: str | None = None, now: int | None = No
         if isinstance(part, Text):
             output.append(_message_item(f"msg_{suffix}_{index}", part.text))
         elif isinstance(part, Thinking):
-            output.append(_reasoning_item(f"rs_{suffix}_{index}", part.text))
+            signed = part.origin == MESSAGES and part.signature
+            output.append(_reasoning_item(f"rs_{suffix}_{index}", part.text,
+                                          sealed_thinking(part) if signed else None))
         elif isinstance(part, ToolCall):
+            if part.signature:
+                output.append(_reasoning_item(f"rs_{suffix}_{index}", None, sealed_call(part.signature)))
+                index += 1
             output.append(_call_item(f"fc_{suffix}_{index}", part.id, part.name, part.arguments))
     return response_object(response_id, reply.created or now or int(time.time()), model or reply.model or "",
                            _status(reply.finish), output, reply.usage, reply.finish)
@@ -284,10 +315,24 @@ class StreamEncoder:
                                   delta=event.text, logprobs=[]))
         elif isinstance(event, ThinkingDelta):
             out += self._open_item("reasoning")
+            if not self._open["text"]:  # type: ignore[index]
+                # The summary part opens with its first text (a reasoning item may only carry a signature).
+                out.append(self._emit("response.reasoning_summary_part.added", **self._where(), summary_index=0,
+                                      part={"type": "summary_text", "text": ""}))
             self._open["text"] += event.text  # type: ignore[index]
             out.append(self._emit("response.reasoning_summary_text.delta", **self._where(), summary_index=0,
                                   delta=event.text))
+        elif isinstance(event, Signed):
+            if event.part.origin == MESSAGES and event.part.signature:
+                out += self._open_item("reasoning")
+                self._open["encrypted"] = sealed_thinking(event.part)  # type: ignore[index]
+                out += self._close_item()
         elif isinstance(event, ToolStart):
+            if event.signature:
+                out += self._close_item()
+                out += self._open_item("reasoning")
+                self._open["encrypted"] = sealed_call(event.signature)  # type: ignore[index]
+                out += self._close_item()
             out += self._open_item("function_call", key=event.key, call_id=event.id, name=event.name)
         elif isinstance(event, ToolArgs) and self._open and self._open.get("key") == event.key:
             self._open["text"] += event.delta
@@ -342,9 +387,6 @@ class StreamEncoder:
         if kind == "message":
             out.append(self._emit("response.content_part.added", **self._where(), content_index=0,
                                   part={"type": "output_text", "text": "", "annotations": [], "logprobs": []}))
-        elif kind == "reasoning":
-            out.append(self._emit("response.reasoning_summary_part.added", **self._where(), summary_index=0,
-                                  part={"type": "summary_text", "text": ""}))
         return out
 
     def _close_item(self) -> list[Event]:
@@ -358,10 +400,11 @@ class StreamEncoder:
             out.append(self._emit("response.content_part.done", **where, content_index=0, part=part))
             done = _message_item(item["id"], text)
         elif item["type"] == "reasoning":
-            part = {"type": "summary_text", "text": text}
-            out.append(self._emit("response.reasoning_summary_text.done", **where, summary_index=0, text=text))
-            out.append(self._emit("response.reasoning_summary_part.done", **where, summary_index=0, part=part))
-            done = _reasoning_item(item["id"], text)
+            if text:
+                part = {"type": "summary_text", "text": text}
+                out.append(self._emit("response.reasoning_summary_text.done", **where, summary_index=0, text=text))
+                out.append(self._emit("response.reasoning_summary_part.done", **where, summary_index=0, part=part))
+            done = _reasoning_item(item["id"], text, self._open.get("encrypted"))
         else:
             out.append(self._emit("response.function_call_arguments.done", **where, name=item["name"],
                                   arguments=text))

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from gateway.errors import NotFound, Unavailable, shown
@@ -33,8 +33,13 @@ from gateway.prices import Price, PriceTable
 from gateway.routing import health
 from gateway.settings import get_settings
 
+if TYPE_CHECKING:
+    from gateway.upstreams.vertex import VertexSite
+
 PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
 ANY_MODEL = "*"
+#: A channel's `variant` (imgtask only): the open-source midjourney-proxy or its extended build.
+VARIANTS = ("basic", "extended")
 #: The key of each built-in simulator channel, where its protocol needs a shape of its own.
 SIMULATOR_KEYS = {"alpha": "simulator|simulator-secret-of-at-least-32-bytes"}
 _REMOTE_TTL = 60.0  # seconds a document read from SSM or Secrets Manager is reused
@@ -54,6 +59,11 @@ class Channel:
     poll_hosts: frozenset[str] = frozenset()
     #: The user groups this channel serves (`gateway.groups`); empty: every group.
     groups: frozenset[str] = frozenset()
+    #: Which build of its protocol the upstream runs, where a protocol has several (imgtask:
+    #: `basic`, the open-source midjourney-proxy, or `extended`, the default); None: the default.
+    variant: str | None = None
+    #: A Vertex AI channel's project and region (content and delta); its key is a service-account key file.
+    vertex: VertexSite | None = None
 
     def serves(self, model: str) -> bool:
         return model in self.models or ANY_MODEL in self.models
@@ -91,15 +101,44 @@ class Channel:
         return self.model_map.get(model, model)
 
 
+def _check_variant(protocol: str, variant: str | None) -> None:
+    if variant is not None and protocol != "imgtask":
+        raise ValueError(f"variant: only an imgtask channel has one, not a {protocol} channel")
+
+
+def _check_group(value: str) -> str:
+    """A name in a channel's `groups`, as `GroupRatio` takes names (`gateway.groups.valid_name`)."""
+    from gateway.groups import MAX_NAME, valid_name
+
+    if not valid_name(value):
+        raise ValueError(f"{value!r}: a group name has 1 to {MAX_NAME} printable characters, no spaces")
+    return value
+
+
 def _document_model():
     # pydantic only when a document is read (not on every cold start of every function)
-    from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+    from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+    from gateway.upstreams.vertex import valid_region
+
+    class VertexSpec(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        project: str | None = Field(None, min_length=1, pattern=r"^[a-z][a-z0-9-]{4,61}[a-z0-9]$")
+        region: str = Field(min_length=1)
+
+        @field_validator("region")
+        @classmethod
+        def _region(cls, value: str) -> str:
+            if not valid_region(value):
+                raise ValueError(f"{value!r}: a Vertex AI location, such as us-central1 or global")
+            return value
 
     class ChannelSpec(BaseModel):
         model_config = ConfigDict(extra="forbid")
         name: str = Field(min_length=1)
         protocol: Literal[PROTOCOLS]  # type: ignore[valid-type]
-        base_url: str
+        base_url: str | None = None
+        vertex: VertexSpec | None = None
         api_key: str | None = None
         api_key_env: str | None = None
         models: list[str] = Field(min_length=1)
@@ -107,17 +146,9 @@ def _document_model():
         priority: int = 0
         weight: int = Field(1, ge=0)
         poll_hosts: list[str] = []
-        groups: list[str] = []
+        groups: list[Annotated[str, AfterValidator(_check_group)]] = []
 
-        @field_validator("groups")
-        @classmethod
-        def _groups(cls, values: list[str]) -> list[str]:
-            from gateway.groups import MAX_NAME, valid_name
-
-            for value in values:
-                if not valid_name(value):
-                    raise ValueError(f"{value!r}: a group name has 1 to {MAX_NAME} printable characters, no spaces")
-            return values
+        variant: Literal[VARIANTS] | None = None  # type: ignore[valid-type]
 
         @field_validator("poll_hosts")
         @classmethod
@@ -133,7 +164,9 @@ def _document_model():
 
         @field_validator("base_url")
         @classmethod
-        def _http(cls, value: str) -> str:
+        def _http(cls, value: str | None) -> str | None:
+            if value is None:
+                return None
             if not value.startswith(("http://", "https://")):
                 raise ValueError("must be an http(s) URL")
             return value.rstrip("/")
@@ -142,6 +175,11 @@ def _document_model():
         def _one_key(self) -> ChannelSpec:
             if self.api_key and self.api_key_env:
                 raise ValueError("give api_key or api_key_env, not both")
+            if self.vertex is not None and self.protocol not in ("content", "delta"):
+                raise ValueError("vertex: only the content and delta protocols have a Vertex AI flavour")
+            if self.vertex is None and not self.base_url:
+                raise ValueError("base_url: is required (a Vertex channel may leave it out)")
+            _check_variant(self.protocol, self.variant)
             return self
 
     class Document(BaseModel):
@@ -172,7 +210,9 @@ class Catalog:
         self.prices = prices
 
     @classmethod
-    def from_document(cls, document: dict[str, Any], source: str = "channels document") -> Catalog:
+    def from_document(cls, document: dict[str, Any], source: str = "channels document",
+                      keys: dict[str, str] | None = None) -> Catalog:
+        """`keys`: the channel keys secret's names (read by the caller, once per refresh)."""
         from pydantic import ValidationError
 
         from gateway.validation import describe
@@ -184,17 +224,32 @@ class Catalog:
         channels = []
         for spec in parsed.channels:
             api_key = spec.api_key or ""
-            if spec.api_key_env:
-                api_key = os.environ.get(spec.api_key_env, "") or _channel_keys().get(spec.api_key_env, "")
+            if spec.api_key_env and get_settings().channel_keys_needed:
+                api_key = os.environ.get(spec.api_key_env, "") or (keys or {}).get(spec.api_key_env, "")
                 if not api_key:
                     where = f" nor in secret {get_settings().channel_keys_secret}" \
                         if get_settings().channel_keys_secret else ""
                     raise ChannelsConfigError(f"{source}: channel {spec.name}: {spec.api_key_env} is not set "
                                               f"in the environment{where}")
-            channels.append(Channel(name=spec.name, protocol=spec.protocol, base_url=spec.base_url, api_key=api_key,
+            site, base_url = None, spec.base_url or ""
+            if spec.vertex is not None:
+                from gateway.upstreams.vertex import VertexSite, service_account_info
+
+                try:
+                    info = service_account_info(api_key)
+                except ValueError as exc:
+                    raise ChannelsConfigError(f"{source}: channel {spec.name}: {exc}") from None
+                project = spec.vertex.project or info.get("project_id")
+                if not isinstance(project, str) or not project:
+                    raise ChannelsConfigError(f"{source}: channel {spec.name}: vertex.project: is required (the "
+                                              "service-account key file names no project_id)")
+                site = VertexSite(project=project, region=spec.vertex.region)
+                base_url = spec.base_url or site.host_url
+            channels.append(Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
                                     models=frozenset(spec.models), model_map=dict(spec.model_map),
                                     priority=spec.priority, weight=spec.weight,
-                                    poll_hosts=frozenset(spec.poll_hosts), groups=frozenset(spec.groups)))
+                                    poll_hosts=frozenset(spec.poll_hosts), groups=frozenset(spec.groups),
+                                    variant=spec.variant, vertex=site))
         try:
             prices = PriceTable(parsed.prices)
         except ValueError as exc:
@@ -295,32 +350,49 @@ def _parse_text(text: str, source: str) -> dict[str, Any]:
     return document or {}
 
 
+_HINTS = {"ParameterNotFound": " (create it: docs/deploying.md)",
+          "ResourceNotFoundException": " (create it: docs/deploying.md)",
+          "AccessDeniedException": " (the function's role may not read it, or not use its KMS key: "
+                                   "the template's ChannelsKmsKeyArn)",
+          "AccessDenied": " (the function's role may not read it)"}
+
+
 def _unreadable(source: str, exc: Exception) -> ChannelsConfigError:
     code = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
-    hint = {"ParameterNotFound": " (create it: docs/deploying.md)",
-            "ResourceNotFoundException": " (create it: docs/deploying.md)",
-            "AccessDeniedException": " (the function's role may not read it, or not use its KMS key: "
-                                     "the template's ChannelsKmsKeyArn)",
-            "AccessDenied": " (the function's role may not read it)"}.get(code, "")
-    return ChannelsConfigError(f"{source} cannot be read: {code}{hint}: {exc}")
+    return ChannelsConfigError(f"{source} cannot be read: {code}{_HINTS.get(code, '')}: {exc}")
 
 
-def _secret_text(secret_id: str) -> str:
+def _secrets(*secret_ids: str) -> dict[str, str]:
+    """The text of every secret one refresh needs (the channels document's, the channel keys'),
+    by the id it was asked by: one BatchGetSecretValue call, not one GetSecretValue each."""
+    wanted = list(dict.fromkeys(s for s in secret_ids if s))
+    if not wanted:
+        return {}
     from gateway.store.aws import client
 
     try:
-        return client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"]
+        answer = client("secretsmanager").batch_get_secret_value(SecretIdList=wanted)
     except Exception as exc:
-        raise _unreadable(f"secret {secret_id}", exc) from None
+        raise _unreadable("secret " + ", ".join(wanted), exc) from None
+    for error in answer.get("Errors") or []:
+        code = error.get("ErrorCode", "")
+        raise ChannelsConfigError(f"secret {error.get('SecretId')} cannot be read: {code}{_HINTS.get(code, '')}: "
+                                  f"{error.get('Message', '')}")
+    found: dict[str, str] = {}
+    for value in answer.get("SecretValues") or []:
+        for secret_id in wanted:
+            if secret_id in (value.get("ARN"), value.get("Name")):
+                found[secret_id] = value.get("SecretString", "")
+    missing = [s for s in wanted if s not in found]
+    if missing:
+        raise ChannelsConfigError(f"secret {missing[0]} cannot be read: it was not returned")
+    return found
 
 
-def _channel_keys() -> dict[str, str]:
-    """The `api_key_env` names of the channel keys secret (a JSON object of strings), or none."""
-    secret_id = get_settings().channel_keys_secret
-    if not secret_id:
-        return {}
+def _channel_keys(secret_id: str, text: str) -> dict[str, str]:
+    """The `api_key_env` names of the channel keys secret (a JSON object of strings)."""
     try:
-        keys = json.loads(_secret_text(secret_id))
+        keys = json.loads(text)
     except ValueError:
         keys = None
     if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
@@ -329,18 +401,22 @@ def _channel_keys() -> dict[str, str]:
     return keys
 
 
-def _read_document() -> tuple[dict[str, Any], str, bool] | None:
-    """(document, where it came from, whether it may change while we run), or None."""
+def _read_document() -> tuple[dict[str, Any], str, bool, dict[str, str]] | None:
+    """(document, where it came from, whether it may change while we run, the channel keys), or None."""
     settings = get_settings()
+    keys_secret = settings.channel_keys_secret if settings.channel_keys_needed else ""
     if settings.channels_file:
         path = Path(settings.channels_file)
         try:
-            return _parse_text(path.read_text(), str(path)), str(path), False
+            text = path.read_text()
         except OSError as exc:
             raise ChannelsConfigError(f"GATEWAY_CHANNELS_FILE: cannot read {path}: {exc}") from None
+        secrets = _secrets(keys_secret)
+        return _parse_text(text, str(path)), str(path), False, _keys_of(keys_secret, secrets)
     if settings.channels_secret:
-        text = _secret_text(settings.channels_secret)
-        return _parse_text(text, f"secret {settings.channels_secret}"), "secret", True
+        secrets = _secrets(settings.channels_secret, keys_secret)
+        document = _parse_text(secrets[settings.channels_secret], f"secret {settings.channels_secret}")
+        return document, "secret", True, _keys_of(keys_secret, secrets)
     if settings.channels_parameter:
         from gateway.store.aws import client
 
@@ -349,30 +425,60 @@ def _read_document() -> tuple[dict[str, Any], str, bool] | None:
                                                WithDecryption=True)["Parameter"]["Value"]
         except Exception as exc:
             raise _unreadable(f"parameter {settings.channels_parameter}", exc) from None
-        return _parse_text(text, f"parameter {settings.channels_parameter}"), "parameter", True
+        secrets = _secrets(keys_secret)
+        return (_parse_text(text, f"parameter {settings.channels_parameter}"), "parameter", True,
+                _keys_of(keys_secret, secrets))
     return None
 
 
-_lock = threading.Lock()
+def _keys_of(secret_id: str, secrets: dict[str, str]) -> dict[str, str]:
+    return _channel_keys(secret_id, secrets[secret_id]) if secret_id else {}
+
+
+_lock = threading.Lock()  # one refresh at a time
 _cached: tuple[float, Catalog] | None = None
 
 
+def _fresh(cached: tuple[float, Catalog] | None) -> bool:
+    return cached is not None and (cached[0] == float("inf") or time.monotonic() < cached[0])
+
+
 def get_catalog() -> Catalog:
-    """The catalog in force, read once (a remote document is re-read every minute)."""
+    """The catalog in force, read once (a remote document is re-read every minute). While one
+    thread re-reads it, the others go on with the catalog they had rather than wait on the lock;
+    a re-read that fails keeps the catalog in force (logged) until the next minute."""
     global _cached
-    with _lock:
-        if _cached and (_cached[0] == float("inf") or time.monotonic() < _cached[0]):
-            return _cached[1]
-        found = _read_document()
-        if found is not None:
-            document, source, remote = found
-            catalog = Catalog.from_document(document, source)
-        elif get_settings().simulator_url:
-            catalog, remote = Catalog.simulated(get_settings().simulator_url), False
-        else:
-            catalog, remote = Catalog([], PriceTable()), True
+    cached = _cached
+    if _fresh(cached):
+        return cached[1]  # type: ignore[index]
+    if not _lock.acquire(blocking=cached is None):
+        return cached[1]  # type: ignore[index]
+    try:
+        if _fresh(_cached):
+            return _cached[1]  # type: ignore[index]
+        try:
+            catalog, remote = _load()
+        except ChannelsConfigError as exc:
+            if _cached is None:
+                raise  # the cold start: fail, naming the source and the cause
+            from gateway.observability import logger
+
+            logger.warning("channels document re-read failed; keeping the one in force", extra={"error": str(exc)})
+            catalog, remote = _cached[1], True
         _cached = (time.monotonic() + _REMOTE_TTL if remote else float("inf"), catalog)
         return catalog
+    finally:
+        _lock.release()
+
+
+def _load() -> tuple[Catalog, bool]:
+    found = _read_document()
+    if found is not None:
+        document, source, remote, keys = found
+        return Catalog.from_document(document, source, keys), remote
+    if get_settings().simulator_url:
+        return Catalog.simulated(get_settings().simulator_url), False
+    return Catalog([], PriceTable()), True
 
 
 def check_at_start() -> None:

@@ -10,9 +10,10 @@ request says it works again) or `disabled` (by an operator: never picked, never 
   `GATEWAY_CHANNEL_FAILURE_WINDOW_SECONDS` (60, counted from the first failure of the window)
   cool the channel down for `GATEWAY_CHANNEL_COOLDOWN_SECONDS` (30);
 - an upstream `Retry-After` cools it down at once, for that long (the upstream said when);
-- a refusal of the channel's own credentials (401, 402, 403, 407: a revoked or unpaid upstream
-  key) cools it down at once for `GATEWAY_CHANNEL_COOLDOWN_MAX_SECONDS` (600) and is logged as an
-  operator problem;
+- a refusal of the channel's own credentials or account (fault `account`: 401, 402, 403, 407,
+  and whatever a provider's error table says is its account, such as Gemini's 400
+  `API_KEY_INVALID` or DashScope's 400 `Arrearage`) cools it down at once for
+  `GATEWAY_CHANNEL_COOLDOWN_MAX_SECONDS` (600) and is logged as an operator problem;
 - every cooldown is capped at the maximum. A client's own mistake (400, 404, 413, 422) never counts.
 
 **Recovery** (`after_probe`, `after_success`): once its period has ended, the sweeper probes
@@ -40,15 +41,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from gateway.observability import channel_state, logger
+from gateway.observability import channel_account_refused, channel_state, logger
 from gateway.settings import get_settings
 from gateway.store.aws import store_call_ahead
+from gateway.upstreams.errors import ACCOUNT, default_fault
 
 HEALTHY, COOLING, DISABLED = "healthy", "cooling", "disabled"
 #: The gauge's value per state (`ChannelState` metric).
 GAUGE = {HEALTHY: 0, COOLING: 1, DISABLED: 2}
-#: What an upstream says about the channel's own account, not about the client's request.
-ACCOUNT_STATUSES = (401, 402, 403, 407)
 PARTITION = "CHANNEL_HEALTH"
 _WRITE_ATTEMPTS = 5
 _ERROR_CHARS = 300
@@ -81,15 +81,18 @@ class Failure:
     status: int | None
     message: str
     retry_after: float | None = None
+    #: Whose fault (`upstreams/errors.py`); by default from the status.
+    fault: str = ""
 
     @property
     def account(self) -> bool:
-        return self.status in ACCOUNT_STATUSES
+        return (self.fault or default_fault(self.status)) == ACCOUNT
 
     @classmethod
     def of(cls, exc: Any) -> Failure:
-        return cls(getattr(exc, "status", None), str(getattr(exc, "message", exc))[:_ERROR_CHARS],
-                   getattr(exc, "retry_after", None))
+        status = getattr(exc, "status", None)
+        return cls(status, str(getattr(exc, "message", exc))[:_ERROR_CHARS],
+                   getattr(exc, "retry_after", None), getattr(exc, "fault", None) or default_fault(status))
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ class ChannelHealth:
     period: float = 0.0  # the current cooldown's length (doubled by a failed probe)
     last_error: str = ""
     last_status: int | None = None
+    last_fault: str = ""  # whose fault the last failure was (client, account, capacity, upstream)
     last_failure_at: float = 0.0
     last_probe_at: float = 0.0
     last_probe: str = ""  # "ok", or what the probe met
@@ -124,7 +128,8 @@ class ChannelHealth:
         return {"state": self.state, "cooling_until": _iso(self.cooling_until) if self.state == COOLING else None,
                 "cooldown_seconds": self.period if self.state == COOLING else None,
                 "failures": self.failures, "last_error": self.last_error or None, "last_status": self.last_status,
-                "last_failure_at": _iso(self.last_failure_at), "last_probe_at": _iso(self.last_probe_at),
+                "last_fault": self.last_fault or None, "last_failure_at": _iso(self.last_failure_at),
+                "last_probe_at": _iso(self.last_probe_at),
                 "last_probe": self.last_probe or None, "changed_at": _iso(self.changed_at)}
 
 
@@ -144,7 +149,8 @@ def _cool(health: ChannelHealth, now: float, period: float) -> ChannelHealth:
 
 def after_failure(health: ChannelHealth, failure: Failure, policy: Policy, now: float) -> Change:
     """A failed attempt that counts against the channel."""
-    noted = dataclasses.replace(health, last_error=failure.message, last_status=failure.status, last_failure_at=now)
+    noted = dataclasses.replace(health, last_error=failure.message, last_status=failure.status,
+                                last_fault=failure.fault, last_failure_at=now)
     if health.disabled:
         return noted, None
     if failure.account:
@@ -184,7 +190,7 @@ def after_probe(health: ChannelHealth, failure: Failure | None, policy: Policy, 
         back, event = after_success(probed, now)
         return back, event
     probed = dataclasses.replace(probed, last_error=failure.message, last_status=failure.status,
-                                 last_failure_at=now)
+                                 last_fault=failure.fault, last_failure_at=now)
     if failure.account:
         period = policy.cooldown_max
     elif failure.retry_after is not None:
@@ -378,10 +384,13 @@ def _announce(event: str, health: ChannelHealth) -> None:
     """A change of state, as a log event and the channel's gauge."""
     extra = {"event": event, "channel": health.name, "state": health.state,
              "cooling_until": _iso(health.cooling_until), "cooldown_seconds": health.period or None,
-             "last_status": health.last_status, "last_error": health.last_error or None}
-    if event == "channel_cooldown" and health.last_status in ACCOUNT_STATUSES:
-        logger.error("the upstream refused the channel's credentials: an operator must fix its key",
+             "last_status": health.last_status, "last_fault": health.last_fault or None,
+             "last_error": health.last_error or None}
+    account = (health.last_fault or default_fault(health.last_status)) == ACCOUNT
+    if event in ("channel_cooldown", "channel_cooldown_extended") and account:
+        logger.error("the upstream refused the channel's credentials or account: an operator must fix it",
                      extra={**extra, "event": "channel_credentials_refused"})
+        channel_account_refused(health.name)
     elif event in ("channel_cooldown", "channel_cooldown_extended", "channel_disabled"):
         logger.warning(event.replace("_", " "), extra=extra)
     else:

@@ -28,18 +28,18 @@ _PARALLEL = 8
 
 def probe(channel: Channel, sender: Any = sync_client) -> health.Failure | None:
     """What one probe of `channel` met that counts against it, or None when it works."""
-    from gateway.upstreams.clients import TEXT_CLIENTS
+    from gateway.upstreams.clients import TEXT_CLIENTS, client_for
     from gateway.upstreams.verdict import counts_against_channel
 
     try:
         if channel.protocol in TEXT_CLIENTS:
-            kind = TEXT_CLIENTS[channel.protocol]
-            run(lambda http: kind(channel.base_url, channel.api_key, http, PROBE_TIMEOUTS).probe())
+            run(lambda http: client_for(channel, http, PROBE_TIMEOUTS).probe())
         else:
             from gateway.tasks.adapter import poll
             from gateway.tasks.families import family_of
 
-            poll(sender, family_of(channel.protocol).adapter, channel.base_url, channel.api_key, PROBE_TASK_ID)
+            poll(sender, family_of(channel.protocol).adapter_for(channel), channel.base_url, channel.api_key,
+                 PROBE_TASK_ID)
     except UpstreamError as exc:
         return health.Failure.of(exc) if counts_against_channel(exc) else None
     except Exception as exc:  # noqa: BLE001 - an answer the adapter cannot read is still an answer

@@ -202,8 +202,10 @@ class IotaGenerationRequest(_IotaRequest):
     moderation: IotaModeration | None = None
 
     def upstream_payload(self) -> dict[str, Any]:
-        """The JSON body for the upstream: what the client set, with our defaults resolved."""
-        return self.model_dump(exclude_none=True)
+        """The JSON body for the upstream: what the client set, with our defaults resolved.
+        Never `response_format`: gpt-image answers b64_json only and refuses the field (400
+        "Unknown parameter: 'response_format'"), so the gateway takes it and does not relay it."""
+        return self.model_dump(exclude={"response_format"}, exclude_none=True)
 
 
 class ThetaGenerationRequest(BaseModel):
@@ -406,7 +408,8 @@ class IotaEditRequest(_IotaRequest):
         return len(self.image) + (self.mask is not None)
 
     def upstream_fields(self) -> dict[str, str]:
-        fields = self.model_dump(exclude={"image", "mask", "stream"}, exclude_none=True)
+        # Not `response_format`: gpt-image refuses it (see IotaGenerationRequest.upstream_payload).
+        fields = self.model_dump(exclude={"image", "mask", "stream", "response_format"}, exclude_none=True)
         return {key: str(value) for key, value in fields.items()}
 
     def upstream_files(self) -> list[tuple[str, UploadedFile]]:

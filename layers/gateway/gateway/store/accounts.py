@@ -14,10 +14,11 @@
 | a user's day totals | `DAYS#<user id>` | `<yyyy-mm-dd>` (`units`, `requests`, `key:<id>:…`, `model:<name>:…`) |
 | user id counter | `COUNTER` | `USER` |
 | channel health | `CHANNEL_HEALTH` | `<channel name>` (`routing/health.py`) |
-| username pointer (users with a password) | `USERNAME#<username>` | `USERNAME` |
+| username pointer (users with a password) | `USERNAME#<username, lower case>` | `USERNAME` |
 | invitation code pointer | `AFF#<aff code>` | `AFF` (`user_id`) |
 | console session | `SESSION#<sha256 of session token>` | `SESSION` (TTL at its expiry) |
-| failed sign-ins in a window | `SIGNIN#user:<username>` or `SIGNIN#addr:<address>` | `<window start>` (TTL) |
+| sign-in attempts (`api/session`) | `SIGNIN#pair:<name>/<address>`, `SIGNIN#addr:<address>`, | `<window start>` (TTL) |
+|  | `SIGNIN#name:<name>` |  |
 
 Secrets (keys, access tokens) are stored only as SHA-256 hashes.
 """
@@ -40,6 +41,26 @@ PROFILE = "PROFILE"
 
 def user_pk(user_id: int) -> str:
     return f"USER#{user_id}"
+
+
+#: A user id no user ever has: the profile an unknown name's sign-in reads (the same read as a known one's).
+NO_USER = -1
+
+
+def username_pk(username: str) -> str:
+    """A sign-in name's pointer: names compare case-insensitively (ASCII, `schemas.account.Username`)."""
+    return f"USERNAME#{username.lower()}"
+
+
+@dataclass(frozen=True)
+class SignInCounter:
+    """One counter a sign-in raises before its password is checked (`admit_sign_in`)."""
+
+    subject: str
+    window: int
+    limit: int
+    expires: int
+    gap: int = 0
 
 
 def key_pk(key_hash: str) -> str:
@@ -259,6 +280,8 @@ class AccountsRepository:
                     access_token: str | None = None, inviter_id: int = 0) -> dict[str, Any]:
         """A new user; `user_id` None takes the next free id. Fails if the id is taken. Its
         invitation code finds it (`user_id_for_aff_code`)."""
+        if user_id is not None and user_id < 1:
+            raise ValueError("a user id is a whole number from 1")
         now = int(time.time())
         while True:
             uid = user_id if user_id is not None else self._next_user_id()
@@ -345,17 +368,21 @@ class AccountsRepository:
         return self._get(user_pk(user_id), PROFILE, consistent)
 
     def add_user_quota(self, user_id: int, units: int) -> int:
-        """Adds `units` on top of the remaining quota (a changed quota accumulates); returns it."""
+        """Adds `units` on top of the remaining quota (a changed quota accumulates); returns it.
+
+        Exactly once: an `ADD` DynamoDB applied whose answer was lost would be added again by
+        botocore's retry, so it goes as a one-item transaction, which DynamoDB applies once per
+        `ClientRequestToken` (botocore makes one per call and keeps it for its retries)."""
         try:
-            answer = self._db.update_item(
-                TableName=self.table, Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}),
-                UpdateExpression="ADD quota :u", ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues=to_values({":u": int(units)}), ReturnValues="UPDATED_NEW")
+            self._db.transact_write_items(TransactItems=[{"Update": {
+                "TableName": self.table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                "UpdateExpression": "ADD quota :u", "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeValues": to_values({":u": int(units)})}}])
         except Exception as exc:
-            if is_condition_failure(exc):
+            reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
+            if reasons[:1] == ["ConditionalCheckFailed"]:
                 raise UserNotFound(user_id) from None
             raise
-        int(answer["Attributes"]["quota"]["N"])
         return int((self.get_user(user_id, consistent=True) or {}).get("quota", 0))  # its open leases included
 
     def set_access_token(self, user_id: int, token: str) -> None:
@@ -421,9 +448,10 @@ class AccountsRepository:
         ])
         return secret, record
 
-    def get_key(self, key_hash: str, *, balances: bool = True) -> dict[str, Any] | None:
-        """A key; with `balances`, its quota counters as users see them (its open leases included)."""
-        key = self._get(key_pk(key_hash), "KEY", consistent=balances)
+    def get_key(self, key_hash: str, *, balances: bool = True, consistent: bool = False) -> dict[str, Any] | None:
+        """A key; with `balances`, its quota counters as users see them (its open leases included)
+        and read consistently, as with `consistent`."""
+        key = self._get(key_pk(key_hash), "KEY", consistent=balances or consistent)
         if key is None or not balances:
             return key
         from gateway.admission import leases
@@ -465,14 +493,16 @@ class AccountsRepository:
                    condition: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
         """Sets the attributes of `changes` on a key of `user_id` (a None value removes one);
         returns the record after. Raises `KeyNotFound` when the key is gone, is another user's
-        or fails the extra `condition` (an expression over `#s` (status) and its values)."""
+        or fails the extra `condition` (an expression over `#s` (status) or any attribute by its
+        name, and its values)."""
         expression, names, values = _assignments(changes)
         values[":owner"] = int(user_id)
         test = "attribute_exists(pk) AND user_id = :owner"
         if condition:
             test += f" AND ({condition[0]})"
             values.update(condition[1])
-            names["#s"] = "status"
+            if "#s" in condition[0]:
+                names["#s"] = "status"
         try:
             answer = self._db.update_item(
                 TableName=self.table, Key=to_item({"pk": key_pk(key_hash), "sk": "KEY"}),
@@ -627,15 +657,15 @@ class AccountsRepository:
     # Passwords, console sessions, sign-in attempts -------------------------------------------
 
     def set_password(self, user_id: int, password_hash: str) -> None:
-        """Stores a user's password hash and makes its username a sign-in name (unique: a second
-        user of the same name cannot have a password)."""
+        """Stores a user's password hash and makes its username a sign-in name (unique whatever
+        its casing: a second user of the same name, in any case, cannot have a password)."""
         user = self.get_user(user_id, consistent=True)
         if user is None:
             raise UserNotFound(user_id)
         try:
             self._db.transact_write_items(TransactItems=[
                 {"Put": {"TableName": self.table, "Item": to_item(
-                    {"pk": f"USERNAME#{user['username']}", "sk": "USERNAME", "user_id": user_id}),
+                    {"pk": username_pk(user["username"]), "sk": "USERNAME", "user_id": user_id}),
                     "ConditionExpression": "attribute_not_exists(pk) OR user_id = :u",
                     "ExpressionAttributeValues": to_values({":u": user_id})}},
                 {"Update": {"TableName": self.table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
@@ -655,8 +685,16 @@ class AccountsRepository:
                              ExpressionAttributeValues=to_values({":t": int(at), ":ip": address[:64]}))
 
     def user_id_for_username(self, username: str) -> int | None:
-        found = self._get(f"USERNAME#{username}", "USERNAME", consistent=True)
+        found = self._get(username_pk(username), "USERNAME", consistent=True)
         return int(found["user_id"]) if found else None
+
+    def sign_in_record(self, username: str) -> tuple[int | None, dict[str, Any] | None]:
+        """The user a sign-in names and its profile item, in the same two reads whether the name
+        exists or not (an unknown name reads the profile of `NO_USER`, which never exists): the
+        store's work does not tell a known name from an unknown one."""
+        user_id = self.user_id_for_username(username)
+        profile = self.raw_user(NO_USER if user_id is None else user_id, consistent=True)
+        return (user_id, profile) if user_id is not None else (None, None)
 
     def put_session(self, token_hash: str, user_id: int, expires_at: int) -> None:
         self._db.put_item(TableName=self.table, Item=to_item({
@@ -669,18 +707,75 @@ class AccountsRepository:
     def delete_session(self, token_hash: str) -> None:
         self._db.delete_item(TableName=self.table, Key=to_item({"pk": f"SESSION#{token_hash}", "sk": "SESSION"}))
 
-    def failed_sign_ins(self, subject: str, window_start: int) -> int:
-        """Failed sign-ins of `subject` (`user:<name>`, `addr:<ip>`) in the window starting then."""
-        found = self._get(f"SIGNIN#{subject}", str(window_start), consistent=True)
-        return int(found.get("failures", 0)) if found else 0
+    # Sign-in counters (`api/session`): `SIGNIN#<subject>` / `<window start>`, with a TTL.
 
-    def count_failed_sign_in(self, subject: str, window_start: int, window_seconds: int) -> int:
+    def sign_in_counter(self, subject: str, window_start: int) -> dict[str, Any]:
+        """A sign-in counter item (`attempts`, `failures`, `next_at`, `last_at`), {} if none."""
+        return self._get(f"SIGNIN#{subject}", str(window_start), consistent=True) or {}
+
+    def admit_sign_in(self, counters: list[SignInCounter], now: int) -> int | None:
+        """Raises each counter's `attempts` by one, in one transaction, if each is still within its
+        rule (fewer than its `limit` attempts, past its `next_at`, and, for one with `gap`, its last
+        attempt at least `gap` seconds ago); else changes nothing and answers the index of the
+        first counter that refused. This runs before the password is checked, so parallel tries
+        never check more passwords than the limit."""
+        items = []
+        for counter in counters:
+            condition = "(attribute_not_exists(attempts) OR attempts < :limit) " \
+                        "AND (attribute_not_exists(next_at) OR next_at <= :now)"
+            values: dict[str, Any] = {":one": 1, ":limit": counter.limit, ":now": now, ":ttl": counter.expires}
+            if counter.gap:
+                condition += " AND (attribute_not_exists(last_at) OR last_at <= :since)"
+                values[":since"] = now - counter.gap
+            items.append({"Update": {
+                "TableName": self.table, "Key": to_item({"pk": f"SIGNIN#{counter.subject}", "sk": str(counter.window)}),
+                "UpdateExpression": "ADD attempts :one SET last_at = :now, expires_ttl = :ttl",
+                "ConditionExpression": condition, "ExpressionAttributeValues": to_values(values)}})
+        try:
+            self._db.transact_write_items(TransactItems=items)
+        except Exception as exc:
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]  # type: ignore[attr-defined]
+            refused = [i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"]
+            if not refused:
+                raise
+            return refused[0]
+        return None
+
+    def count_sign_in_failure(self, subject: str, window_start: int, expires: int) -> int:
+        """One more failure of `subject` in the window; answers the failures so far."""
         answer = self._db.update_item(
             TableName=self.table, Key=to_item({"pk": f"SIGNIN#{subject}", "sk": str(window_start)}),
             UpdateExpression="ADD failures :one SET expires_ttl = :ttl",
-            ExpressionAttributeValues=to_values({":one": 1, ":ttl": window_start + 2 * window_seconds}),
-            ReturnValues="UPDATED_NEW")
+            ExpressionAttributeValues=to_values({":one": 1, ":ttl": expires}), ReturnValues="UPDATED_NEW")
         return int(answer["Attributes"]["failures"]["N"])
+
+    def delay_sign_ins(self, subject: str, window_start: int, until: int) -> None:
+        """No attempt of `subject` before `until` (never brought earlier by a racing failure)."""
+        try:
+            self._db.update_item(
+                TableName=self.table, Key=to_item({"pk": f"SIGNIN#{subject}", "sk": str(window_start)}),
+                UpdateExpression="SET next_at = :until",
+                ConditionExpression="attribute_not_exists(next_at) OR next_at < :until",
+                ExpressionAttributeValues=to_values({":until": until}))
+        except Exception as exc:
+            if not is_condition_failure(exc):
+                raise
+
+    def forget_sign_in_attempt(self, subject: str, window_start: int, *, reset: bool) -> None:
+        """A successful sign-in: its attempt no longer counts (`reset`: the counter starts over)."""
+        key = to_item({"pk": f"SIGNIN#{subject}", "sk": str(window_start)})
+        if reset:
+            self._db.delete_item(TableName=self.table, Key=key)
+        else:
+            try:
+                self._db.update_item(TableName=self.table, Key=key, UpdateExpression="ADD attempts :minus",
+                                     ConditionExpression="attempts > :zero",
+                                     ExpressionAttributeValues=to_values({":minus": -1, ":zero": 0}))
+            except Exception as exc:  # the window turned meanwhile: nothing to give back
+                if not is_condition_failure(exc):
+                    raise
 
     def day_totals(self, user_id: int, first: date, last: date) -> list[dict[str, Any]]:
         """A user's day items from `first` to `last` (inclusive): `units`, `requests` and the

@@ -82,7 +82,10 @@ def _new_client(service: str):
     # Every request the layer sends is built by its own code (and checked by the service itself):
     # botocore's own check of each one against the service model is CPU on every call for nothing.
     config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=3, read_timeout=10,
-                    parameter_validation=False)
+                    parameter_validation=False,
+                    # Presigned S3 links with Signature Version 4: botocore's default for a presign is
+                    # still SigV2, which regions opened since 2014 refuse.
+                    **({"signature_version": "s3v4"} if service == "s3" else {}))
     return botocore.session.get_session().create_client(service, config=config)
 
 

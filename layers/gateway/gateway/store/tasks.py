@@ -10,11 +10,16 @@ finished task drops the attribute and leaves it.
 
 A task is read and written as a `Task`; `Task.from_item` / `Task.item` are its one mapping to
 and from the stored item.
+
+Each write also sets `write_id`, a fresh id of that write: when DynamoDB applied a write but its
+answer was lost, botocore sends it again and the retry meets its own effect (the condition fails);
+the item's `write_id` then tells the write's own effect from another writer's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -108,9 +113,20 @@ class TasksRepository:
     def put(self, task: Task) -> Task:
         """Stores a new task (version 1); a task id is never reused."""
         task = task.replace(version=1)
-        client("dynamodb").put_item(TableName=self.table, Item=to_item(task.item()),
-                                    ConditionExpression="attribute_not_exists(task_id)")
+        write_id = uuid.uuid4().hex
+        try:
+            client("dynamodb").put_item(TableName=self.table, Item=to_item({**task.item(), "write_id": write_id}),
+                                        ConditionExpression="attribute_not_exists(task_id)")
+        except Exception as exc:
+            if not (is_condition_failure(exc) and self._written_by(task.task_id, write_id)):
+                raise
         return task
+
+    def _written_by(self, task_id: str, write_id: str) -> bool:
+        """Whether the stored task's last write is `write_id` (a retried write met its own effect)."""
+        found = client("dynamodb").get_item(TableName=self.table, Key=to_item({"task_id": task_id}),
+                                            ConsistentRead=True, ProjectionExpression="write_id").get("Item")
+        return (found or {}).get("write_id", {}).get("S") == write_id
 
     def get(self, task_id: str) -> Task | None:
         item = from_item(client("dynamodb").get_item(
@@ -144,7 +160,8 @@ class TasksRepository:
         """Applies `changes` (field names to values) and removes the `remove` fields if the stored
         task is still at `task.version`; the new task, or None when somebody else changed it first."""
         version = task.version
-        values = {**changes, "version": version + 1}
+        write_id = uuid.uuid4().hex
+        values = {**changes, "version": version + 1, "write_id": write_id}
         names = {f"#f{i}": name for i, name in enumerate(values)}
         sets = [f"#f{i} = :v{i}" for i in range(len(values))]
         expression = "SET " + ", ".join(sets)
@@ -159,9 +176,11 @@ class TasksRepository:
                 ExpressionAttributeValues=to_values({**{f":v{i}": v for i, v in enumerate(values.values())},
                                                     ":expected": version}))
         except Exception as exc:
-            if is_condition_failure(exc):
+            if not is_condition_failure(exc):
+                raise
+            if not self._written_by(task.task_id, write_id):
                 return None
-            raise
+        del values["write_id"]
         return task.replace(**values, **{name: None for name in remove})
 
     def overdue(self, before: float, limit: int = 100) -> Iterator[Task]:

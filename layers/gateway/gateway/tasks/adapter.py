@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from gateway.upstreams.errors import UpstreamError
+from gateway.upstreams.errors import ErrorTable, UpstreamError
 
 #: Submits and polls of a task are quick upstream calls (the work happens later, upstream).
 UPSTREAM_TIMEOUT = httpx.Timeout(10.0, connect=3.0)
@@ -86,11 +86,13 @@ def join(base_url: str, path: str) -> str:
 
 
 def read_json(response: httpx.Response, error_text: Callable[[Any], str | None], *,
-              retry_unreadable: bool) -> dict:
+              retry_unreadable: bool, errors: ErrorTable | None = None) -> dict:
     """The JSON object of a 2xx answer, or UpstreamError carrying the upstream's own message.
 
     `retry_unreadable`: whether a 2xx that is not a JSON object may be asked again. A submit
     must not be (the task may exist upstream, and a second one would be paid twice); a poll may.
+    `errors`: the family's error table (`families/<name>/errors.py`): whose fault a refusal is,
+    by the provider's own code, not only its status.
     """
     try:
         body = response.json()
@@ -98,6 +100,8 @@ def read_json(response: httpx.Response, error_text: Callable[[Any], str | None],
         body = None
     if not response.is_success:
         message = (error_text(body) if body is not None else None) or response.text[:300] or response.reason_phrase
+        if errors is not None:
+            raise errors.error(response.status_code, message, body)
         raise UpstreamError(response.status_code, message)
     if not isinstance(body, dict):
         raise UpstreamError(502, f"upstream answered {response.status_code} without a JSON object",

@@ -35,7 +35,6 @@ from gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable
 from gateway.observability import logger
 from gateway.routing import health
 from gateway.routing.channels import Channel, get_catalog, report_failure, report_success
-from gateway.routing.health import ACCOUNT_STATUSES
 from gateway.routing.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.store.tasks import Task, TasksRepository, open_shard
@@ -43,7 +42,7 @@ from gateway.tasks import queue
 from gateway.tasks.adapter import TERMINAL, UPSTREAM_TIMEOUT, TaskSnapshot
 from gateway.tasks.callbacks import UnsafeCallback, check_url
 from gateway.tasks.families import family_of
-from gateway.upstreams.errors import UpstreamError
+from gateway.upstreams.errors import UpstreamError, is_account
 from gateway.upstreams.verdict import counts_against_channel, first_success
 
 SUBMITTED = "submitted"
@@ -97,7 +96,7 @@ def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) ->
     principal.require_model(new.model)
     price, channels = get_catalog().serving(new.model, family.protocols, group=principal.group)
     observability.set_model(new.model)  # a metric dimension only once the catalog knows the model
-    channels = _pinned(channels, new)
+    channels = family.usable_channels(_pinned(channels, new), new)  # a 4xx here holds nothing
     claimed = _claim(parked) if parked is not None else None
     task_id = claimed.task_id if claimed is not None else family.new_task_id()
     try:
@@ -290,7 +289,7 @@ def _poll_group(group: list[Task], *, now: float | None) -> dict[str, str | Base
         try:
             if isinstance(snapshot, UpstreamError):
                 # Refused credentials say nothing about the task: it waits for the channel's key to be fixed.
-                if snapshot.retryable or snapshot.status in ACCOUNT_STATUSES:
+                if snapshot.retryable or is_account(snapshot):
                     logger.warning("upstream poll failed; retrying later",
                                    extra={"task_id": task.task_id, "error": snapshot.message})
                     outcomes[task.task_id] = _reschedule(task, now=now)
@@ -346,9 +345,10 @@ def record(task: Task, snapshot: TaskSnapshot, *, now: float | None = None) -> s
     """Writes what the upstream said; a terminal answer goes on to `finish`."""
     now = time.time() if now is None else now
     if snapshot.status == "succeeded" and not snapshot.result_urls and family_of(task.family).result_links:
-        # Inline bytes (an upstream that answers with the video itself) would need an object store
-        # this gateway does not have. A family without links by design relays its bytes itself.
-        snapshot = _failed("the upstream returned the video inline; this gateway relays video links only"
+        # Inline bytes (an upstream that answers with the video itself) are kept by the family in
+        # the results bucket (delta: `tasks/kept`); without one they cannot be served. A family
+        # without links by design relays its bytes itself.
+        snapshot = _failed("the upstream returned the video inline, and no results bucket keeps it"
                            if snapshot.inline_results else "the upstream finished without a video",
                            snapshot.upstream_status)
     changes: dict[str, Any] = {"status": snapshot.status, "upstream_status": snapshot.upstream_status,

@@ -19,7 +19,7 @@ import httpx
 
 from gateway import observability
 from gateway.sse import SSEEvent, SSEParser
-from gateway.upstreams.errors import UpstreamError, parse_retry_after, retryable_status
+from gateway.upstreams.errors import ErrorTable, UpstreamError, parse_retry_after, retryable_status
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ class UpstreamClient:
     stream_params: ClassVar[dict[str, str]] = {}
     #: The cheapest call the protocol allows (a model list): the health probe (`routing/probes.py`).
     probe_path: ClassVar[str] = "/v1/models"
+    #: The provider's errors as it means them (whose fault each answer is), beside its client.
+    errors: ClassVar[ErrorTable | None] = None
 
     def __init__(self, base_url: str, api_key: str, client: httpx.AsyncClient, timeouts: Timeouts | None = None):
         self.base_url = base_url.rstrip("/")
@@ -185,8 +187,11 @@ class UpstreamClient:
         if isinstance(body, list):
             body = body[0] if body and isinstance(body[0], dict) else None
         body = self._redact_json(body) if isinstance(body, dict) else None
-        return UpstreamError(status, self.redact(f"upstream answered {status}: {detail}"),
-                             retryable=retryable_status(status), retry_after=parse_retry_after(headers), body=body)
+        message = self.redact(f"upstream answered {status}: {detail}")
+        if self.errors is not None:
+            return self.errors.error(status, message, body, retry_after=parse_retry_after(headers), relayed=body)
+        return UpstreamError(status, message, retryable=retryable_status(status),
+                             retry_after=parse_retry_after(headers), body=body)
 
 
 class EventStream:

@@ -7,10 +7,42 @@ from typing import Any
 
 from gateway.sse import SSEEvent
 from gateway.upstreams.base import EventStream, UpstreamClient
-from gateway.upstreams.errors import UpstreamError
+from gateway.upstreams.errors import ACCOUNT, CAPACITY, ErrorTable, Rule, UpstreamError
 
 # A responses stream ends with one of these; response.failed is reported as an error instead.
 RESPONSES_TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+_GUIDE = "platform.openai.com/docs/guides/error-codes"
+
+
+def openai_codes(body: Any) -> list[str]:
+    """The OpenAI envelope's `error.code` and `error.type` (a streamed `error` event carries them
+    at the top level)."""
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(body, dict) and isinstance(body.get("response"), dict):  # response.failed
+        error = body["response"].get("error") or error
+    if not isinstance(error, dict):
+        return []
+    return [str(error[k]) for k in ("code", "type") if isinstance(error.get(k), (str, int)) and error.get(k)]
+
+
+#: OpenAI's errors (the chat, responses, embeddings and images endpoints; `_GUIDE` "API errors").
+#: Not listed: 400/404/413/422 are the request's (relayed), 401/403 the channel's key or
+#: organisation (`default_fault`), other 429s a rate limit, 5xx the upstream's own.
+ERRORS = ErrorTable("chat", [
+    # "429 - You exceeded your current quota, please check your plan and billing details": the
+    # account's credit, not a rate limit (`_GUIDE`; the body `{"error": {"type": "insufficient_quota",
+    # "code": "insufficient_quota"}}` as users meet it, plexpt/chatgpt-java#249).
+    Rule(ACCOUNT, code="insufficient_quota", source=_GUIDE),
+    # The spending limit the organisation's owner set (images endpoints: a 400), and billing
+    # switched off: about the account (as users' code meets them: error.code in the envelope).
+    Rule(ACCOUNT, code="billing_hard_limit_reached", source="users' reports of the images endpoints"),
+    Rule(ACCOUNT, code="billing_not_active", source="users' reports"),
+    Rule(ACCOUNT, code="account_deactivated", source=_GUIDE),
+    # "403 - Country, region, or territory not supported": where the gateway runs, not the client.
+    Rule(ACCOUNT, code="unsupported_country_region_territory", source=_GUIDE),
+    Rule(CAPACITY, code="rate_limit_exceeded", source=_GUIDE),
+], codes=openai_codes)
 
 
 def _non_streamed(payload: dict[str, Any]) -> dict[str, Any]:
@@ -20,6 +52,7 @@ def _non_streamed(payload: dict[str, Any]) -> dict[str, Any]:
 
 class ChatClient(UpstreamClient):
     protocol = "chat"
+    errors = ERRORS
 
     def auth_headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self._api_key}"}
@@ -34,9 +67,10 @@ class ChatClient(UpstreamClient):
             error = error if isinstance(error, dict) else {}
             code = str(error.get("code") or error.get("type") or "")
             detail = error.get("message") or code or "no detail"
+            fault = ERRORS.fault(None, data)
             return UpstreamError(None, self.redact(f"upstream stream failed: {detail}"),
                                  retryable=code in ("server_error", "rate_limit_exceeded", "internal_error"),
-                                 body=data)
+                                 body=data, fault=fault if fault == ACCOUNT else None)
         if event.event is None and '"error"' in event.data:
             data = _json(event)
             error = data.get("error")

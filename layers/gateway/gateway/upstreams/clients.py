@@ -1,11 +1,25 @@
-"""The text protocols' clients, by the protocol a channel names."""
+"""The text protocols' clients, by the protocol a channel names (and its Vertex AI flavour)."""
 
 from __future__ import annotations
 
-from gateway.upstreams.base import UpstreamClient
+from typing import Any
+
+import httpx
+
+from gateway.upstreams.base import Timeouts, UpstreamClient
 from gateway.upstreams.chat import ChatClient
-from gateway.upstreams.content import ContentClient
+from gateway.upstreams.content import ContentClient, VertexContentClient
 from gateway.upstreams.messages import MessagesClient
 
 TEXT_CLIENTS: dict[str, type[UpstreamClient]] = {"chat": ChatClient, "messages": MessagesClient,
                                                  "content": ContentClient}
+
+
+def client_for(channel: Any, http: httpx.AsyncClient, timeouts: Timeouts | None = None) -> UpstreamClient:
+    """The client of `channel`'s protocol, on its Vertex AI site when it names one."""
+    site = getattr(channel, "vertex", None)
+    if site is not None and channel.protocol == "content":
+        explicit = sorted(m for m in channel.models if m != "*")
+        return VertexContentClient(channel.base_url, channel.api_key, http, timeouts, site=site,
+                                   **({"probe_model": channel.upstream_model(explicit[0])} if explicit else {}))
+    return TEXT_CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)

@@ -4,8 +4,9 @@ The caller owns the `httpx.AsyncClient` (made once per execution environment and
 test can put the simulator behind it with `httpx.ASGITransport`.
 
 Every failure is an `UpstreamError` saying whether another channel may be tried: connection
-errors, timeouts and the statuses of `retryable_status` (408, 409, 429, 5xx) are retryable; any
-other answer is the upstream's verdict on the request itself. The API key is only ever sent in
+errors, timeouts and the statuses of `retryable_status` (408, 409, 429, 5xx) are retryable; the
+channel's own account (OpenAI's error table, `upstreams/chat.py`) fails over; any other answer is
+the upstream's verdict on the request itself. The API key is only ever sent in
 the Authorization header and is scrubbed from every message, in case an upstream echoes it back.
 """
 
@@ -16,7 +17,8 @@ from typing import Any
 import httpx
 
 from gateway.multipart import UploadedFile
-from gateway.upstreams.errors import UpstreamError, parse_retry_after, retryable_status
+from gateway.upstreams.chat import ERRORS as OPENAI_ERRORS
+from gateway.upstreams.errors import UpstreamError, parse_retry_after
 
 _MESSAGE_MAX = 500  # an upstream's error text is relayed, not a whole HTML error page
 
@@ -58,8 +60,10 @@ class ImagesClient:
                                                   f"{type(exc).__name__}"), False) from None
 
         if response.status_code >= 400:
-            raise UpstreamError(response.status_code, self._scrub(self._error_text(response)),
-                                retryable_status(response.status_code), retry_after=parse_retry_after(response.headers))
+            # Whose fault, by OpenAI's own table (`upstreams/chat.py`): `insufficient_quota` or
+            # `billing_hard_limit_reached` is the channel's account, not the client's request.
+            raise OPENAI_ERRORS.error(response.status_code, self._scrub(self._error_text(response)),
+                                      _json_or_none(response), retry_after=parse_retry_after(response.headers))
         try:
             answer = response.json()
         except ValueError:
@@ -87,3 +91,10 @@ class ImagesClient:
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "[redacted]") if self._key else text
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None

@@ -5,7 +5,9 @@ it carries `status`, `message`, `retryable`, `retry_after` and `timed_out`. `fir
 `first_success_async`) is the one failover walk over a request's channels that text, images and
 task submits share. Every failed attempt goes through `record_failure`, which tells the channel's
 health (`routing/health.py`) what counts against it: a retryable failure, a timeout, refused
-credentials.
+credentials or account. Whose fault an answer is comes from the provider's own error table beside
+each adapter (`UpstreamError.fault`, `upstreams/errors.py`): a revoked Gemini key is a 400 that is
+the channel's, not the client's.
 """
 
 from __future__ import annotations
@@ -26,18 +28,25 @@ from gateway.errors import (
 )
 from gateway.observability import logger
 from gateway.routing.channels import report_failure, report_success
-from gateway.routing.health import ACCOUNT_STATUSES, book
-from gateway.upstreams.errors import UpstreamError
+from gateway.routing.health import book
+from gateway.upstreams.errors import UpstreamError, is_account
 
 T = TypeVar("T")
 _ACCOUNT_NOTE = "the upstream refused the gateway's own credentials; this is not a problem with your key"
+
+
+def _shown(exc: Any) -> str:
+    """What the client may read of a failure: never the upstream's words about the channel's key."""
+    return exc.shown if isinstance(exc, UpstreamError) else (
+        f"{exc.message} ({_ACCOUNT_NOTE})" if is_account(exc) else exc.message)
 
 
 def relayed_error(exc: Any) -> GatewayError:
     """The upstream's final word on the request (a non-retryable failure), in our own error kinds,
     carrying the upstream's own error object for a dialect that relays it."""
     error = _relayed_kind(exc)
-    error.upstream = getattr(exc, "body", None)
+    # The upstream's own object about the channel's key is never shown to the client.
+    error.upstream = None if is_account(exc) else getattr(exc, "body", None)
     return error
 
 
@@ -47,9 +56,9 @@ def _relayed_kind(exc: Any) -> GatewayError:
         return UpstreamTimeout(exc.message)
     if status is None or status < 400:  # cut off mid-request, or an answer of the wrong shape
         return UpstreamFailed(exc.message)
-    if status in ACCOUNT_STATUSES:
-        # Relaying a 401 would tell the client its own key is wrong.
-        return UpstreamFailed(f"{exc.message} ({_ACCOUNT_NOTE})")
+    if is_account(exc):
+        # Relaying a 401 (or Gemini's 400 API_KEY_INVALID) would tell the client its own key is wrong.
+        return UpstreamFailed(_shown(exc))
     if status == 404:
         return NotFound(exc.message, code="upstream_not_found")
     if status == 413:
@@ -61,8 +70,8 @@ def _relayed_kind(exc: Any) -> GatewayError:
 
 def counts_against_channel(exc: Any) -> bool:
     """Whether a failure says something about the channel (not about the client's request): one
-    worth retrying elsewhere, a timeout, or the upstream refusing the channel's own credentials."""
-    return bool(exc.retryable or exc.timed_out or exc.status in ACCOUNT_STATUSES)
+    worth retrying elsewhere, a timeout, or the upstream refusing the channel's own credentials or account."""
+    return bool(exc.retryable or exc.timed_out or is_account(exc))
 
 
 def record_failure(channel: Any, exc: Any, failures: list[Any]) -> None:
@@ -71,10 +80,10 @@ def record_failure(channel: Any, exc: Any, failures: list[Any]) -> None:
     joins `failures` and the walk moves on; any other is the verdict on the request, raised."""
     if counts_against_channel(exc):
         report_failure(channel, exc)
-    if not (exc.retryable or exc.status in ACCOUNT_STATUSES):
+    if not (exc.retryable or is_account(exc)):
         raise relayed_error(exc) from None
     logger.warning("upstream attempt failed", extra={"channel": channel.name, "status": exc.status,
-                                                     "error": exc.message})
+                                                     "fault": getattr(exc, "fault", None), "error": exc.message})
     failures.append(exc)
 
 
@@ -82,15 +91,15 @@ def exhausted_error(failures: Sequence[Any], no_attempt: str = "no upstream coul
     """The answer once every channel was tried and each failed in a way worth retrying."""
     if not failures:
         return UpstreamTimeout(no_attempt)
-    summary = f"{len(failures)} upstream attempt{'s' if len(failures) > 1 else ''} failed; last: {failures[-1].message}"
-    if all(f.status == 429 for f in failures):
+    summary = f"{len(failures)} upstream attempt{'s' if len(failures) > 1 else ''} failed; last: {_shown(failures[-1])}"
+    if all(f.status == 429 and not is_account(f) for f in failures):  # Kling's 429 1101 is a bill, not a rate
         waits = [f.retry_after for f in failures if f.retry_after is not None]
         headers = {"Retry-After": str(max(1, math.ceil(min(waits))))} if waits else None
         return RateLimited(f"the upstreams are rate limited: {summary}", headers=headers)
     if failures[-1].timed_out:
         return UpstreamTimeout(summary)
-    if all(f.status in ACCOUNT_STATUSES for f in failures):
-        return UpstreamFailed(f"{summary} ({_ACCOUNT_NOTE})")
+    if all(is_account(f) for f in failures):
+        return UpstreamFailed(summary if isinstance(failures[-1], UpstreamError) else f"{summary} ({_ACCOUNT_NOTE})")
     return UpstreamFailed(summary)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._sdk import openai_refusal
 from ._shape import Words, array, boolean, either, first_wrong, integer, number, obj, one_of, string
 
 _EFFORT = one_of("none", "minimal", "low", "medium", "high", "xhigh")
@@ -68,4 +69,4 @@ def refusal(path: str, body: Any) -> tuple[str, str] | None:
     endpoint = next((suffix for suffix in _BY_PATH if path.endswith(suffix)), None)
     if endpoint is None:
         return None
-    return WORDS.say(first_wrong(body, *_BY_PATH[endpoint]))
+    return WORDS.say(first_wrong(body, *_BY_PATH[endpoint])) or openai_refusal(endpoint, body)

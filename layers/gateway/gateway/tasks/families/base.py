@@ -6,6 +6,8 @@ A family (`tasks/families/<name>/`) is one object, `FAMILY`, of a `TaskFamily` s
 - `public_statuses` (unified status -> the word its own answers use);
 - `units_to_hold(request, price)` at submit and `units_to_settle(task, price)` at success, from
   the `Quantities` its request carries (per second, per image, per call, times a multiplier);
+- `usable_channels`: the channels that can run a request, before anything is held (all, unless
+  a family's channels run different builds of its upstream: imgtask's `variant`);
 - `submit_upstream` / `poll_upstream`: by default the adapter's submit and one poll per task;
   a family overrides them for a polling URL of the upstream's own, or (with `polls_in_batches`)
   one upstream call for all the tasks of a channel that a batch of poll messages carries;
@@ -143,10 +145,21 @@ class TaskFamily:
 
     # --- the upstream --------------------------------------------------------------------------
 
+    def usable_channels(self, channels: list[Channel], request: NewTask) -> list[Channel]:
+        """The channels that can run this request, before anything is held (a family whose
+        channels run different builds of its upstream leaves out those that cannot; a
+        `GatewayError` when none can, so the client hears why and nothing is held)."""
+        return channels
+
+    def adapter_for(self, channel: Channel) -> TaskAdapter:
+        """The adapter that speaks to `channel` (a family with a second flavour, delta on Vertex
+        AI, picks it by the channel)."""
+        return self.adapter
+
     def submit_upstream(self, http: Sender, channel: Channel, upstream_model: str,
                         request: NewTask) -> Accepted:
         """Submits on one channel; `UpstreamError` when it does not take the task."""
-        return Accepted(submit(http, self.adapter, channel.base_url, channel.api_key, upstream_model,
+        return Accepted(submit(http, self.adapter_for(channel), channel.base_url, channel.api_key, upstream_model,
                                request.upstream_request))
 
     def poll_upstream(self, http: Sender, channel: Channel,
@@ -154,7 +167,7 @@ class TaskFamily:
         """One snapshot per task, in order, all of one channel (a single task unless the family
         `polls_in_batches`); an `UpstreamError` in place of a task's snapshot, or raised for the
         whole call, when the upstream could not say (retried later if retryable, else failed)."""
-        return [poll(http, self.adapter, channel.base_url, channel.api_key, task.upstream_task_id)
+        return [poll(http, self.adapter_for(channel), channel.base_url, channel.api_key, task.upstream_task_id)
                 for task in tasks]
 
     # --- answers -------------------------------------------------------------------------------
@@ -167,6 +180,11 @@ class TaskFamily:
 
     def query_answer(self, task: Task) -> dict[str, Any]:
         raise NotImplementedError
+
+    def generic_answer(self, task: Task) -> dict[str, Any]:
+        """What `GET /v1/video/generations/result` answers for this family's task: the
+        `generic_result`, unless the family hands out links of its own (delta)."""
+        return generic_result(task)
 
     def answer_links(self, answer: Mapping[str, Any]) -> list[str]:
         """The links to a task's results in its `query_answer` (what the console's tasks page

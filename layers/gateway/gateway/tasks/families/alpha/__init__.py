@@ -10,6 +10,7 @@ every change of status, with the upstream's payload. Custom elements and voices:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from gateway.errors import InvalidRequest, NotFound
@@ -124,9 +125,26 @@ class AlphaFamily(TaskFamily):
         task alone, so its answers and callbacks (the callback sender reads no price table) show
         exactly what the ledger settled."""
         held = base_hold(task)
+        if self.operation(task) == "motion-control":
+            return self._reported_seconds_share(task, held)
         samples = max(int(task.quantities.get("samples", 1)), 1)
         delivered = min(len(task.result_urls) or samples, samples)
         return -(-held * delivered // samples)  # rounded up, as every price is
+
+    @staticmethod
+    def _reported_seconds_share(task: Task, held: int) -> int:
+        """A motion-control video lasts as long as its reference video: the hold covers the
+        longest (`quantities.seconds`), the settlement the whole seconds the upstream reports
+        (rounded up), as that share of the hold; the hold when it reports none."""
+        longest = int(task.quantities.get("seconds") or 0)
+        try:
+            reported = Decimal(str(task.duration)) if task.duration else None
+        except ArithmeticError:
+            reported = None
+        if not longest or reported is None or not reported.is_finite() or reported <= 0:
+            return held
+        seconds = min(int(reported.to_integral_value(rounding=ROUND_CEILING)), longest)
+        return -(-held * seconds // longest)
 
     def units_charged(self, task: Task) -> int:
         """What the task costs the caller so far: the hold while it runs, the settlement once it

@@ -19,6 +19,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.tasks.adapter import TaskSnapshot, join, object_at, read_json, unified
+from gateway.tasks.families.alpha.errors import ERRORS, documented_status
 from gateway.upstreams.errors import UpstreamError
 
 #: operation -> the upstream's submit path (its query is `<path>/<task id>`).
@@ -73,8 +74,11 @@ def _error_text(body: Any) -> str | None:
 def read_data(response: httpx.Response, *, retry_unreadable: bool) -> Any:
     """The `data` of a successful envelope `{code: 0, message, request_id, data}`; UpstreamError
     for an HTTP error or a non-zero code (the upstream's code and message in the text)."""
-    body = read_json(response, _error_text, retry_unreadable=retry_unreadable)
+    body = read_json(response, _error_text, retry_unreadable=retry_unreadable, errors=ERRORS)
     if body.get("code") != 0:
+        if ERRORS.codes(body):  # a documented code inside a 200: judged as Kling means it
+            return_status = documented_status(body.get("code"))
+            raise ERRORS.error(return_status, _error_text(body) or "the upstream refused", body)
         raise UpstreamError(502, _error_text(body) or "the upstream answered without code 0",
                             retryable=retry_unreadable)
     return body.get("data")
@@ -143,9 +147,37 @@ class AlphaAdapter:
         return httpx.Request("POST", join(base_url, CUSTOM_PATHS[kind]), headers=_headers(api_key), json=body)
 
     def parse_create_custom(self, response: httpx.Response, kind: str) -> dict[str, Any]:
-        """The upstream's record of the new element or voice (with its `<kind>_id`)."""
+        """The upstream's record of the new element or voice: with its `<kind>_id` when it made
+        it at once, or a creation task (`task_id`, `task_status`) whose query names the id once
+        it is made (custom voices, and the task-based elements, are made so: the upstream's API
+        reference, "Create Custom Voice" answers `{task_id, task_status, ...}`)."""
         data = read_data(response, retry_unreadable=False)
         key = f"{kind}_id"
-        if not isinstance(data, dict) or not _text(data.get(key)):
-            raise UpstreamError(502, f"the upstream created the {kind} without a {key}", retryable=False)
-        return {**data, key: str(data[key])}
+        if isinstance(data, dict) and _text(data.get(key)):
+            return {**data, key: str(data[key]), "task_status": str(data.get("task_status") or "succeed")}
+        if isinstance(data, dict) and _text(data.get("task_id")):
+            return {"task_id": str(data["task_id"]), "task_status": str(data.get("task_status") or "submitted"),
+                    **{k: data[k] for k in ("task_status_msg", "created_at", "updated_at") if k in data}}
+        raise UpstreamError(502, f"the upstream created the {kind} without a {key} or a task_id", retryable=False)
+
+    def build_query_custom(self, base_url: str, api_key: str, kind: str, task_id: str) -> httpx.Request:
+        return httpx.Request("GET", join(base_url, f"{CUSTOM_PATHS[kind]}/{quote(task_id, safe='')}"),
+                             headers=_headers(api_key))
+
+    def parse_query_custom(self, response: httpx.Response, kind: str) -> dict[str, Any]:
+        """Where a creation task stands: its `task_status` (and message), and once it succeeded
+        the first of `task_result.<kind>s` (`voice_id`, `voice_name`, `trial_url`...)."""
+        data = read_data(response, retry_unreadable=True)
+        if not isinstance(data, dict):
+            raise UpstreamError(502, f"the upstream answered a {kind} query without data", retryable=True)
+        word = str(data.get("task_status") or "")
+        found: dict[str, Any] = {"task_status": word, "task_status_msg": str(data.get("task_status_msg") or "")}
+        if word == "succeed":
+            made = [item for item in object_at(data, "task_result").get(f"{kind}s") or []
+                    if isinstance(item, dict) and _text(item.get(f"{kind}_id"))]
+            if not made:
+                return {"task_status": "failed",
+                        "task_status_msg": f"the upstream finished without a {kind}_id"}
+            found.update({k: v for k, v in made[0].items() if isinstance(v, (str, int, float, bool))})
+            found[f"{kind}_id"] = str(made[0][f"{kind}_id"])
+        return found

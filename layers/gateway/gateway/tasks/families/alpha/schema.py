@@ -47,7 +47,10 @@ MAX_DYNAMIC_MASKS = 6
 TRAJECTORY_POINTS = (2, 77)
 CAMERA_TYPES = ("simple", "down_back", "forward_up", "right_turn_forward", "left_turn_forward")
 CAMERA_AXES = ("horizontal", "vertical", "pan", "tilt", "roll", "zoom")
-OMNI_SECONDS = (3, 10)  # an omni-video or motion-control video lasts 3..10 whole seconds
+OMNI_SECONDS = (3, 10)  # an omni-video lasts 3..10 whole seconds
+#: The longest motion-control video, by character orientation (the upstream's reference: the
+#: reference video may last up to 30 s when the orientation follows it, 10 s when it follows the image).
+MOTION_MAX_SECONDS = {"video": 30, "image": 10}
 MAX_OMNI_IMAGES = 9
 
 
@@ -401,7 +404,7 @@ class Image2VideoRequest(_Video):
 
 
 class _WholeSeconds(_Submit):
-    """omni-video and motion-control: an integer `duration` of 3..10 s and a mode."""
+    """omni-video: an integer `duration` of 3..10 s and a mode."""
 
     model_required = True
     duration_: StrictInt = Field(5, alias="duration", ge=OMNI_SECONDS[0], le=OMNI_SECONDS[1])
@@ -438,16 +441,27 @@ class OmniVideoRequest(_WholeSeconds):
         return None if value is None else _nonblank_prompt(value)
 
 
-class MotionControlRequest(_WholeSeconds):
-    """A character of `image_url` moving as in `video_url`."""
+class MotionControlRequest(_Submit):
+    """A character of `image_url` moving as in `video_url`.
+
+    The upstream's motion control has no duration (its API reference, "Motion Control": prompt,
+    image_url, video_url, keep_original_sound, character_orientation, mode; new-api's Kling
+    documentation the same): the video lasts as long as the reference video, up to 30 s when the
+    character's orientation follows the video and 10 s when it follows the image. The spec's
+    `duration` is taken (an integer) and never relayed; the hold is that worst case and the
+    settlement the seconds of the video the upstream reports (`AlphaFamily.units_to_settle`)."""
 
     operation = "motion-control"
     models = MOTION_CONTROL_MODELS
+    model_required = True
 
     image_url: StrictStr
     video_url: StrictStr
     character_orientation: Literal["image", "video"] = "image"
+    mode: Literal["std", "pro"] = "std"
+    keep_original_sound: Literal["yes", "no"] | None = None
     prompt: StrictStr | None = None
+    duration_: StrictInt | None = Field(None, alias="duration", ge=1, le=MOTION_MAX_SECONDS["video"])
 
     @field_validator("image_url")
     @classmethod
@@ -464,6 +478,18 @@ class MotionControlRequest(_WholeSeconds):
     @classmethod
     def _prompt(cls, value: str | None) -> str | None:
         return _prompt_text(value)
+
+    @property
+    def max_seconds(self) -> int:
+        return MOTION_MAX_SECONDS[self.character_orientation]
+
+    def upstream_body(self) -> dict[str, Any]:
+        body = super().upstream_body()
+        body.pop("duration_", None)  # the upstream has no duration: the reference video sets it
+        return body
+
+    def quantities(self) -> Quantities:
+        return Quantities(seconds=self.max_seconds, multiplier=mode_factor(self.mode))
 
 
 class OmniImageRequest(_Submit):
@@ -535,7 +561,7 @@ class CustomElementRequest(_Custom):
 
 
 class CustomVoiceRequest(_Custom):
-    voice_name: StrictStr = Field(min_length=1, max_length=100)
+    voice_name: StrictStr = Field(min_length=1, max_length=20)  # the upstream's limit ("Create Custom Voice")
     voice_url: StrictStr
 
     @field_validator("voice_url")

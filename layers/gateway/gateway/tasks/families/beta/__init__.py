@@ -3,12 +3,17 @@
 by changing its base URL and key.
 
 - The upstream names a polling URL of its own, possibly on another host: it is polled as given
-  only when the channel allows it (`Channel.allows_poll_url`: https and a host the channel lists).
+  when it is one of BFL's own hosts (`adapter.documented_poll_url`) or the channel allows it
+  (`Channel.allows_poll_url`: https and a host the channel lists); any other is never called, and
+  the task is polled at the channel's own `/v1/get_result?id=` instead (BFL charged at submit).
+- Priced by megapixels as BFL bills them (`prices.py`): held at the size asked, settled to the
+  `output_mp` BFL reports.
 - The upstream's `result.sample` expires in about ten minutes, so it is never handed on. When
   a task turns Ready the poller copies the image into the results bucket (`store/results`;
   a copy that fails is retried by the next poll while the upstream's link lives); the gateway's
   `result.sample` is a signed link to its own sample route (`tasks/links`), which serves the kept
-  copy. With no bucket configured it relays the upstream's bytes while the upstream still has
+  copy by a redirect to a presigned S3 link (`tasks/kept`: the image never passes through a
+  Lambda answer). With no bucket configured it relays the upstream's bytes while the upstream still has
   them (asking it for a fresh link if the stored one has expired), and answers 410 after.
 """
 
@@ -16,19 +21,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
-from gateway.errors import GatewayError, NotFound, PayloadTooLarge, UpstreamFailed
+from gateway.errors import NotFound, PayloadTooLarge, UpstreamFailed
 from gateway.multipart import MAX_BINARY_ANSWER_BYTES
+from gateway.observability import logger
+from gateway.prices import Price
 from gateway.routing.outbound import sync_client
 from gateway.store.results import KeptResult, ResultsStore
 from gateway.store.tasks import Task
-from gateway.tasks import engine, links
+from gateway.tasks import engine, kept, links
 from gateway.tasks.adapter import Accepted, Sender, TaskSnapshot, send
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.base import Quantities, TaskFamily
-from gateway.tasks.families.beta.adapter import MODERATED, STATUSES, BetaAdapter
+from gateway.tasks.families.beta.adapter import (
+    MODERATED,
+    STATUSES,
+    BetaAdapter,
+    billed_megapixels,
+    documented_poll_url,
+)
+from gateway.tasks.families.beta.prices import megapixel_cost, megapixels
 from gateway.upstreams.errors import UpstreamError
 
 PUBLIC_STATUS: Mapping[str, str] = {
@@ -40,8 +55,7 @@ SUBMIT_ROUTE = "/beta/v1/{model}"
 MEDIA_TYPES = {"jpeg": "image/jpeg", "png": "image/png"}
 
 
-class Gone(GatewayError):
-    status, kind, code = 410, "not_found", "result_gone"
+Gone = kept.Gone
 
 
 def result_path(task_id: str) -> str:
@@ -67,10 +81,25 @@ class BetaFamily(TaskFamily):
 
         request = parse_model(BetaRequest, data)
         return NewTask(family=self.name, model=request.model, upstream_request=request.upstream_request(),
-                       route=SUBMIT_ROUTE.format(model=request.model), quantities=Quantities(images=1).as_dict(),
+                       route=SUBMIT_ROUTE.format(model=request.model),
+                       quantities={**Quantities(images=1).as_dict(),
+                                   "megapixels": megapixels(request.width, request.height)},
                        callback_url=request.webhook_url, callback_field="webhook_url",
                        public={"base_url": public_base_url.rstrip("/"), "output_format": request.output_format,
                                "width": request.width, "height": request.height})
+
+    # --- money: BFL's megapixels (`prices.py`) ---------------------------------------------------
+
+    def units_to_hold(self, request: NewTask, price: Price) -> int:
+        return megapixel_cost(price, int(request.quantities.get("megapixels", 1)))
+
+    def units_to_settle(self, task: Task, price: Price | None) -> int:
+        """The megapixels BFL reported charging at submit, at the model's price; never above the hold."""
+        held = int(task.reservation["units"])
+        reported = billed_megapixels((task.details.get("charged") or {}).get("output_mp"))
+        if price is None or reported is None:
+            return held
+        return min(megapixel_cost(price, reported), held)
 
     # --- the upstream --------------------------------------------------------------------------
 
@@ -93,13 +122,18 @@ class BetaFamily(TaskFamily):
         return snapshots
 
     def _ask(self, http: Sender, channel, task: Task) -> TaskSnapshot:
-        """One poll, at the upstream's own polling URL when the channel allows it."""
-        if task.poll_url and not channel.allows_poll_url(task.poll_url):
-            # Never send the channel's key to a host nobody vouched for: the task fails (refunded).
-            raise UpstreamError(502, f"the upstream named the polling URL {task.poll_url!r}, which channel "
-                                f"{channel.name!r} does not allow (an https URL of its base URL's host or of its "
-                                "poll_hosts)", retryable=False)
-        request = (self.adapter.build_poll_url(task.poll_url, channel.api_key) if task.poll_url
+        """One poll: at the upstream's own polling URL when it is one of BFL's hosts or the
+        channel allows it; otherwise at the channel's own `/v1/get_result?id=`. The key never
+        goes to a host nobody vouched for, and the task (paid upstream at submit) is not thrown
+        away for it: it is asked for where the channel's key belongs."""
+        url = task.poll_url
+        if url and not (documented_poll_url(channel.base_url, url) or channel.allows_poll_url(url)):
+            logger.error("the upstream named a polling URL on a host the channel does not allow; polling the "
+                         "channel's own base URL instead (list the host in poll_hosts if it is the upstream's)",
+                         extra={"task_id": task.task_id, "channel": channel.name,
+                                "poll_host": urlsplit(url).hostname if "://" in url else None})
+            url = None
+        request = (self.adapter.build_poll_url(url, channel.api_key) if url
                    else self.adapter.build_poll(channel.base_url, channel.api_key, task.upstream_task_id))
         return self.adapter.parse_poll(send(http, request, repeatable=True))
 
@@ -159,18 +193,16 @@ class BetaFamily(TaskFamily):
 
     # --- the sample ----------------------------------------------------------------------------
 
-    def sample(self, task_id: str, expires: str | None, signature: str | None) -> tuple[bytes, str]:
-        """The image of a Ready task, for whoever holds a link signed by the gateway."""
+    def sample(self, task_id: str, expires: str | None, signature: str | None) -> tuple[str, Any]:
+        """The image of a Ready task, for whoever holds a link signed by the gateway:
+        ("redirect", a presigned S3 link) to the kept copy, else ("bytes", (data, media type))."""
         links.verify(sample_path(task_id), expires, signature)
         task = engine.tasks().get(task_id)
         if task is None or task.family != self.name or task.status != "succeeded" or not task.result_urls:
             raise NotFound(f"no image for task '{task_id}'", code="result_not_found")
         store = ResultsStore()
         if store.enabled:
-            kept = store.get(store.key(self.name, task_id))
-            if kept is None:
-                raise Gone(f"the image of task '{task_id}' is gone: the gateway keeps images one day")
-            return self._servable(kept)
+            return "redirect", kept.presigned(self.name, task_id, 0, "image")
         http = sync_client
         answer = self._fetch(http, task.result_urls[0])
         if answer is None:
@@ -184,7 +216,7 @@ class BetaFamily(TaskFamily):
         if answer is None:
             raise Gone(f"the image of task '{task_id}' is gone: the upstream keeps a result about ten minutes "
                        "after it is Ready, and this gateway has no results bucket to keep it in")
-        return self._servable(KeptResult(answer.content, self._media_type(task, answer)))
+        return "bytes", self._servable(KeptResult(answer.content, self._media_type(task, answer)))
 
     @staticmethod
     def _servable(result: KeptResult) -> tuple[bytes, str]:

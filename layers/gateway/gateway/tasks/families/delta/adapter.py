@@ -19,6 +19,8 @@ from urllib.parse import quote
 import httpx
 
 from gateway.tasks.adapter import InlineResult, TaskSnapshot, UpstreamError, join, object_at, read_json, unified
+from gateway.tasks.families.delta.errors import ERRORS
+from gateway.upstreams.vertex import VertexSite, tokens
 
 #: The upstream has no status word; the adapter names the three states an operation can be in.
 STATUSES: Mapping[str, str] = {
@@ -65,7 +67,7 @@ class DeltaAdapter:
                              headers={"x-goog-api-key": api_key}, json=body)
 
     def parse_submit(self, response: httpx.Response) -> str:
-        body = read_json(response, _error_text, retry_unreadable=False)
+        body = read_json(response, _error_text, retry_unreadable=False, errors=ERRORS)
         name = body.get("name")
         if not isinstance(name, str) or not _OPERATION_NAME.fullmatch(name) or ".." in name.split("/"):
             raise UpstreamError(502, "upstream accepted the task without a usable operation name", retryable=False)
@@ -77,7 +79,7 @@ class DeltaAdapter:
         return httpx.Request("GET", join(base_url, f"/v1beta/{upstream_task_id}"), headers={"x-goog-api-key": api_key})
 
     def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
-        body = read_json(response, _error_text, retry_unreadable=True)
+        body = read_json(response, _error_text, retry_unreadable=True, errors=ERRORS)
         raw = _elide_inline(body)
         if not body.get("done"):
             return self._snapshot("running", raw)
@@ -118,3 +120,40 @@ class DeltaAdapter:
         return TaskSnapshot(status=status, upstream_status=word, progress=100 if status == "succeeded" else None,
                             result_urls=urls or [], error=error, duration=None, raw=raw,
                             inline_results=inline or [])
+
+
+#: The model a bare operation id (the health probe's) is fetched under.
+PROBE_MODEL = "veo-3.0-generate-001"
+# A Vertex AI operation's name: projects/P/locations/L/publishers/google/models/M/operations/ID.
+_VERTEX_OPERATION = re.compile(r"projects/[^/]+/locations/[^/]+/publishers/google/models/([^/]+)/operations/[^/]+")
+
+
+class VertexDeltaAdapter(DeltaAdapter):
+    """Delta on Vertex AI (`upstreams/vertex.py`): `:predictLongRunning` under the project's
+    publisher model, then `:fetchPredictOperation` with `{"operationName": name}` (a POST: Vertex
+    has no GET of a publisher model's operation), with an OAuth access token from the channel's
+    service account. Vertex answers the videos inline, `response.videos[].bytesBase64Encoded`
+    (no `storageUri` is ever sent: the schema refuses it), which `parse_poll` already reads.
+    Sources: Vertex AI "Veo video generation API" reference; new-api `relay/channel/task/vertex`."""
+
+    def __init__(self, site: VertexSite):
+        self.site = site
+
+    def _headers(self, api_key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {tokens().token(api_key)}"}
+
+    def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request:
+        body = {"instances": request["instances"], "parameters": request.get("parameters", {})}
+        return httpx.Request("POST", join(base_url, self.site.model_path(upstream_model, "predictLongRunning")),
+                             headers=self._headers(api_key), json=body)
+
+    def build_poll(self, base_url: str, api_key: str, upstream_task_id: str) -> httpx.Request:
+        if "/" not in upstream_task_id and _OPERATION_NAME.fullmatch(upstream_task_id):
+            # A bare id (the health probe's): an operation of this channel's own project.
+            upstream_task_id = (f"{self.site.model_path(PROBE_MODEL, '').removeprefix('/v1/').removesuffix(':')}"
+                                f"/operations/{upstream_task_id}")
+        found = _VERTEX_OPERATION.fullmatch(upstream_task_id)
+        if not found or not _OPERATION_NAME.fullmatch(upstream_task_id) or ".." in upstream_task_id.split("/"):
+            raise ValueError(f"not a Vertex AI operation name: {upstream_task_id!r}")
+        return httpx.Request("POST", join(base_url, self.site.model_path(found[1], "fetchPredictOperation")),
+                             headers=self._headers(api_key), json={"operationName": upstream_task_id})

@@ -1,12 +1,17 @@
-"""The epsilon family: video objects on `POST /v1/videos`, whose bytes the gateway relays.
+"""The epsilon family: video objects on `POST /v1/videos`, whose bytes the gateway serves.
 
-The video object carries no link, so a success has no result links: `content` asks the
-upstream for the bytes of a completed video with the channel's key.
+The video object carries no link, so a success has no result links; the upstream's content
+endpoint answers only with the channel's key. When a video completes the poller copies its MP4
+into the results bucket (`tasks/kept`; a copy that fails for now is retried by the next poll),
+and `GET /videos/{id}/content` answers a redirect to a presigned S3 link of it: a video of any
+size leaves without passing through a Lambda answer (6 MB; the openai SDK follows the redirect,
+dropping its key for the other host). The thumbnail and spritesheet, small, are relayed from the
+upstream with the channel's key, as is the video when no bucket is configured (about 4.6 MB at most).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -15,9 +20,10 @@ from gateway.auth import Principal
 from gateway.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UpstreamFailed
 from gateway.multipart import MAX_BINARY_ANSWER_BYTES
 from gateway.routing.outbound import sync_client
+from gateway.store.results import KeptResult, ResultsStore
 from gateway.store.tasks import Task
-from gateway.tasks import engine
-from gateway.tasks.adapter import timed
+from gateway.tasks import engine, kept
+from gateway.tasks.adapter import Sender, TaskSnapshot, poll, timed
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.base import Quantities, TaskFamily
 from gateway.tasks.families.epsilon.adapter import CONTENT_VARIANTS, STATUSES, EpsilonAdapter
@@ -51,6 +57,35 @@ class EpsilonFamily(TaskFamily):
                        quantities=Quantities(seconds=request.billable_seconds).as_dict(), duration=request.seconds,
                        public={"seconds": request.seconds, "size": request.size})
 
+    # --- the upstream --------------------------------------------------------------------------
+
+    def poll_upstream(self, http: Sender, channel, tasks: Sequence[Task]) -> Sequence[TaskSnapshot | UpstreamError]:
+        snapshots: list[TaskSnapshot | UpstreamError] = []
+        for task in tasks:
+            try:
+                snapshot = poll(http, self.adapter, channel.base_url, channel.api_key, task.upstream_task_id)
+                if snapshot.status == "succeeded":
+                    snapshot = self._keep(http, channel, task, snapshot)
+                snapshots.append(snapshot)
+            except UpstreamError as exc:
+                snapshots.append(exc)
+        return snapshots
+
+    def _keep(self, http: Sender, channel, task: Task, snapshot: TaskSnapshot) -> TaskSnapshot:
+        """Copies a completed video's MP4 into the results bucket before the task is written succeeded."""
+        if not ResultsStore().enabled:
+            return snapshot
+        request = self.adapter.build_content(channel.base_url, channel.api_key, task.upstream_task_id, "video")
+        answer = kept.fetch(http, str(request.url), channel, {"Authorization": f"Bearer {channel.api_key}"})
+        if answer is None:
+            return TaskSnapshot(status="failed", upstream_status=snapshot.upstream_status, progress=None,
+                                result_urls=[], error="the upstream's video content was no longer served when "
+                                "the gateway fetched it", duration=None, raw=snapshot.raw)
+        kept.put(self.name, task.task_id, "video", KeptResult(answer.content, kept.media_type_of(answer, "video/mp4")))
+        return snapshot
+
+    # --- answers -------------------------------------------------------------------------------
+
     def submit_answer(self, task: Task) -> dict[str, Any]:
         return self.query_answer(task)
 
@@ -75,8 +110,9 @@ class EpsilonFamily(TaskFamily):
             raise NotFound(f"video '{video_id}' does not exist", param="video_id", code="video_not_found")
         return task
 
-    def content(self, principal: Principal, video_id: str, variant: str | None) -> tuple[bytes, str]:
-        """The bytes of a completed video (or its thumbnail or spritesheet), and their media type."""
+    def content(self, principal: Principal, video_id: str, variant: str | None) -> tuple[str, Any]:
+        """A completed video (or its thumbnail or spritesheet): ("redirect", a presigned S3 link)
+        for a kept video, else ("bytes", (data, media type)) relayed from the upstream."""
         variant = variant or "video"
         if variant not in CONTENT_VARIANTS:
             raise InvalidRequest(f"variant: must be one of {', '.join(CONTENT_VARIANTS)}", param="variant")
@@ -86,6 +122,8 @@ class EpsilonFamily(TaskFamily):
             raise Conflict(f"video '{task.task_id}' is {status}; its content exists once it is completed"
                            + (" (it failed, so it never will)" if status == "failed" else ""),
                            param="video_id", code="video_not_ready")
+        if variant == "video" and ResultsStore().enabled:
+            return "redirect", kept.presigned(self.name, task.task_id, "video", "video")
         try:
             channel = engine.channel_named(task.channel)
             answer = sync_client.send(timed(self.adapter.build_content(
@@ -104,7 +142,7 @@ class EpsilonFamily(TaskFamily):
                                   f"{MAX_BINARY_ANSWER_BYTES} bytes a Lambda response can carry",
                                   code="content_too_large", status=502)
         media_type = answer.headers.get("content-type", "").split(";")[0].strip() or CONTENT_VARIANTS[variant]
-        return answer.content, media_type
+        return "bytes", (answer.content, media_type)
 
 
 FAMILY = EpsilonFamily()

@@ -13,6 +13,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, read_json, unified
+from gateway.tasks.families.epsilon.errors import ERRORS
 
 STATUSES: Mapping[str, str] = {
     "queued": "queued", "in_progress": "in_progress", "completed": "succeeded", "failed": "failed",
@@ -38,7 +39,7 @@ class EpsilonAdapter:
                              headers={"Authorization": f"Bearer {api_key}"}, json=body)
 
     def parse_submit(self, response: httpx.Response) -> str:
-        body = read_json(response, _error_text, retry_unreadable=False)
+        body = read_json(response, _error_text, retry_unreadable=False, errors=ERRORS)
         video_id = body.get("id")
         if not isinstance(video_id, str) or not video_id:
             raise UpstreamError(502, "upstream accepted the video without an id", retryable=False)
@@ -49,7 +50,7 @@ class EpsilonAdapter:
                              headers={"Authorization": f"Bearer {api_key}"})
 
     def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
-        body = read_json(response, _error_text, retry_unreadable=True)
+        body = read_json(response, _error_text, retry_unreadable=True, errors=ERRORS)
         word = str(body.get("status") or "")
         status = unified(STATUSES, word)
         progress = body.get("progress")

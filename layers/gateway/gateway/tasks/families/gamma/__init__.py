@@ -11,15 +11,18 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from gateway.auth import Principal
 from gateway.errors import NotFound
+from gateway.prices import Price, unit_cost
 from gateway.store.tasks import Task
 from gateway.tasks import engine
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.base import Quantities, TaskFamily
 from gateway.tasks.families.gamma.adapter import STATUSES, GammaAdapter
+from gateway.tasks.families.gamma.prices import RESOLUTION_FACTORS, reported_tier
 
 SUBMIT_ROUTE = "/gamma/api/v1/services/aigc/video-generation/video-synthesis"
 
@@ -59,6 +62,27 @@ class GammaFamily(TaskFamily):
                        route=SUBMIT_ROUTE, duration=str(request.duration),
                        quantities=Quantities(seconds=request.duration, multiplier=str(request.multiplier)).as_dict(),
                        public={"resolution": request.resolution})
+
+    def units_to_settle(self, task: Task, price: Price | None) -> int:
+        """The seconds and resolution the upstream reports in `usage` (`prices.py`), at the
+        model's price; never above the hold (the hold when it reports neither)."""
+        held = int(task.reservation["units"])
+        usage = task.details.get("usage") or {}
+        seconds = usage.get("video_duration", usage.get("duration"))
+        count = usage.get("video_count", 1)
+        if price is None or isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+            return held
+        tier = reported_tier(usage) or str(task.public.get("resolution") or "")
+        factor = RESOLUTION_FACTORS.get(tier)
+        count = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
+        if factor is None:
+            return held
+        return min(unit_cost(price, seconds=Decimal(str(seconds)) * factor * count), held)
+
+    def settlement_detail(self, task: Task) -> dict[str, Any]:
+        return {**super().settlement_detail(task), **{k: v for k, v in (task.details.get("usage") or {}).items()
+                                                     if k in ("video_duration", "duration", "SR", "video_ratio",
+                                                              "size")}}
 
     def public_status(self, task: Task) -> str:
         # UNKNOWN stays UNKNOWN (the upstream lost the id); any other failure is FAILED.

@@ -14,6 +14,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, object_at, read_json, unified
+from gateway.tasks.families.gamma.errors import ERRORS
 
 SUBMIT_PATH = "/api/v1/services/aigc/video-generation/video-synthesis"
 TASKS_PATH = "/api/v1/tasks"
@@ -39,7 +40,7 @@ class GammaAdapter:
             "Authorization": f"Bearer {api_key}", "X-DashScope-Async": "enable"})
 
     def parse_submit(self, response: httpx.Response) -> str:
-        body = read_json(response, error_text, retry_unreadable=False)
+        body = read_json(response, error_text, retry_unreadable=False, errors=ERRORS)
         output = object_at(body, "output")
         task_id = output.get("task_id")
         if not isinstance(task_id, str) or not task_id:
@@ -51,7 +52,7 @@ class GammaAdapter:
                              headers={"Authorization": f"Bearer {api_key}"})
 
     def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
-        body = read_json(response, error_text, retry_unreadable=True)
+        body = read_json(response, error_text, retry_unreadable=True, errors=ERRORS)
         output = object_at(body, "output")
         word = str(output.get("task_status") or "")
         status = unified(STATUSES, word)

@@ -9,7 +9,14 @@ every rule: which models exist, what each accepts, and what the price multiplies
 | gamma2.5-t2v-preview | prompt required, no img_url | 480P, 720P, 1080P (1080P) | 5, 10 | - | yes |
 
 The charge is the model's price per second x duration x the resolution factor (480P 0.5,
-720P 1, 1080P 1.5): the price table holds the 720P rate.
+720P 1, 1080P 1.5): the price table holds the 720P rate. It is held at submit and settled to the
+seconds and resolution the upstream reports in `usage` (never above the hold).
+
+Text-to-video takes its size as `parameters.size`, `W*H` (DashScope's Wan text-to-video
+reference; new-api's relay/channel/task/ali `AliVideoParameters.Size`): the upstream ignores
+`resolution` there and renders its default size. So a t2v request's `resolution` (the spec's
+field) is relayed as that tier's 16:9 landscape size, and a `size` of the upstream's own table
+is taken as written (its tier is the resolution billed). Image-to-video takes `resolution`.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from gateway.schemas.shared import Problems, http_url
+from gateway.tasks.families.gamma.prices import RESOLUTION_FACTORS, T2V_SIZES, tier_of_size
 
 
 @dataclass(frozen=True)
@@ -43,8 +51,6 @@ MODELS: dict[str, GammaModel] = {
     "gamma2.5-i2v-preview": GammaModel(image_to_video=True, **_V25),
     "gamma2.5-t2v-preview": GammaModel(image_to_video=False, **_V25),
 }
-#: Resolution -> factor of the per-second price (the table's price is the 720P one).
-RESOLUTION_FACTORS: dict[str, Decimal] = {"480P": Decimal("0.5"), "720P": Decimal("1"), "1080P": Decimal("1.5")}
 DEFAULT_DURATION = 5
 MAX_PROMPT = 2000
 MAX_NEGATIVE_PROMPT = 500
@@ -80,6 +86,7 @@ class GammaInput(_Strict):
 
 class GammaParameters(_Strict):
     resolution: StrictStr | None = None
+    size: StrictStr | None = None  # text-to-video only: `W*H` of the upstream's table
     prompt_extend: StrictBool = True
     duration: StrictInt | None = None
     shot_type: StrictStr | None = None
@@ -114,6 +121,16 @@ class GammaRequest(_Strict):
                 problems.add(("input", "prompt"), f"is required for the text-to-video model {self.model}")
         if p.resolution is not None and p.resolution not in spec.resolutions:
             problems.add(("parameters", "resolution"), f"{self.model} accepts {', '.join(spec.resolutions)}")
+        if p.size is not None:
+            sizes = [size for tier in spec.resolutions for size in T2V_SIZES[tier]]
+            if spec.image_to_video:
+                problems.add(("parameters", "size"), f"{self.model} takes resolution, not size "
+                             "(the size follows the image)")
+            elif p.size not in sizes:
+                problems.add(("parameters", "size"), f"{self.model} accepts {', '.join(sizes)} (W*H)")
+            elif p.resolution is not None and tier_of_size(p.size) != p.resolution:
+                problems.add(("parameters", "size"), f"{p.size} is a {tier_of_size(p.size)} size, "
+                             f"not {p.resolution}; send one of them")
         if p.duration is not None and p.duration not in spec.durations:
             problems.add(("parameters", "duration"),
                              f"{self.model} accepts {', '.join(map(str, spec.durations))} seconds")
@@ -126,6 +143,8 @@ class GammaRequest(_Strict):
 
     @property
     def resolution(self) -> str:
+        if self.parameters.size is not None:
+            return tier_of_size(self.parameters.size) or MODELS[self.model].default_resolution
         return self.parameters.resolution or MODELS[self.model].default_resolution
 
     @property
@@ -139,5 +158,10 @@ class GammaRequest(_Strict):
     def upstream_request(self) -> dict[str, Any]:
         """The body the adapter relays (the model is the channel's upstream name, set there)."""
         parameters = self.parameters.model_dump(exclude_none=True)
-        parameters.update(resolution=self.resolution, duration=self.duration)
+        parameters["duration"] = self.duration
+        if MODELS[self.model].image_to_video:
+            parameters["resolution"] = self.resolution
+        else:  # Wan text-to-video reads `size` and ignores `resolution`
+            parameters.pop("resolution", None)
+            parameters["size"] = self.parameters.size or T2V_SIZES[self.resolution][0]
         return {"input": self.input.model_dump(exclude_none=True), "parameters": parameters}

@@ -22,11 +22,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gateway.errors import InvalidRequest
 from gateway.store.tasks import Task
 from gateway.tasks import links
 from gateway.tasks.adapter import Accepted, Sender, TaskSnapshot, send
 from gateway.tasks.families.base import TaskFamily
-from gateway.tasks.families.imgtask.adapter import EXISTS, STATUSES, ImgtaskAdapter
+from gateway.tasks.families.imgtask.adapter import BASIC, EXISTS, EXTENDED, STATUSES, ImgtaskAdapter, basic_buttons
 from gateway.upstreams.errors import UpstreamError
 
 #: The record's seven statuses, from the engine's unified words (the upstream's own word is
@@ -76,9 +77,29 @@ class ImgtaskFamily(TaskFamily):
 
     # --- the upstream --------------------------------------------------------------------------
 
+    @staticmethod
+    def variant(channel: Any) -> str:
+        return str(getattr(channel, "variant", None) or EXTENDED)
+
+    def usable_channels(self, channels: list[Any], request: Any) -> list[Any]:
+        """A request the basic build cannot run (no `basic` form) goes only to extended channels;
+        none: a 400 naming what, before anything is held."""
+        if request.upstream_request.get("basic") is not None:
+            return channels
+        usable = [channel for channel in channels if self.variant(channel) != BASIC]
+        if channels and not usable:
+            what = request.upstream_request.get("needs") or "this operation"
+            raise InvalidRequest(f"{what} is not available: the channel{'s' if len(channels) > 1 else ''} serving "
+                                 "it run the basic (open-source) midjourney-proxy, which has only imagine, change "
+                                 "(U1-U4, V1-V4, reroll), describe and blend", code="not_supported_by_upstream")
+        return usable
+
     def submit_upstream(self, http: Sender, channel: Any, upstream_model: str, request: Any) -> Accepted:
-        """The submit; for a parked action, the action (answered 21, waiting) and then its modal."""
+        """The submit; for a parked action, the action (answered 21, waiting) and then its modal.
+        On a basic channel, the request's `basic` form (a button is a `change`)."""
         upstream = request.upstream_request
+        if self.variant(channel) == BASIC:
+            upstream = upstream["basic"]
         modal = upstream.get("modal")
         answer = self.adapter.parse_submit_answer(
             send(http, self.adapter.build_submit(channel.base_url, channel.api_key, upstream_model, upstream),
@@ -97,8 +118,17 @@ class ImgtaskFamily(TaskFamily):
         """One `list-by-condition` for every task of the batch on this channel."""
         listed = self.adapter.parse_list(send(http, self.adapter.build_list(
             channel.base_url, channel.api_key, [task.upstream_task_id for task in tasks]), repeatable=True))
-        return [listed.get(task.upstream_task_id)
-                or UpstreamError(404, "the upstream no longer lists this task", retryable=False) for task in tasks]
+        if self.variant(channel) == BASIC:  # its records have no buttons: those `change` can run
+            for snapshot in listed.values():
+                snapshot.details["buttons"] = basic_buttons(snapshot.raw)
+        snapshots = [listed.get(task.upstream_task_id)
+                     or UpstreamError(404, "the upstream no longer lists this task", retryable=False) for task in tasks]
+        if not any(isinstance(s, TaskSnapshot) and s.status == "succeeded" for s in snapshots):
+            return snapshots
+        from gateway.tasks.families.imgtask.operations import keep_image  # its images are kept as they finish
+
+        return [keep_image(http, channel, task, s) if isinstance(s, TaskSnapshot) and s.status == "succeeded" else s
+                for task, s in zip(tasks, snapshots, strict=True)]
 
     # --- answers -------------------------------------------------------------------------------
 

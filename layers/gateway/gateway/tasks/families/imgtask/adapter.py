@@ -1,12 +1,21 @@
 """Imgtask upstream: submits under `/mj/submit/...` answered `{code, description, result, properties}`,
 task records read many at a time (`POST /mj/task/list-by-condition {ids}`), the `mj-api-secret` header.
 
+Two builds of the upstream exist (a channel's `variant`). The extended one takes `action` (by a
+button's customId), `modal`, `shorten`, `insight-face/swap` and `image-seed`, and its records carry
+`buttons`. The basic one, the open-source midjourney-proxy (github novicezk/midjourney-proxy,
+`SubmitController` and `TaskController`), has only `imagine`, `change` (`{taskId, action: UPSCALE |
+VARIATION | REROLL, index}`, on an IMAGINE, VARIATION, REROLL or BLEND task), `simple-change`,
+`describe`, `blend`, `fetch` and `list-by-condition`, and its records have no buttons: the gateway
+gives a finished grid the buttons `change` can run (U1-U4, V1-V4, reroll) and maps them back.
+
 The upstream's `imageUrl` is on its own host and expires: a snapshot keeps it in `result_urls`
 (never shown to a client); the gateway serves the bytes itself at `/imgtask/image/{id}`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +24,8 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, object_at, read_json, unified
+from gateway.tasks.families.imgtask.errors import ERRORS
+from gateway.upstreams.errors import ACCOUNT
 
 SECRET_HEADER = "mj-api-secret"
 
@@ -64,7 +75,7 @@ class ImgtaskAdapter:
 
     def parse_submit_answer(self, response: httpx.Response, *, modal_expected: bool = False) -> SubmitAnswer:
         """The task the upstream took, or UpstreamError with the code the client is answered in `body`."""
-        body = read_json(response, _error_text, retry_unreadable=False)
+        body = read_json(response, _error_text, retry_unreadable=False, errors=ERRORS)
         code, description = body.get("code"), str(body.get("description") or "")
         properties = object_at(body, "properties")
         result = body.get("result")
@@ -82,6 +93,8 @@ class ImgtaskAdapter:
         if code == EXISTS:
             raise UpstreamError(409, f"the upstream already has this task: {description}", retryable=False,
                                 body=relayed)
+        if ERRORS.fault(None, body) == ACCOUNT:  # no Discord account instance: the channel's, failed over
+            raise UpstreamError(503, f"the upstream has no account to take the task: {description}", fault=ACCOUNT)
         if code in (VALIDATION, NOT_FOUND):
             raise UpstreamError(400 if code == VALIDATION else 404, f"the upstream refused the task: {description}",
                                 retryable=False, body=relayed)
@@ -94,7 +107,7 @@ class ImgtaskAdapter:
                              headers=_headers(api_key))
 
     def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
-        return self.snapshot(read_json(response, _error_text, retry_unreadable=True))
+        return self.snapshot(read_json(response, _error_text, retry_unreadable=True, errors=ERRORS))
 
     def build_list(self, base_url: str, api_key: str, upstream_task_ids: list[str]) -> httpx.Request:
         return httpx.Request("POST", join(base_url, "/mj/task/list-by-condition"), headers=_headers(api_key),
@@ -107,8 +120,8 @@ class ImgtaskAdapter:
         except ValueError:
             body = None
         if not response.is_success:
-            raise UpstreamError(response.status_code,
-                                _error_text(body) or response.text[:300] or response.reason_phrase)
+            raise ERRORS.error(response.status_code,
+                               _error_text(body) or response.text[:300] or response.reason_phrase, body)
         if not isinstance(body, list):
             raise UpstreamError(502, "upstream listed tasks without a JSON array", retryable=True)
         return {str(record["id"]): self.snapshot(record) for record in body
@@ -119,7 +132,7 @@ class ImgtaskAdapter:
                              headers=_headers(api_key))
 
     def parse_image_seed(self, response: httpx.Response) -> tuple[int, str, str]:
-        body = read_json(response, _error_text, retry_unreadable=True)
+        body = read_json(response, _error_text, retry_unreadable=True, errors=ERRORS)
         code = body.get("code")
         return (int(code) if isinstance(code, int) else FAILURE, str(body.get("description") or ""),
                 "" if body.get("result") is None else str(body["result"]))
@@ -149,6 +162,42 @@ class ImgtaskAdapter:
         return TaskSnapshot(status=status, upstream_status=word, progress=progress,
                             result_urls=[image_url] if isinstance(image_url, str) and image_url else [],
                             error=error, duration=None, raw=record, details=details)
+
+
+BASIC, EXTENDED = "basic", "extended"
+#: The record actions of a grid, which the basic build's `change` acts on.
+GRID_ACTIONS = frozenset({"IMAGINE", "VARIATION", "REROLL", "BLEND"})
+_CHANGE = re.compile(r"MJ::JOB::(upsample|variation|reroll)::([0-4])::[\w-]+(?:::SOLO)?")
+
+
+def basic_change(custom_id: str, upstream_task_id: str) -> dict[str, Any] | None:
+    """The basic build's `change` body for a button (U1-U4, V1-V4, reroll), or None for a
+    button it cannot run (zoom, pan, a subtle or strong vary, custom zoom, vary region...)."""
+    match = _CHANGE.fullmatch(custom_id)
+    if match is None:
+        return None
+    kind, index = match[1], int(match[2])
+    if kind == "reroll":
+        return {"taskId": upstream_task_id, "action": "REROLL"} if index == 0 else None
+    if not 1 <= index <= 4:
+        return None
+    return {"taskId": upstream_task_id, "action": "UPSCALE" if kind == "upsample" else "VARIATION", "index": index}
+
+
+def basic_buttons(record: dict) -> list[dict[str, Any]]:
+    """The buttons the basic build's `change` can run on a finished grid record (none on others),
+    named as the extended build names them (the job's `messageHash`, else the record's id)."""
+    if str(record.get("action") or "") not in GRID_ACTIONS or record.get("status") != "SUCCESS":
+        return []
+    properties = object_at(record, "properties")
+    job = re.sub(r"[^\w-]", "", str(properties.get("messageHash") or record.get("id") or "job")) or "job"
+    buttons = [{"customId": f"MJ::JOB::upsample::{n}::{job}", "emoji": "", "label": f"U{n}", "style": 2, "type": 2}
+               for n in range(1, 5)]
+    buttons.append({"customId": f"MJ::JOB::reroll::0::{job}::SOLO", "emoji": "🔄", "label": "", "style": 2,
+                    "type": 2})
+    buttons += [{"customId": f"MJ::JOB::variation::{n}::{job}", "emoji": "", "label": f"V{n}", "style": 2,
+                 "type": 2} for n in range(1, 5)]
+    return buttons
 
 
 def _percent(value: Any) -> int | None:

@@ -17,11 +17,14 @@ from gateway.errors import InvalidRequest, NotFound, PayloadTooLarge, UpstreamFa
 from gateway.imagetypes import IMAGE_MEDIA_TYPES, detect_image_type
 from gateway.multipart import MAX_BINARY_ANSWER_BYTES
 from gateway.routing.outbound import sync_client
+from gateway.store.results import KeptResult, ResultsStore
 from gateway.store.tasks import Task
-from gateway.tasks import engine, links
+from gateway.tasks import engine, kept, links
+from gateway.tasks.adapter import Sender, TaskSnapshot, timed
 from gateway.tasks.callbacks import CallbackFailed, UnsafeCallback, check_url
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.imgtask import FAMILY, MODAL, image_path, model_of
+from gateway.tasks.families.imgtask.adapter import BASIC, basic_change
 from gateway.tasks.families.imgtask.schema import (
     TASK_ID,
     ActionRequest,
@@ -71,10 +74,26 @@ def submit(principal: Principal, kind: str, body: str | bytes | None, base_url: 
     model, path, action, priced = _SIMPLE_SUBMITS[kind]
     request: BaseModel = parse_model(model, parse_json(body))
     upstream = request.model_dump(exclude_none=True, exclude={"notifyHook", "state"})
-    new = _new_task(request, upstream={"path": path, "body": upstream}, action=action, priced=priced,
+    new = _new_task(request, upstream={"path": path, "body": upstream, **_basic_form(kind, path, upstream)},
+                    action=action, priced=priced,
                     route=ROUTE + kind if kind != SWAP else "/imgtask/" + SWAP, base_url=base_url,
                     prompt=getattr(request, "prompt", "") or "")
     return FAMILY.submit_answer(engine.submit(principal, new))
+
+
+#: Submits the basic (open-source) midjourney-proxy has; the others need an extended channel.
+_BASIC_SUBMITS = ("imagine", "blend", "describe")
+_NEEDS = {"shorten": "shorten", SWAP: "face swap"}
+
+
+def _basic_form(kind: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """`basic`: the request as the basic build takes it (None: it cannot run it), and `needs`,
+    what a refusal names (the family's `usable_channels`)."""
+    if kind not in _BASIC_SUBMITS:
+        return {"basic": None, "needs": _NEEDS.get(kind, kind)}
+    if body.get("botType") == "NIJI_JOURNEY":
+        return {"basic": None, "needs": "botType NIJI_JOURNEY"}
+    return {"basic": {"path": path, "body": {k: v for k, v in body.items() if k != "botType"}}}
 
 
 def _action(principal: Principal, request: ActionRequest, base_url: str) -> dict[str, Any]:
@@ -85,8 +104,11 @@ def _action(principal: Principal, request: ActionRequest, base_url: str) -> dict
     if request.customId not in {button.get("customId") for button in parent.details.get("buttons") or []}:
         raise InvalidRequest(f"customId: is not one of the buttons of task '{parent.task_id}'", param="customId")
     what = button_action(request.customId)
+    change = basic_change(request.customId, parent.upstream_task_id) if what.modal is None else None
     new = _new_task(request, upstream={"path": "/mj/submit/action",
-                                       "body": {"taskId": parent.upstream_task_id, "customId": request.customId}},
+                                       "body": {"taskId": parent.upstream_task_id, "customId": request.customId},
+                                       "basic": {"path": "/mj/submit/change", "body": change} if change else None,
+                                       "needs": f"the button {request.customId}"},
                     action=what.action, priced=what.price, route=ROUTE + "action", base_url=base_url,
                     prompt=str(parent.public.get("prompt") or ""), parent_id=parent.task_id, channel=parent.channel)
     if what.modal is None:
@@ -117,7 +139,8 @@ def _modal(principal: Principal, request: ModalRequest) -> dict[str, Any]:
     new = NewTask(family=FAMILY.name, model=parked.model,
                   upstream_request={"path": "/mj/submit/action", "modal": modal,
                                     "body": {"taskId": parent.upstream_task_id,
-                                             "customId": parked.public.get("customId")}},
+                                             "customId": parked.public.get("customId")},
+                                    "basic": None, "needs": "a modal"},
                   route=ROUTE + "modal", quantities=dict(parked.quantities), callback_url=parked.callback_url,
                   callback_field="notifyHook", public={"prompt": prompt or parked.public.get("prompt", "")},
                   parent_id=parked.parent_id, channel=parked.channel)
@@ -172,6 +195,10 @@ def image_seed(principal: Principal, task_id: str) -> dict[str, Any]:
         raise InvalidRequest(f"id: task '{task.task_id}' is {status}; its seed exists once it is SUCCESS", param="id")
     try:
         channel = engine.channel_named(task.channel)
+        if FAMILY.variant(channel) == BASIC:
+            raise InvalidRequest(f"id: the seed of task '{task.task_id}' is not available: its channel runs the "
+                                 "basic (open-source) midjourney-proxy, which has no image-seed", param="id",
+                                 code="not_supported_by_upstream")
         answer = sync_client.send(
             FAMILY.adapter.build_image_seed(channel.base_url, channel.api_key, task.upstream_task_id))
         code, description, result = FAMILY.adapter.parse_image_seed(answer)
@@ -188,23 +215,47 @@ MAX_REDIRECTS = 3
 
 
 def _read_image(task: Task) -> httpx.Response:
+    return _read_image_at(sync_client, engine.channel_named(task.channel), task.result_urls[0])
+
+
+def _read_image_at(http: Sender, channel: Any, url: str) -> httpx.Response:
     """GETs the upstream's image link, following a few redirects, each checked first: an
     upstream's link must not make the gateway read its own network."""
-    channel = engine.channel_named(task.channel)
-    url = task.result_urls[0]
     for _ in range(MAX_REDIRECTS + 1):
         check_url(url)
-        answer = sync_client.send(FAMILY.adapter.build_image(channel.base_url, channel.api_key, url))
+        answer = http.send(timed(FAMILY.adapter.build_image(channel.base_url, channel.api_key, url)))
         if not answer.is_redirect:
             return answer
         url = str(answer.next_request.url) if answer.next_request else ""
     raise UpstreamError(502, f"the image link redirected more than {MAX_REDIRECTS} times")
 
 
+def keep_image(http: Sender, channel: Any, task: Task, snapshot: TaskSnapshot) -> TaskSnapshot | UpstreamError:
+    """Copies a task's image into the results bucket as the poller first sees it finished, so its
+    `imageUrl` serves it (any size, by a presigned redirect) after the upstream's own link dies.
+    A read that fails for now is retried by the next poll; an image the upstream does not serve,
+    or at an address the gateway does not read, is not kept (the route says why when asked)."""
+    if not ResultsStore().enabled or not snapshot.result_urls:
+        return snapshot
+    try:
+        answer = _read_image_at(http, channel, snapshot.result_urls[0])
+    except UnsafeCallback:
+        return snapshot
+    except (UpstreamError, CallbackFailed, httpx.HTTPError) as exc:
+        return UpstreamError(502, f"the image could not be read from the upstream: {type(exc).__name__}",
+                             retryable=True)
+    kind = detect_image_type(answer.content[:64]) if answer.is_success else None
+    if kind is None:
+        return snapshot
+    kept.put(FAMILY.name, task.task_id, 0, KeptResult(answer.content, IMAGE_MEDIA_TYPES[kind]))
+    return snapshot
+
+
 def image(principal: Principal | None, task_id: str, *, expires: str | None = None,
-          signature: str | None = None) -> tuple[bytes, str]:
-    """GET /imgtask/image/{id}: the bytes of a finished task's image and their media type, for its
-    owner (`principal`) or for a valid signed link (`principal` None)."""
+          signature: str | None = None) -> tuple[str, Any]:
+    """GET /imgtask/image/{id}: a finished task's image, for its owner (`principal`) or for a
+    valid signed link (`principal` None): ("redirect", a presigned S3 link) to the kept copy, else
+    ("bytes", (data, media type)) relayed from the upstream."""
     if not TASK_ID.fullmatch(task_id or ""):
         raise InvalidRequest("id: must be an integer (a task id)", param="id")
     task: Task | None
@@ -218,6 +269,9 @@ def image(principal: Principal | None, task_id: str, *, expires: str | None = No
     if FAMILY.public_status(task) != "SUCCESS" or not task.result_urls:
         raise NotFound(f"id: task '{task_id}' has no image (it is {FAMILY.public_status(task)})", param="id",
                        code="image_not_found")
+    store = ResultsStore()
+    if store.enabled and store.exists(kept.key(FAMILY.name, task_id, 0)):
+        return "redirect", store.presigned(kept.key(FAMILY.name, task_id, 0))
     try:
         answer = _read_image(task)
     except UnsafeCallback:
@@ -236,4 +290,4 @@ def image(principal: Principal | None, task_id: str, *, expires: str | None = No
     declared = answer.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind is None and not declared.startswith("image/"):
         raise UpstreamFailed("the upstream's image address did not answer an image")
-    return answer.content, IMAGE_MEDIA_TYPES[kind] if kind else declared
+    return "bytes", (answer.content, IMAGE_MEDIA_TYPES[kind] if kind else declared)

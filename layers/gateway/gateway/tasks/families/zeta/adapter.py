@@ -9,12 +9,17 @@ from urllib.parse import quote
 import httpx
 
 from gateway.tasks.adapter import TaskSnapshot, UpstreamError, join, object_at, read_json, unified
+from gateway.tasks.families.zeta.errors import ERRORS
 
 TASKS_PATH = "/api/v3/contents/generations/tasks"
 
+#: Ark's task states (its API reference, "query a content generation task": queued, running,
+#: cancelled, succeeded, failed, expired). `expired`: the task outlived its
+#: `execution_expires_after` upstream and will never finish, so it fails (and is refunded) now
+#: rather than being polled as running until the gateway's age limit.
 STATUSES: Mapping[str, str] = {
     "queued": "queued", "running": "in_progress", "succeeded": "succeeded",
-    "failed": "failed", "cancelled": "cancelled",
+    "failed": "failed", "cancelled": "cancelled", "expired": "failed",
 }
 
 
@@ -34,7 +39,7 @@ class ZetaAdapter:
                              headers={"Authorization": f"Bearer {api_key}"}, json=body)
 
     def parse_submit(self, response: httpx.Response) -> str:
-        body = read_json(response, _error_text, retry_unreadable=False)
+        body = read_json(response, _error_text, retry_unreadable=False, errors=ERRORS)
         task_id = body.get("id")
         if not isinstance(task_id, str) or not task_id:
             raise UpstreamError(502, "upstream accepted the task without an id", retryable=False)
@@ -45,7 +50,7 @@ class ZetaAdapter:
                              headers={"Authorization": f"Bearer {api_key}"})
 
     def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
-        body = read_json(response, _error_text, retry_unreadable=True)
+        body = read_json(response, _error_text, retry_unreadable=True, errors=ERRORS)
         word = str(body.get("status") or "")
         status = unified(STATUSES, word)
         content = object_at(body, "content")
@@ -53,11 +58,16 @@ class ZetaAdapter:
         urls = [video_url] if isinstance(video_url, str) and video_url else []
         error = None
         if status == "failed":
-            error = _error_text(body) or "the upstream task failed without a reason"
+            error = _error_text(body) or ("the upstream task expired before it finished" if word == "expired"
+                                          else "the upstream task failed without a reason")
         elif status == "succeeded" and not urls:
             status, error = "failed", "the upstream finished without a video_url"
         duration = body.get("duration")
+        details: dict[str, Any] = {}
+        tokens = object_at(body, "usage").get("completion_tokens")
+        if status == "succeeded" and isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+            details["completion_tokens"] = tokens  # what Ark bills (zeta/prices.py)
         return TaskSnapshot(status=status, upstream_status=word, progress=100 if status == "succeeded" else None,
                             result_urls=urls, error=error,
                             duration=str(duration) if isinstance(duration, (int, str)) and duration != "" else None,
-                            raw=body)
+                            raw=body, details=details)

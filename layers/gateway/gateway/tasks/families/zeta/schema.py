@@ -319,11 +319,26 @@ class ZetaVideoRequest(StrictBody):
     def billable_seconds(self) -> int:
         return self.duration
 
+    @property
+    def worst_case_tokens(self) -> int:
+        """The tokens Ark can bill for this video at most (`zeta/prices.py`)."""
+        from gateway.tasks.families.zeta.prices import default_resolution, worst_case_tokens
+
+        # Ark's default ratio: 16:9 for text-to-video, `adaptive` (the image's) for image-to-video.
+        ratio = self.commands.get("ratio") or ("16:9" if self._mode == "text-to-video" else "adaptive")
+        return worst_case_tokens(self.commands.get("rs", default_resolution(self.model)),
+                                 None if ratio in _IMAGE_RATIOS else ratio, self.duration)
+
     def upstream_body(self) -> dict[str, Any]:
         """`{model, content}` with ignored commands stripped; never the client's callback_url."""
         content = []
         for item in self.content:
             dumped = item.model_dump(exclude_none=True)
+            if item.image_url is not None:
+                # Ark takes an image as `image_url.url` only, a link or a data URL alike (Ark's
+                # content-generation API reference; new-api's relay/channel/task/doubao MediaURL):
+                # the spec's `image_url.image_url` (a data URL) is relayed there.
+                dumped["image_url"] = {"url": item.image_url.url or item.image_url.image_url}
             if item.type == "text" and self._ignored:
                 dumped["text"] = _strip_commands(item.text or "", self._ignored)
             content.append(dumped)

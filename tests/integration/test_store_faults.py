@@ -1,0 +1,104 @@
+"""The money paths when DynamoDB throttles or loses the answer of a write it applied
+(gateway_local/faults.py, planned one fault at a time): botocore sends the same request again,
+and `billing.transact` asks a cancelled transaction again under a new client token, so a write
+may meet its own effect. Each must be recognised as the writer's own: held once, granted once,
+credited once, counted once, and a cancellation for throughput never read as "quota too low"."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from gateway import admin, auth
+from gateway.admission import billing, leases, limits
+from gateway.auth import authenticate
+from gateway.store.aws import client, from_item, to_item
+from gateway_local.faults import Faults
+from tests.integration.money_support import open_reservations
+
+USD = 500_000
+
+
+@pytest.fixture
+def faults(store):
+    injected = Faults()
+    store.use_faults(injected)
+    yield injected
+    store.use_faults(None)
+
+
+@pytest.fixture
+def user(accounts):
+    accounts.create_user(username="ann", user_id=7, quota=100 * USD)
+    key, _ = accounts.create_key(7, name="k")
+    return authenticate({"Authorization": f"Bearer {key}"})
+
+
+def quota(accounts) -> int:
+    return int(accounts.raw_user(7, consistent=True)["quota"])
+
+
+def test_a_task_hold_cancelled_for_throughput_is_asked_again_not_refused_for_quota(user, accounts, faults):
+    faults.plan("TransactWriteItems", "throttle")  # TransactionCanceledException, reason ThrottlingError
+    held = billing.reserve(user, 1000, model="m-small", route="test", reservation_id="task-1")
+    assert held.units == 1000 and quota(accounts) == 100 * USD - 1000 and faults.counts.throttled == 1
+
+
+def test_a_task_hold_applied_then_lost_then_cancelled_for_throughput_is_held_once(user, accounts, faults):
+    # Given botocore's first attempt is applied but its answer lost, and its retry is cancelled
+    # for throughput, so `transact` asks again under a new token and meets its own reservation
+    faults.plan("TransactWriteItems", "lost_answer")
+    faults.plan("TransactWriteItems", "throttle")
+    held = billing.reserve(user, 1000, model="m-small", route="test", reservation_id="task-1")
+    # Then the hold is this request's, taken once
+    assert held.reservation_id == "task-1" and quota(accounts) == 100 * USD - 1000
+    assert [r.reservation_id for r in open_reservations(7)] == ["task-1"]
+    # and another request under the same id is still refused
+    with pytest.raises(billing.Conflict):
+        billing.reserve(user, 1000, model="m-small", route="test", reservation_id="task-1")
+
+
+def test_a_lease_grant_applied_then_lost_then_cancelled_for_throughput_is_granted_once(user, accounts, faults):
+    pool = leases.LeasePool()
+    faults.plan("TransactWriteItems", "lost_answer")
+    faults.plan("TransactWriteItems", "throttle")
+    held = billing.reserve_request(user, 1000, model="m-small", route="test", request_id=uuid.uuid4().hex, pool=pool)
+    assert held.lease_id and len(leases.open_leases(7)) == 1
+    billing.settle(held, 600, pool=pool)
+    pool.release_all()
+    assert quota(accounts) == 100 * USD - 600 and leases.open_leases(7) == []
+
+
+def test_an_image_request_id_claim_whose_answer_was_lost_is_served_not_refused(user, accounts, faults):
+    faults.plan("PutItem", "lost_answer")
+    pool = leases.LeasePool()
+    held = billing.reserve_request(user, 1000, model="m-small", route="test", request_id="apigw-1", pool=pool,
+                                   claim_id=True)
+    assert held.reservation_id == "apigw-1" and faults.counts.lost_answers == 1
+    billing.refund(held, pool=pool)
+    with pytest.raises(billing.Conflict):  # the id is still served once
+        billing.reserve_request(user, 1000, model="m-small", route="test", request_id="apigw-1", pool=pool,
+                                claim_id=True)
+
+
+def test_a_quota_top_up_whose_answer_was_lost_is_added_once(user, accounts, faults):
+    faults.plan("TransactWriteItems", "lost_answer")
+    assert accounts.add_user_quota(7, 5000) == 100 * USD + 5000
+    assert faults.counts.lost_answers == 1 and faults.counts.token_replays == 1
+
+
+def test_a_budget_hold_and_its_give_back_whose_answers_were_lost_count_once(user, accounts, faults):
+    admin.run(["set-limits", "--user", "7", "--budget-usd", "1", "--budget-period", "daily"], accounts=accounts)
+    auth.clear_cache()
+    limits.step().reset()
+    principal = authenticate({"Authorization": f"Bearer {accounts.create_key(7, name='k2')[0]}"})
+    pool = leases.LeasePool()
+    faults.plan("TransactWriteItems", "lost_answer")  # the budget's hold (the first write of the request)
+    held = billing.reserve_request(principal, 30_000, model="m-small", route="test", request_id="r-1", pool=pool)
+    faults.plan("TransactWriteItems", "lost_answer")  # the close's give-back
+    billing.settle(held, 20_000, pool=pool)
+    window = "BUDGET#" + limits.window_ids(limits.clock())["daily"]
+    item = from_item(client("dynamodb").get_item(TableName="AccountsTable", ConsistentRead=True, Key=to_item(
+        {"pk": "LIMIT#U#7", "sk": window})).get("Item"))
+    assert int(item["spent"]) == 20_000 and faults.counts.token_replays == 2
