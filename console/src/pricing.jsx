@@ -8,7 +8,7 @@ import { useLoad } from "./user.jsx";
 
 const COLUMNS = [["input_per_million", "Input / 1M tokens"], ["output_per_million", "Output / 1M tokens"],
   ["cached_input_per_million", "Cached input / 1M"], ["cache_write_per_million", "Cache write / 1M (5 min)"],
-  ["cache_write_1h_per_million", "Cache write / 1M (1 h)"], ["per_image", "Per image"],
+  ["cache_write_1h_per_million", "Cache write / 1M (1 h)"], ["per_image", "Per image"], ["per_extra_megapixel", "Per extra megapixel"],
   ["image_input_per_million", "Input images / 1M tokens"], ["per_second", "Per second"], ["per_call", "Per call"]];
 
 function money(value) {

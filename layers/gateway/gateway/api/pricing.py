@@ -8,7 +8,8 @@ by its group; without credentials, anyone when the operator's option `PricingAno
 those `prices.py` charges by, in USD, times the group's ratio (`gateway.groups`): per million
 tokens (input, output, and for text models the cache read and the 5-minute and 1-hour cache
 write, each at the rate `prices.token_cost` falls back to when the table leaves it unset), per
-image (and per million input-image tokens of an edit), per second of video, per call. A task
+image (each megapixel past the first where priced so, and per million input-image tokens of an
+edit), per second of video, per call. A task
 family's own multipliers (a resolution, a mode, a clip's seconds) apply on top (docs/prices.md).
 """
 
@@ -25,7 +26,7 @@ from gateway.prices import UNITS_PER_USD, Price
 from gateway.routing.channels import Catalog, get_catalog
 
 # A price field and whether it is a text model's rate that falls back to another.
-_UNIT_FIELDS = ("per_image", "image_input_per_million", "per_second", "per_call")
+_UNIT_FIELDS = ("per_image", "per_extra_megapixel", "image_input_per_million", "per_second", "per_call")
 
 
 def _usd(amount: Decimal, ratio: Decimal) -> float:
@@ -46,6 +47,10 @@ def price_row(model: str, kind: str, family: str, price: Price, ratio: Decimal) 
             row.update(output_per_million=_usd(price.output_per_million or Decimal(0), ratio),
                        cached_input_per_million=_usd(cached, ratio), cache_write_per_million=_usd(write, ratio),
                        cache_write_1h_per_million=_usd(write_1h, ratio))
+    else:  # a media model priced by tokens too (an upstream's video tokens): its token rates as set
+        for name in ("input_per_million", "output_per_million"):
+            if getattr(price, name) is not None:
+                row[name] = _usd(getattr(price, name), ratio)
     for name in _UNIT_FIELDS:
         amount = getattr(price, name)
         if amount is not None:
