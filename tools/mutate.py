@@ -51,6 +51,14 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
     "idempotency": (f"{LAYER}/admission/idempotency.py", ["tests/integration/test_idempotency.py"]),
     # The tasks table: every change conditioned on the task's version (a task is finished once).
     "tasks_store": (f"{LAYER}/store/tasks.py", ["tests/integration/test_tasks_store.py"]),
+    # The credits of people's money (commerce): the one exactly-once credit, codes, card payments
+    # with the invitation reward, and sign-up's codes and limits.
+    "credits": (f"{LAYER}/commerce/credits.py", [
+        "tests/integration/test_commerce.py::test_a_user_redeems_a_code_once_and_sees_it_in_the_log_not_in_spend",
+        "tests/integration/test_payments.py"]),
+    "redemption": (f"{LAYER}/commerce/redemption.py", ["tests/integration/test_commerce.py"]),
+    "payments": (f"{LAYER}/commerce/payments.py", ["tests/integration/test_payments.py"]),
+    "signup": (f"{LAYER}/commerce/signup.py", ["tests/integration/test_signup.py"]),
     "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/text/test_relay.py"]),
     "usage": (f"{LAYER}/formats/usage.py", ["tests/unit/formats/test_usage.py", "tests/unit/formats/test_responses.py",
                                             "tests/unit/formats/test_streams.py"]),
@@ -66,7 +74,9 @@ SAMPLES = {"billing": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "idempotency": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "tasks_store": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "leases": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
-           "engine": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20"))}
+           "engine": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
+           **{name: int(os.environ.get("MUTATE_SAMPLE_SLOW", "20"))
+              for name in ("credits", "redemption", "payments", "signup")}}
 
 
 def _copy_tree(dest: Path) -> None:

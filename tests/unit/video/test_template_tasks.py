@@ -99,6 +99,8 @@ def test_the_results_bucket_keeps_a_result_as_long_as_the_gateways_links_promise
     # and the functions that presign or check kept results may read them (a presigned link serves
     # only what the signer's role may read)
     resources = template["Resources"]
+    object_reader = {"Statement": [{"Effect": "Allow", "Action": "s3:GetObject",
+                                    "Resource": {"Fn::Sub": "${ResultsBucket.Arn}/*"}}]}
     for name in ("VideoFunction", "BetaFunction", "ImgtaskFunction"):
         policies = resources[name]["Properties"]["Policies"]
-        assert {"S3ReadPolicy": {"BucketName": {"Ref": "ResultsBucket"}}} in policies, name
+        assert object_reader in policies, name
