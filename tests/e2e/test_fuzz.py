@@ -121,7 +121,11 @@ def test_fuzzing_every_operation_finds_no_5xx_no_foreign_envelope_and_no_quota_m
             by_access_token = path.startswith(ACCESS_TOKEN_PATHS)
             auth = ({"Authorization": DEMO_ACCESS_TOKEN, "X-Api-User": "1"} if by_access_token
                     else {"Authorization": f"Bearer {DEMO_KEY}"})
-            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            # An operation with nothing to break (no parameter, header or body: GET /api/status) has no
+            # negative case at all: hypothesis would find its generation unsatisfiable.
+            modes = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE) if name in breakable else (
+                GenerationMode.POSITIVE,)
+            for mode in modes:
 
                 # Runs within this iteration (exchange() below), so the loop variables it reads are current.
                 @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
