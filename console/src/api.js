@@ -71,3 +71,24 @@ export function when(seconds) {
   if (!seconds) return "never";
   return new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
 }
+
+// A non-JSON answer (the request log's CSV export), with the same credentials as `call`.
+export async function fetchText(path, query) {
+  const url = new URL(path.replace(/^\//, ""), base);
+  for (const [name, value] of Object.entries(query || {})) {
+    if (value !== undefined && value !== null && value !== "") url.searchParams.set(name, value);
+  }
+  const caller = who();
+  const headers = {};
+  if (caller) headers["X-Api-User"] = caller.id;
+  if (caller && caller.token) headers.Authorization = caller.token;
+  const answer = await fetch(url, { headers, credentials: "same-origin" });
+  if (!answer.ok) {
+    let message = `HTTP ${answer.status}`;
+    try {
+      message = (await answer.json()).message || message;
+    } catch { /* not JSON */ }
+    throw new ApiError(message, answer.status, paramOf(message));
+  }
+  return { text: await answer.text(), truncated: answer.headers.get("X-Export-Truncated") === "true" };
+}

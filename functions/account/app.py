@@ -3,10 +3,11 @@
 (GET /api/log/self, GET /api/log/token), the user's own keys (/api/token/) and the operator's
 /api/admin routes. Every /api route but /api/log/token takes the access token or the session."""
 
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway import observability
-from gateway.api import account, channels, operator, requestlog, session, tasks, tokens
+from gateway import groups, observability
+from gateway.api import account, channels, operator, pricing, requestlog, session, tasks, tokens
 from gateway.http import authenticate, body_model, create_app, json_only, json_response, single_credential
 from gateway.routing.channels import check_at_start
 from gateway.schemas.tokens import NewToken, TokenStatus, TokenUpdate
@@ -74,6 +75,21 @@ def log_self():
     return json_response(requestlog.account_log(user_id, app.current_event.query_string_parameters))
 
 
+@app.get("/api/log/self/export")
+def log_self_export():
+    user_id, _ = session.caller(_headers())
+    body, more = requestlog.export_csv(user_id, app.current_event.query_string_parameters)
+    return Response(status_code=200, content_type="text/csv; charset=utf-8", body=body, headers={
+        "Content-Disposition": 'attachment; filename="request-log.csv"', "Cache-Control": "no-store",
+        "X-Export-Truncated": "true" if more else "false"})
+
+
+@app.get("/api/data")
+def data_everyone():
+    session.require_operator(_headers())
+    return json_response(operator.spend(app.current_event.query_string_parameters))
+
+
 @app.get("/api/log/token")
 def log_token():
     return json_response(requestlog.key_log(authenticate(app), app.current_event.query_string_parameters))
@@ -114,6 +130,24 @@ def admin_user_quota(user_id: str):
 def admin_user_limits(user_id: str):
     session.require_operator(_headers())
     return json_response(operator.set_limits(operator.user_id_of(user_id), app.current_event.decoded_body))
+
+
+# new-api's operator edit of a user (API Gateway serves /api/user and /api/user/ alike).
+@app.put("/api/user")
+def user_update():
+    session.require_operator(_headers())
+    return json_response(operator.update_user(app.current_event.decoded_body))
+
+
+@app.get("/api/user/self/groups")
+def user_self_groups():
+    _, user = session.caller(_headers())
+    return json_response(groups.self_groups(user))
+
+
+@app.get("/api/pricing")
+def pricing_page():
+    return json_response(pricing.answer(_headers()))
 
 
 @app.get("/api/admin/channels")

@@ -97,6 +97,7 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("PUT", "/api/admin/users/{id}/status"): ("application/json", account.UserStatus),
         ("POST", "/api/admin/users/{id}/quota"): ("application/json", account.QuotaAddition),
         ("PUT", "/api/admin/users/{id}/limits"): ("application/json", account.UserLimits),
+        ("PUT", "/api/user"): ("application/json", account.UserUpdate),
         ("PUT", "/api/option"): ("application/json", commerce.OptionUpdate),
         ("POST", "/api/redemption"): ("application/json", commerce.NewCodes),
         ("PUT", "/api/redemption"): ("application/json", [commerce.CodeUpdate, commerce.CodeStatus]),
@@ -187,6 +188,27 @@ def _envelope_schemas() -> dict[str, Any]:
     return schemas
 
 
+def _query(name: str, description: str, required: bool = False, **schema: Any) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "description": description,
+            "schema": schema or {"type": "string"}}
+
+
+# The pricing page's and the log export's parameters (issue 32).
+_PRICING_AND_EXPORT: dict[str, list[dict[str, Any]]] = {
+    "/api/log/self/export": [
+        _query("start_timestamp", "from (unix seconds)", True, type="integer", minimum=0),
+        _query("end_timestamp", "to (unix seconds), at most 93 days after", True, type="integer", minimum=0),
+        _query("type", "1 top-up, 2 consume, 5 error, 6 refund", enum=["1", "2", "5", "6"]),
+        _query("model_name", "only this model's requests"),
+        _query("token_name", "only the requests of keys of this name")],
+    # Anyone, or a signed-in user (its group's prices).
+    "/api/pricing": [{"name": "X-Api-User", "in": "header", "required": False,
+                      "description": "with an access token or the session: the signed-in user's id (its group's "
+                                     "prices); without either: anyone, the default group's",
+                      "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"}}],
+}
+
+
 def _parameters(method: str, path: str) -> list[dict[str, Any]]:
     def param(name: str, where: str, description: str, required: bool = False, **schema: Any) -> dict[str, Any]:
         return {"name": name, "in": where, "required": required or where == "path", "description": description,
@@ -194,6 +216,7 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
 
     params = [param(name, "path", f"the {name}") for name in
               (part[1:].split("}")[0] for part in path.split("/") if part.startswith("{"))]
+    params += _PRICING_AND_EXPORT.get(path, [])
     if path == "/v1/dashboard/billing/usage":
         params += [param("start_date", "query", "from (inclusive): milliseconds since the epoch, or YYYY-MM-DD"),
                    param("end_date", "query", "to (inclusive): milliseconds since the epoch, or YYYY-MM-DD")]
@@ -202,7 +225,7 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
     elif path.endswith("/content"):
         params.append(param("variant", "query", "video (default), thumbnail or spritesheet",
                             enum=["video", "thumbnail", "spritesheet"]))
-    elif path in ("/api/data/self", "/api/admin/spend"):
+    elif path in ("/api/data/self", "/api/data", "/api/admin/spend"):
         params.append(param("days", "query", "the span, today included", enum=["7", "30", "90"]))
     elif path == "/api/task/self":
         params += [param("p", "query", "page, from 1", type="integer", minimum=1),
@@ -244,11 +267,12 @@ def _parameters(method: str, path: str) -> list[dict[str, Any]]:
 
 
 # Routes reached with the system access token or the console's session (plus X-Api-User).
-_ACCOUNT_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token", "/api/task/self",
-                  "/api/option", "/api/channel", "/api/redemption", "/api/verification", "/api/reset_password")
+_ACCOUNT_PATHS = ("/api/user", "/api/log/self", "/api/data", "/api/admin/", "/api/token", "/api/task/self",
+                  "/api/option", "/api/channel", "/api/redemption", "/api/verification", "/api/reset_password",
+                  "/api/pricing")
 # Account routes anyone may call.
 _ANONYMOUS = ("/api/user/login", "/api/status", "/api/stripe/webhook", "/api/verification", "/api/user/register",
-              "/api/reset_password", "/api/user/reset")
+              "/api/reset_password", "/api/user/reset", "/api/pricing")
 
 
 def _documented_paths(template_path: str) -> list[tuple[str, str]]:
@@ -276,7 +300,8 @@ def build(template_path: str = "template.yaml") -> dict[str, Any]:
             "operationId": f"{method.lower()}_{''.join(c if c.isalnum() else '_' for c in path).strip('_')}",
             "tags": [path.split("/")[1] if not path.startswith("/v1/") else path.split("/")[2]],
             "responses": {"200": {"description": "the answer", "content": {
-                "text/event-stream" if "stream" in path else "application/json": {"schema": {}}}}},
+                "text/event-stream" if "stream" in path else "text/csv" if path.endswith("/export")
+                else "application/json": {"schema": {}}}}},
             "security": ([] if path in _ANONYMOUS else
                          [{"accessToken": []}, {"session": []}] if path.startswith(_ACCOUNT_PATHS) else
                          [{"bearer": []}, {"apiKey": []}, {"googApiKey": []}, {"queryKey": []}]),

@@ -240,6 +240,64 @@ def test_a_user_submits_a_task_and_sees_its_status_then_its_result_link_on_the_t
     page.context.close()
 
 
+def test_an_operator_prices_a_group_and_its_user_sees_and_pays_half_then_exports_the_log(site, chromium):
+    # Given ann, with a key, on the Pricing page: the default group, m-large's input at $3 per million
+    key = site.admin("issue-key", "--user", str(site.ann_id), "--name", "pricing")["key"]
+    ann = chromium.new_context(viewport=PHONE).new_page()
+    sign_in(ann, site.url, "ann", ANN_PASSWORD)
+    go_to(ann, "Pricing")
+    prices = ann.get_by_role("table", name="Prices")
+    large = prices.get_by_role("row").filter(has=ann.get_by_role("cell", name="m-large", exact=True))
+    large.wait_for()
+    assert "$3" in large.inner_text() and "default" in ann.get_by_text("Your group").inner_text()
+    # When the operator adds a group at half price and moves ann into it, in the console
+    operator = chromium.new_context(viewport=DESKTOP).new_page()
+    sign_in(operator, site.url, "demo", OPERATOR_PASSWORD)
+    go_to(operator, "Pricing")
+    ratios = operator.get_by_role("form", name="Edit group ratios")
+    ratios.get_by_label("Ratio of vip").wait_for()
+    ratios.get_by_label("New group").fill("half")
+    ratios.get_by_label("Its ratio").fill("0.5")
+    ratios.get_by_role("button", name="Save group ratios").click()
+    operator.get_by_role("status").filter(has_text="Group ratios saved.").wait_for()
+    assert operator.get_by_label("Ratio of half").input_value() == "0.5"
+    move = operator.get_by_role("form", name="Move a user to a group")
+    move.get_by_label("User id").fill(str(site.ann_id))
+    move.get_by_label("Group").fill("half")
+    move.get_by_role("button", name="Move user").click()
+    operator.get_by_role("status").filter(has_text="is now in half").wait_for()
+    # Then, once the key cache's seconds have passed, ann's page shows half the price
+    deadline = time.monotonic() + 30
+    while True:
+        ann.reload()
+        large = ann.get_by_role("table", name="Prices").get_by_role("row").filter(
+            has=ann.get_by_role("cell", name="m-large", exact=True))
+        large.wait_for()
+        if "$1.5" in large.inner_text():
+            break
+        assert time.monotonic() < deadline, "the new group's prices never showed"
+        time.sleep(1)
+    assert "half" in ann.get_by_text("Your group").inner_text()
+    # And a request of hers is billed at that ratio, which the exported log shows
+    assert chat(site, key)
+    go_to(ann, "Usage")
+    usage = ann.get_by_role("table", name="Your usage per day and model")
+    usage.get_by_role("row").filter(has_text="m-small").first.wait_for()
+    export = ann.get_by_role("form", name="Export the request log as CSV")
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    export.get_by_label("From (UTC day)").fill(today)
+    export.get_by_label("To (UTC day)").fill(today)
+    with ann.expect_download() as download:
+        export.get_by_role("button", name="Export CSV").click()
+    text = open(download.value.path(), encoding="utf-8").read()
+    lines = text.splitlines()
+    assert len(lines) == 2, text  # the header and ann's one request
+    header, newest = lines
+    assert header.startswith("created_at,request_id") and ",half,0.5," in newest
+    ann.get_by_role("status").filter(has_text="1 requests exported").wait_for()
+    assert fits(ann, PHONE)
+
+
 def test_a_cross_site_text_plain_form_cannot_sign_the_browser_into_another_account(site, chromium):
     """Login CSRF (issue 33, row 3): a page of another site posts `enctype="text/plain"`, whose
     body, `name=value`, the attacker shapes into JSON naming the attacker's own account; the

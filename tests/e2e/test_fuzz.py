@@ -27,7 +27,8 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent.parent
 # Examples per operation and generation mode; FUZZ_EXAMPLES raises it for a longer local run.
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10"))
 # The routes the system access token opens (the console's JSON API); every other one takes the API key.
-ACCESS_TOKEN_PATHS = ("/api/user/", "/api/log/self", "/api/data/", "/api/admin/", "/api/token", "/api/task/self")
+ACCESS_TOKEN_PATHS = ("/api/user", "/api/log/self", "/api/data", "/api/admin/", "/api/token", "/api/task/self",
+                      "/api/pricing")
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,11 @@ def test_fuzzing_every_operation_finds_no_5xx_no_foreign_envelope_and_no_quota_m
             by_access_token = path.startswith(ACCESS_TOKEN_PATHS)
             auth = ({"Authorization": DEMO_ACCESS_TOKEN, "X-Api-User": "1"} if by_access_token
                     else {"Authorization": f"Bearer {DEMO_KEY}"})
-            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            # An operation with nothing to break (no parameter, header or body: GET /api/status) has no
+            # negative case at all: hypothesis would find its generation unsatisfiable.
+            modes = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE) if name in breakable else (
+                GenerationMode.POSITIVE,)
+            for mode in modes:
 
                 # Runs within this iteration (exchange() below), so the loop variables it reads are current.
                 @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,

@@ -40,3 +40,17 @@ def reservation_record(reservation_id: str) -> dict:
     return from_item(client("dynamodb").get_item(
         TableName=get_settings().accounts_table, Key=to_item({"pk": reservation_pk(reservation_id), "sk": "RES"}),
         ConsistentRead=True)["Item"])
+
+
+def put_in_group(accounts, user_id: int, group: str, ratios: dict[str, float]) -> None:
+    """The operator's two moves, straight into the store: GroupRatio set to `ratios`, the user moved
+    to `group` (tests of the API make them through PUT /api/option/ and PUT /api/user/)."""
+    import json
+    import time
+
+    from gateway.commerce import options
+    from gateway.commerce.store import CommerceRepository
+
+    CommerceRepository().put_option("GroupRatio", json.dumps(ratios), by=1, at=int(time.time()))
+    options.forget()
+    accounts.set_user_fields(user_id, {"group": group})

@@ -217,7 +217,8 @@ def test_the_operator_sees_the_channels_without_their_keys_and_spend_across_user
     op = {"Authorization": "demo-access-token", "X-Api-User": "1"}
     status, spend, _ = call(account_fn, lambda_context, "GET", "/api/admin/spend", headers=op, query={"days": "30"})
     assert status == 200 and spend["data"]["rows"] == [
-        {"day": now.date().isoformat(), "model_name": "m-small", "quota": 350, "count": 2}]
+        {"day": now.date().isoformat(), "model_name": "m-small", "quota": 350, "count": 2,
+         "prompt_tokens": 0, "completion_tokens": 0, "token_used": 0}]
     saved = use_environment(GATEWAY_CHANNELS_FILE=None, GATEWAY_SIMULATOR_URL="http://127.0.0.1:9")
     try:
         status, channels, _ = call(account_fn, lambda_context, "GET", "/api/admin/channels", headers=op)

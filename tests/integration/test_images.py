@@ -19,6 +19,7 @@ from gateway.multipart import MAX_REQUEST_BYTES
 from tests.conftest import EVENTS, api_event, use_environment
 from tests.imagefiles import BMP, JPEG, PNG, TIFF_LE, WEBP, decode_png, multipart
 from tests.integration.images_support import hits
+from tests.integration.money_support import put_in_group
 
 UNITS_PER_IMAGE = {"iota-image-1": 20_000, "iota-image-1-mini": 5_500, "theta-3": 20_000, "eta-image-edit": 15_000}
 @pytest.fixture
@@ -429,6 +430,23 @@ def test_fewer_images_than_asked_are_charged_as_returned(images_fn, channels_doc
     # Then four images were held and one is charged
     assert balance(accounts) == (quota - 20_000, used + 20_000, count + 1,
                                  [("iota-image-1", 20_000, 80_000, "settled")])
+
+
+def test_a_half_price_group_halves_the_hold_and_the_charge_of_fewer_images(images_fn, channels_document, upstream,
+                                                                         demo, accounts, lambda_context):
+    # Given the demo user in a group priced at 0.5
+    put_in_group(accounts, 1, "half", {"default": 1, "half": 0.5})
+    channels_document({"name": "stingy", "base_url": f"{upstream}/stingy", "models": ["iota-image-1"]})
+    quota, used, count, _ = balance(accounts)
+    # When four images are asked for and one comes back
+    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox", "n": 4},
+                                 demo["key"])
+    assert status == 200 and len(answer["data"]) == 1
+    # Then half of four images was held and half of one is charged, the base prices in the entry
+    assert balance(accounts) == (quota - 10_000, used + 10_000, count + 1,
+                                 [("iota-image-1", 10_000, 40_000, "settled")])
+    (entry,) = accounts.ledger(1)
+    assert (entry["group_ratio"], entry["base_units"], entry["reserved_base_units"]) == ("0.5", 20_000, 80_000)
 
 
 def test_an_answer_too_large_for_lambda_is_refunded_with_advice(images_fn, channels_document, upstream, demo,

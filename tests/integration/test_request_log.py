@@ -97,7 +97,9 @@ def test_plain_streamed_and_failed_requests_are_listed_newest_first_with_their_u
     assert data["has_more"] is False and data["next_cursor"] is None
     error, stream, simple = data["items"]
     assert set(simple) == {"id", "created_at", "type", "model_name", "token_name", "quota", "prompt_tokens",
-                           "completion_tokens", "use_time", "is_stream", "request_id", "content"}
+                           "completion_tokens", "use_time", "is_stream", "request_id", "content",
+                           "group", "group_ratio", "base_quota", "held_quota", "held_base_quota"}
+    assert (simple["group"], simple["group_ratio"], simple["base_quota"]) == ("default", 1.0, simple["quota"])
     ledger = {e["request_id"]: e for e in demo_ledger()}
     assert simple["type"] == 2 and simple["is_stream"] is False and simple["model_name"] == "m-small"
     assert simple["quota"] == int(ledger[plain.request_id]["units"]) > 0

@@ -13,7 +13,7 @@ import pytest
 from gateway.routing.channels import SIMULATOR_KEYS
 from gateway_local.simulators.delta import MP4_BYTES
 from tests.conftest import api_event, use_environment
-from tests.integration.money_support import assert_nothing_held
+from tests.integration.money_support import assert_nothing_held, put_in_group
 from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
 
 DELTA = {"model": "delta-3.0-generate-001", "instances": [{"prompt": "a red fox in the snow"}],
@@ -162,6 +162,30 @@ def test_a_failed_task_gives_back_exactly_its_reservation(tasks_env, functions, 
     assert quota(accounts) == before
     assert [(e["outcome"], e["units"], e["reserved_units"]) for e in ledger_of(accounts, answer["task_id"])] == [
         ("refunded", 0, ZETA_UNITS)]
+
+
+def test_a_task_of_a_half_price_group_is_held_and_settled_at_that_ratio_whatever_changes_meanwhile(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock):
+    # Given the demo user in a group priced at 0.5
+    put_in_group(accounts, 1, "half", {"default": 1, "half": 0.5})
+    before = quota(accounts)
+    # When a delta task asking for two videos is submitted (the upstream will deliver one)
+    body = {**DELTA, "instances": [{"prompt": "a red fox #fault=fewer"}]}
+    status, answer = submit(functions, lambda_context, body, demo["key"])
+    assert status == 200
+    task_id = answer["task_id"]
+    assert quota(accounts) == before - DELTA_UNITS // 2  # half the worst case held
+    # And the operator moves the user back to full price before the task ends
+    put_in_group(accounts, 1, "default", {"default": 1, "half": 0.5})
+    clock.advance()
+    queues.polls(lambda_context)
+    # Then the one video is settled at the ratio it was held at: half of half the hold
+    (entry,) = ledger_of(accounts, task_id)
+    assert (entry["outcome"], entry["units"], entry["reserved_units"]) == ("settled", DELTA_UNITS // 4,
+                                                                          DELTA_UNITS // 2)
+    assert (entry["group"], entry["group_ratio"], entry["base_units"]) == ("half", "0.5", DELTA_UNITS // 2)
+    assert quota(accounts) == before - DELTA_UNITS // 4
+    assert_nothing_held(accounts, before - DELTA_UNITS // 4)
 
 
 def test_a_zeta_task_succeeds_and_its_submit_answer_is_the_zeta_shape(tasks_env, functions, queues, demo, accounts,

@@ -11,11 +11,12 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
-from gateway import keys, observability
+from gateway import groups, keys, observability
 from gateway.admission.limits import Limits
-from gateway.errors import AuthenticationFailed, NotFound, shown
+from gateway.errors import AuthenticationFailed, NotFound, PermissionDenied, shown
 from gateway.settings import get_settings
 from gateway.store.accounts import AccountsRepository
 from gateway.store.aws import store_call_ahead
@@ -33,6 +34,10 @@ class Principal:
     allowed_models: tuple[str, ...] | None
     expires_at: int
     limits: Limits = Limits()  # the key's own (its user's are the admission step's to read)
+    # The request's group (the key's, else its user's) and that group's price ratio, fixed here
+    # for the whole request: its hold and its settlement use this ratio (`gateway.groups`).
+    group: str = "default"
+    group_ratio: Decimal = Decimal(1)
 
     @property
     def fingerprint(self) -> str:
@@ -137,10 +142,43 @@ class _KeyCache:
 
 
 _cache = _KeyCache()
+_users = _KeyCache()  # user id (as text) -> the profile's group fields, for the same seconds
 
 
 def clear_cache() -> None:
     _cache.clear()
+    _users.clear()
+
+
+def _load_user_groups(user_id: int) -> dict[str, Any]:
+    """The user's `group` and `can_use_self_group`, read at most once per key cache period."""
+    ttl = get_settings().key_cache_seconds
+    if ttl > 0:
+        hit, found = _users.get(str(user_id), ttl)
+        if hit and found is not None:
+            return found
+    profile = AccountsRepository().raw_user(user_id) or {}
+    found = {"group": str(profile.get("group") or groups.DEFAULT_GROUP),
+             "can_use_self_group": bool(profile.get("can_use_self_group"))}
+    if ttl > 0:
+        _users.put(str(user_id), found)
+    return found
+
+
+def request_group(record: Mapping[str, Any]) -> tuple[str, Decimal]:
+    """The group a key's requests are priced and routed by, and its ratio: the key's own group if
+    it has one its user may still use, else the user's. A group with no ratio (the operator
+    removed it from GroupRatio) is refused rather than served at a guessed price."""
+    user = _load_user_groups(int(record["user_id"]))
+    group = str(record.get("group") or "") or user["group"]
+    if record.get("group") and group not in groups.usable(user):
+        raise PermissionDenied(f"this key's group '{shown(group, 40)}' is not one its user may use",
+                                   code="group_not_allowed")
+    ratio = groups.ratio_of(group)
+    if ratio is None:
+        raise PermissionDenied(f"group '{shown(group, 40)}' has no price ratio (GroupRatio); ask the operator",
+                                   code="group_not_priced")
+    return group, ratio
 
 
 def _load_key(key_hash: str) -> dict[str, Any] | None:
@@ -199,8 +237,9 @@ def authenticate(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | N
         except Exception:  # a last-used stamp is never worth failing a request for
             pass
     allowed = record.get("allowed_models")
+    group, ratio = request_group(record)
     observability.log_keys(key="key:" + record["key_id"], user_id=int(record["user_id"]))
     return Principal(user_id=int(record["user_id"]), key_hash=key_hash, key_id=record["key_id"],
                      key_name=record.get("name", ""), unlimited=bool(record.get("unlimited")),
                      allowed_models=tuple(allowed) if allowed else None, expires_at=expires_at,
-                     limits=Limits.of(record))
+                     limits=Limits.of(record), group=group, group_ratio=ratio)

@@ -152,6 +152,17 @@ def usd_to_units(usd: Decimal) -> int:
     return int((usd * UNITS_PER_USD).to_integral_value(rounding=ROUND_CEILING))
 
 
+def with_ratio(units: int, ratio: Decimal | str | int = 1) -> int:
+    """A price in units times a group's ratio (`gateway.groups`), rounded up to a whole unit. The
+    one place a group ratio meets a price: `admission.billing` applies it to a hold and to its
+    settlement alike, with the ratio the hold was taken at (monotonic: a price within its hold
+    stays within the hold)."""
+    ratio = Decimal(str(ratio))
+    if ratio == 1:
+        return int(units)
+    return int((Decimal(int(units)) * ratio).to_integral_value(rounding=ROUND_CEILING))
+
+
 def units_to_usd(units: int) -> Decimal:
     return Decimal(units) / UNITS_PER_USD
 

@@ -33,6 +33,7 @@ import random
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,6 +53,7 @@ from gateway.admission.ledger import (
 from gateway.auth import USER_DISABLED, Principal, key_refusal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota, RateLimited
 from gateway.observability import logger
+from gateway.prices import with_ratio
 from gateway.settings import get_settings
 from gateway.store.accounts import (
     HOLD_SHARDS,
@@ -98,18 +100,19 @@ def reserve(principal: Principal, units: int, *, model: str, route: str, reserva
     """
     if units < 0:
         raise ValueError("a reservation cannot be negative")
+    base, units = units, with_ratio(units, principal.group_ratio)
     request = steps.AdmissionRequest(principal, units, model, route, reservation_id, parallel=False)
     entered = steps.enter(request)  # a task counts under rpm and its budget, never max_parallel
     try:
         return _reserve(principal, units, model=model, route=route, reservation_id=reservation_id,
-                        hold_seconds=hold_seconds, notes=limits.durable_notes(request))
+                        hold_seconds=hold_seconds, notes=limits.durable_notes(request), base=base)
     except BaseException:
         steps.leave(request, entered, None)
         raise
 
 
 def _reserve(principal: Principal, units: int, *, model: str, route: str, reservation_id: str,
-             hold_seconds: int, notes: list[list[str]]) -> Reservation:
+             hold_seconds: int, notes: list[list[str]], base: int) -> Reservation:
     table, now = _table(), int(time.time())
     record = {
         "pk": reservation_pk(reservation_id), "sk": "RES", "reservation_id": reservation_id,
@@ -118,6 +121,7 @@ def _reserve(principal: Principal, units: int, *, model: str, route: str, reserv
         "status": RESERVED, "created_at": now, "hold_until": now + int(hold_seconds), "hold_id": uuid.uuid4().hex,
         **hold_index_keys(reservation_id, now + int(hold_seconds)),
         **({"limit_budgets": notes} if notes else {}),
+        "group": principal.group, "group_ratio": str(principal.group_ratio), "base_units": base,
     }
     key_update: dict[str, Any] = {
         "TableName": table, "Key": to_item({"pk": key_pk(principal.key_hash), "sk": "KEY"}),
@@ -178,7 +182,8 @@ def _held_by(record: dict[str, Any]) -> bool:
 
 def reserve_request(principal: Principal, units: int, *, model: str, route: str, request_id: str,
                     pool: leases.LeasePool | None = None, claim_id: bool = False, tokens: int = 0) -> Reservation:
-    """Holds a synchronous request's worst case on a quota lease of this instance (`pool`, by
+    """Holds a synchronous request's worst case (`units`, before the principal's group ratio, which
+    this applies) on a quota lease of this instance (`pool`, by
     default the process's), keyed by the gateway's request id, after the admission steps
     (`gateway.admission.steps`) let it in. Raises `InsufficientQuota`, `AuthenticationFailed`,
     `Conflict` for an id already used, or a step's refusal.
@@ -189,8 +194,9 @@ def reserve_request(principal: Principal, units: int, *, model: str, route: str,
     id per request and claims nothing: no DynamoDB call before its upstream call."""
     if claim_id:
         _claim(request_id)
-    return (pool or leases.pool()).hold(principal, units, model=model, route=route, request_id=request_id,
-                                              tokens=tokens)
+    held = (pool or leases.pool()).hold(principal, with_ratio(units, principal.group_ratio), model=model,
+                                        route=route, request_id=request_id, tokens=tokens)
+    return replace(held, group=principal.group, group_ratio=str(principal.group_ratio), base_units=units)
 
 
 def _claim(request_id: str) -> None:
@@ -258,20 +264,24 @@ def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | Non
            pool: leases.LeasePool | None = None) -> bool:
     """Charges the real price and returns the rest of the hold. True if this call settled it.
 
+    `units` is the price before the group ratio: the ratio the hold was taken at
+    (`reservation.group_ratio`) makes the charge, here and nowhere else (`prices.with_ratio`).
+
     A price above the hold (the hold was an estimate) takes at most what the quota has left (for a
     lease hold: what the lease has free), the user's and, for a limited key, the key's: the quota
     never goes negative through a request. The ledger entry records the part that could not be
     charged as its `shortfall`.
     """
-    wanted = max(int(units), 0)
+    base = max(int(units), 0)
+    wanted = with_ratio(base, reservation.group_ratio)  # the hold's ratio, whatever the group is now
     if reservation.lease_id:
-        return (pool or leases.pool()).close(reservation, SETTLED, wanted, detail, wanted=wanted)
+        return (pool or leases.pool()).close(reservation, SETTLED, wanted, detail, wanted=wanted, base_units=base)
     charge = wanted
     for attempt in range(_SETTLE_ATTEMPTS):
         if attempt == _SETTLE_ATTEMPTS - 1:
             charge = min(charge, reservation.units)  # the hold itself is always there to take
         try:
-            return _close(reservation, SETTLED, charge, detail, wanted=wanted)
+            return _close(reservation, SETTLED, charge, detail, wanted=wanted, base_units=base)
         except _QuotaShort:
             charge = reservation.units + min(charge - reservation.units, _left(reservation))
     raise AssertionError("unreachable: the last attempt charges no more than the hold")
@@ -286,8 +296,9 @@ def refund(reservation: Reservation, *, reason: str = "", error: bool = True,
     detail = {**(detail or {}), **({"reason": reason} if reason else {})}
     if reservation.lease_id:
         return (pool or leases.pool()).close(reservation, REFUNDED, 0, detail or None, wanted=0,
-                                             log_type=LOG_ERROR if error else LOG_REFUND)
-    return _close(reservation, REFUNDED, 0, detail or None, log_type=LOG_ERROR if error else LOG_REFUND)
+                                             log_type=LOG_ERROR if error else LOG_REFUND, base_units=0)
+    return _close(reservation, REFUNDED, 0, detail or None, log_type=LOG_ERROR if error else LOG_REFUND,
+                  base_units=0)
 
 
 class _QuotaShort(Exception):
@@ -308,7 +319,7 @@ def _left(reservation: Reservation) -> int:
 
 
 def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None, *,
-           wanted: int | None = None, log_type: int = LOG_CONSUME) -> bool:
+           wanted: int | None = None, log_type: int = LOG_CONSUME, base_units: int | None = None) -> bool:
     """One transaction: the reservation leaves `reserved`, the quotas take `units` and get the
     rest of the hold back, the ledger entry is written. False if it was already closed."""
     now = datetime.now(UTC)
@@ -317,11 +328,13 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
         _user_counts(reservation, outcome, units),
         _key_counts(reservation, units),
         {"Put": {"TableName": _table(), "Item": to_item(entry(
-            reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0), log_type=log_type)),
+            reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0), log_type=log_type,
+            base_units=base_units)),
             "ConditionExpression": "attribute_not_exists(pk)"}},
     ]
     writes += day_total_updates(_table(), user_id=reservation.user_id, key_id=reservation.key_id,
-                                model=reservation.model, units=units, at=now)  # the usage reads' day totals
+                                model=reservation.model, units=units, at=now,
+                                detail=detail)  # the usage reads' day totals
     try:
         transact(writes)
     except Exception as exc:

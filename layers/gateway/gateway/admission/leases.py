@@ -344,7 +344,7 @@ class LeasePool:
     # --- close ----------------------------------------------------------------------------------
 
     def close(self, reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None, *,
-              wanted: int, log_type: int = LOG_CONSUME) -> bool:
+              wanted: int, log_type: int = LOG_CONSUME, base_units: int | None = None) -> bool:
         """Settles (`units` charged) or refunds (0) a hold of this pool; True if this call closed it."""
         with self._lock:
             held = self._open.pop(reservation.reservation_id, None)
@@ -357,7 +357,7 @@ class LeasePool:
             lease.held -= reservation.units
             lease.spent += charge  # no other hold can take it while it is being written
         item = entry(reservation, outcome, charge, detail, datetime.now(UTC), shortfall=max(wanted - charge, 0),
-                     log_type=log_type)
+                     log_type=log_type, base_units=base_units)
         try:
             _commit(lease, _Close(reservation, item, outcome, charge))
         finally:
@@ -424,9 +424,10 @@ def _short(principal: Principal) -> _Short:
     return _Short(min(left, key_left) if key_left is not None else left, key_left)
 
 
-def _counters(reservation: Reservation, units: int, day: date) -> dict[str, int]:
+def _counters(reservation: Reservation, units: int, day: date, detail: dict[str, Any] | None = None) -> dict[str, int]:
     return {f"{_COUNTER_PREFIX}{day.isoformat()}|{name}": amount for name, amount in
-            closed_request_counters(key_id=reservation.key_id, model=reservation.model, units=units).items()}
+            closed_request_counters(key_id=reservation.key_id, model=reservation.model, units=units,
+                                    detail=detail).items()}
 
 
 def _commit(lease: Lease, close: _Close) -> None:
@@ -471,7 +472,7 @@ def _write_batch(lease: Lease, batch: list[_Close]) -> None:
     counters: dict[str, int] = {}
     for close in batch:
         at = datetime.fromtimestamp(int(close.item["at"]) / 1000, UTC)
-        for name, amount in _counters(close.reservation, close.charge, at.date()).items():
+        for name, amount in _counters(close.reservation, close.charge, at.date(), close.item.get("detail")).items():
             counters[name] = counters.get(name, 0) + amount
     charge = sum(close.charge for close in batch)
     batch_id = batch[0].reservation.reservation_id

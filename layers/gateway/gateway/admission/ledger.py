@@ -45,6 +45,16 @@ class Reservation:
     lease_id: str = ""
     limit_budgets: tuple[tuple[str, str], ...] = ()  # a task's budget windows (`limits.durable_notes`)
     ratelimit: tuple[tuple[str, int, int, int], ...] = ()  # what the limits left at admission (`limits.RateState`)
+    # The request's group and its price ratio at admission (`gateway.groups`): `units` is the hold
+    # after the ratio, `base_units` the hold before it; the settlement applies the same ratio.
+    group: str = ""
+    group_ratio: str = "1"
+    base_units: int | None = None
+
+    @property
+    def base_hold(self) -> int:
+        """The hold before the group ratio (what a price before the ratio may be capped at)."""
+        return self.units if self.base_units is None else self.base_units
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Reservation:
@@ -53,11 +63,13 @@ class Reservation:
                    units=int(record["units"]), model=record["model"], route=record["route"],
                    status=record["status"], created_at=int(record.get("created_at") or 0),
                    hold_until=int(record.get("hold_until") or 0),
-                   limit_budgets=tuple((str(s), str(w)) for s, w in record.get("limit_budgets") or ()))
+                   limit_budgets=tuple((str(s), str(w)) for s, w in record.get("limit_budgets") or ()),
+                   group=str(record.get("group") or ""), group_ratio=str(record.get("group_ratio") or "1"),
+                   base_units=int(record["base_units"]) if record.get("base_units") is not None else None)
 
 
 def entry(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None, now: datetime, *,
-          shortfall: int, log_type: int) -> dict[str, Any]:
+          shortfall: int, log_type: int, base_units: int | None = None) -> dict[str, Any]:
     """The ledger entry of a closed request (the item, as the table stores it)."""
     sk = usage_sk(now, reservation.reservation_id)
     item = {
@@ -71,6 +83,9 @@ def entry(reservation: Reservation, outcome: str, units: int, detail: dict[str, 
     item.update(ledger_index(reservation.user_id, reservation.key_id, reservation.model, sk))
     if reservation.lease_id:
         item["lease_id"] = reservation.lease_id
+    if reservation.group:  # the price before the group's ratio, and the ratio that made `units` of it
+        item.update(group=reservation.group, group_ratio=reservation.group_ratio,
+                    base_units=units if base_units is None else base_units, reserved_base_units=reservation.base_hold)
     if shortfall:
         item["shortfall"] = shortfall  # priced but not charged: the quota had no more
     retention = get_settings().ledger_retention_days

@@ -144,24 +144,32 @@ def spend_days(query: dict[str, str] | None) -> int:
     return int(text)
 
 
+#: The counters of a spend row, in order (`spend_rows`): a model's day counters by their suffix.
+SPEND_COUNTERS = ("units", "requests", "input_tokens", "output_tokens")
+
+
 def spend_rows(days: list[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
-    """(day, model) -> [units, requests] from day items' per-model counters."""
+    """(day, model) -> [units, requests, input tokens, output tokens] from day items' per-model counters."""
     rows: dict[tuple[str, str], list[int]] = {}
     for day in days:
         for name, value in day.items():
-            if not (name.startswith("model:") and name.endswith((":units", ":requests"))):
+            if not name.startswith("model:"):
                 continue
             model, _, counter = name[len("model:"):].rpartition(":")
-            row = rows.setdefault((str(day["sk"]), model), [0, 0])
-            row[0 if counter == "units" else 1] += int(value)
+            if counter not in SPEND_COUNTERS:
+                continue
+            row = rows.setdefault((str(day["sk"]), model), [0] * len(SPEND_COUNTERS))
+            row[SPEND_COUNTERS.index(counter)] += int(value)
     return rows
 
 
 def spend_answer(rows: dict[tuple[str, str], list[int]], first: date, last: date) -> dict[str, Any]:
+    """The spend chart's rows; `token_used` is new-api's name for a row's tokens (input + output)."""
     return {"success": True, "message": "", "data": {
         "start_day": first.isoformat(), "end_day": last.isoformat(),
-        "rows": [{"day": day, "model_name": model, "quota": units, "count": count}
-                 for (day, model), (units, count) in sorted(rows.items())]}}
+        "rows": [{"day": day, "model_name": model, "quota": units, "count": count, "prompt_tokens": prompt,
+                  "completion_tokens": completion, "token_used": prompt + completion}
+                 for (day, model), (units, count, prompt, completion) in sorted(rows.items())]}}
 
 
 def spend_span(query: dict[str, str] | None, today: date | None = None) -> tuple[date, date]:

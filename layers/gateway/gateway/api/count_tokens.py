@@ -65,7 +65,7 @@ def _prepare(inbound: Inbound) -> tuple[TextCall, list[Channel], Any, billing.Re
     body = request.model_dump(exclude_unset=True)
     call = TextCall(COUNT, MESSAGES, ROUTE, request.model, body, stream=False, include_usage=False,
                     input_tokens=request.estimate_input_tokens(), output_tokens=0)
-    price, channels = get_catalog().serving(call.model, TEXT_PROTOCOLS, prefer="messages")
+    price, channels = get_catalog().serving(call.model, TEXT_PROTOCOLS, prefer="messages", group=principal.group)
     reservation = billing.reserve_request(principal, 0, model=call.model, route=ROUTE, request_id=inbound.request_id)
     return call, channels, price, reservation
 

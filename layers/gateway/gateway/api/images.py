@@ -100,7 +100,7 @@ def _usage_detail(result: dict[str, Any]) -> dict[str, int]:
 def _serve(principal: Principal, model: str, n: int, route: str, request_id: str, call: Call, *,
            urls_possible: bool, time_left: float | None, input_images: int = 0) -> dict[str, Any]:
     principal.require_model(model)
-    price, channels = get_catalog().serving(model, PROTOCOLS, prefer=PROTOCOLS[0])
+    price, channels = get_catalog().serving(model, PROTOCOLS, prefer=PROTOCOLS[0], group=principal.group)
     observability.set_model(model)  # a metric dimension only once the catalog knows the model
     budget = TIME_BUDGET_SECONDS if time_left is None else min(TIME_BUDGET_SECONDS,
                                                                time_left - TIME_RESERVE_SECONDS)
@@ -120,7 +120,7 @@ def _serve(principal: Principal, model: str, n: int, route: str, request_id: str
 
     images = len(result["data"])
     image_tokens = _reported_image_tokens(result) if input_images else 0
-    units = min(unit_cost(price, images=images, image_input_tokens=image_tokens), reservation.units)
+    units = min(unit_cost(price, images=images, image_input_tokens=image_tokens), reservation.base_hold)
     detail = {"images": images, "channel": channel.name, **_usage_detail(result)}
     if image_tokens:
         detail["image_tokens"] = image_tokens

@@ -78,26 +78,29 @@ def _protocols(info: ModelInfo) -> tuple[str, ...]:
         info.kind, tuple(p for p in PROTOCOLS if p not in TEXT_PROTOCOLS))
 
 
-def describe(model: str, catalog: Catalog) -> ModelInfo | None:
-    """The model's family and kind, or None when it has no price or no channel can serve it."""
+def describe(model: str, catalog: Catalog, group: str | None = None) -> ModelInfo | None:
+    """The model's family and kind, or None when it has no price or no channel (of the caller's
+    `group`) can serve it."""
     if model not in catalog.prices:
         return None
     info = ModelInfo(model, family_of(model, catalog), kind_of(catalog.prices.get(model)))
     allowed = _protocols(info)
-    if not any(c.protocol in allowed and c.serves(model) and c.weight > 0 for c in catalog.channels):
+    if not any(c.protocol in allowed and c.serves(model) and c.weight > 0 and c.serves_group(group)
+               for c in catalog.channels):
         return None
     return info
 
 
 def available(principal: Principal, catalog: Catalog) -> list[ModelInfo]:
-    """Every model this key may use, sorted by id."""
-    found = (describe(name, catalog) for name in catalog.models() if principal.may_use(name))
+    """Every model this key may use (through its group's channels), sorted by id."""
+    found = (describe(name, catalog, principal.group) for name in catalog.models(group=principal.group)
+             if principal.may_use(name))
     return [info for info in found if info is not None]
 
 
 def find(principal: Principal, catalog: Catalog, model: str) -> ModelInfo:
     """One model this key may use; anything else (unknown, unpriced, forbidden) is a 404."""
-    info = describe(model, catalog) if principal.may_use(model) else None
+    info = describe(model, catalog, principal.group) if principal.may_use(model) else None
     if info is None:
         raise NotFound(f"model '{model}' does not exist or this key may not use it", param="model",
                        code="model_not_found")

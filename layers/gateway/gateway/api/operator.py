@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
+from gateway import groups
 from gateway.admission.limits import Limits
 from gateway.api.account import spend_answer, spend_rows, spend_span
 from gateway.api.session import hash_password
@@ -16,7 +17,7 @@ from gateway.errors import Conflict, InvalidRequest, NotFound, shown
 from gateway.keys import new_secret
 from gateway.routing.channels import get_catalog
 from gateway.routing.health import book, channels_view
-from gateway.schemas.account import NewUser, QuotaAddition, UserLimits, UserStatus
+from gateway.schemas.account import NewUser, QuotaAddition, UserLimits, UserStatus, UserUpdate
 from gateway.store.accounts import AccountsRepository, UserNotFound
 from gateway.validation import parse_body
 
@@ -24,7 +25,7 @@ PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
 #: Spend across users reads each user's day totals: at most this many users per answer.
 SPEND_USERS_MAX = 1000
 _USER_FIELDS = ("id", "username", "display_name", "email", "role", "status", "quota", "used_quota",
-                "request_count", "group", "created_at")
+                "request_count", "group", "can_use_self_group", "created_at")
 
 
 def _user_view(user: dict[str, Any]) -> dict[str, Any]:
@@ -117,6 +118,29 @@ def set_limits(user_id: int, body: str | bytes | None, accounts: AccountsReposit
     return _ok({"id": user_id, **limits.view()})
 
 
+def update_user(body: str | bytes | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+    """PUT /api/user/ {id, group, can_use_self_group}: moves a user to a group GroupRatio prices
+    (another is a 400) and says whether it may choose any priced group for its keys. Its keys are
+    priced and routed by the new group within the key cache's seconds, never mid-request."""
+    request = parse_body(UserUpdate, body)
+    changes: dict[str, Any] = {}
+    if request.group is not None:
+        ratio = groups.ratio_of(request.group)
+        if ratio is None:
+            raise InvalidRequest(f"group: '{shown(request.group, 40)}' has no ratio in GroupRatio "
+                                 f"(one of {', '.join(sorted(groups.ratios()))})", param="group")
+        changes["group"] = request.group
+    if request.can_use_self_group is not None:
+        changes["can_use_self_group"] = request.can_use_self_group
+    if not changes:
+        raise InvalidRequest("group: give group or can_use_self_group to change", param="group")
+    try:
+        user = (accounts or AccountsRepository()).set_user_fields(request.id, changes)
+    except UserNotFound:
+        raise NotFound(f"id: no user {request.id}", param="id") from None
+    return _ok(_user_view(user))
+
+
 def channels() -> dict[str, Any]:
     """GET /api/admin/channels: every channel (never its key) with its health as every instance
     sees it (`routing/health`: healthy, cooling until when, disabled; failures, last error, last
@@ -135,10 +159,10 @@ def spend(query: dict[str, str] | None, accounts: AccountsRepository | None = No
     seen = 0
     while page and seen < SPEND_USERS_MAX:
         for user in page:
-            for key, (units, count) in spend_rows(accounts.day_totals(int(user["id"]), first, last)).items():
-                row = rows.setdefault(key, [0, 0])
-                row[0] += units
-                row[1] += count
+            for key, counted in spend_rows(accounts.day_totals(int(user["id"]), first, last)).items():
+                row = rows.setdefault(key, [0] * len(counted))
+                for n, value in enumerate(counted):
+                    row[n] += value
         seen += len(page)
         if after is None:
             break

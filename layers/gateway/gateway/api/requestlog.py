@@ -286,6 +286,15 @@ def _item(entry: Mapping[str, Any], key_names: Mapping[str, str]) -> dict[str, A
         "is_stream": bool(detail.get("stream")),
         "request_id": entry.get("request_id", ""),
         "content": content_of(entry),
+        # The caller's group, its price ratio, and the prices before it (`gateway.groups`):
+        # quota = base_quota x group_ratio, held_quota = held_base_quota x group_ratio (rounded up).
+        "group": entry.get("group", ""),
+        "group_ratio": float(entry.get("group_ratio") or 1),
+        "base_quota": int(entry["base_units"]) if entry.get("base_units") is not None
+        else int(entry.get("credited_units") or entry.get("units", 0)),
+        "held_quota": int(entry.get("reserved_units") or 0),
+        "held_base_quota": int(entry["reserved_base_units"]) if entry.get("reserved_base_units") is not None
+        else int(entry.get("reserved_units") or 0),
     }
 
 
@@ -319,3 +328,76 @@ def content_of(entry: Mapping[str, Any]) -> str:
     elif detail.get("outcome") == "client_gone":
         parts.append("the client went away, billed for what was relayed")
     return ", ".join(p for p in parts if p)[:300]
+
+
+# --- the CSV export ----------------------------------------------------------------------------------
+
+#: An export holds at most this many entries (the newest of the window) and spans at most this many days.
+EXPORT_MAX_ROWS = 10_000
+EXPORT_MAX_DAYS = 93
+EXPORT_COLUMNS = ("created_at", "request_id", "type", "model_name", "token_name", "group", "group_ratio",
+                  "prompt_tokens", "completion_tokens", "quota", "base_quota", "held_quota", "usd", "is_stream",
+                  "use_time", "content")
+
+
+def export_csv(user_id: int, params: Mapping[str, Any] | None,
+               accounts: AccountsRepository | None = None) -> tuple[str, bool]:
+    """GET /api/log/self/export?start_timestamp=&end_timestamp=: the account's log entries of the
+    window (both ends required, at most `EXPORT_MAX_DAYS` apart; `type`, `model_name` and
+    `token_name` filter as in the log) as CSV, newest first, at most `EXPORT_MAX_ROWS` of them.
+    Answers the text and whether the window held more (the export is then its newest rows)."""
+    import csv
+    import io
+
+    accounts = accounts or AccountsRepository()
+    given = {k: v for k, v in (params or {}).items() if k not in ("p", "page_size", "cursor")}
+    query = LogQuery(given)
+    for name in ("start_timestamp", "end_timestamp"):
+        if getattr(query, name.split("_")[0]) is None:
+            raise InvalidRequest(f"{name}: required (unix seconds) for an export", param=name)
+    assert query.start is not None and query.end is not None
+    if query.end - query.start > EXPORT_MAX_DAYS * 86400:
+        raise InvalidRequest(f"end_timestamp: an export spans at most {EXPORT_MAX_DAYS} days; export in parts",
+                             param="end_timestamp")
+    names = _key_names(user_id, accounts)
+    key_ids = None
+    if query.token_name is not None:
+        key_ids = tuple(key_id for key_id, name in names.items() if name == query.token_name)
+    entries: list[dict[str, Any]] = []
+    more = False
+    if key_ids != ():
+        path, partition, filters, values = _access_path(user_id, query, key_ids)
+        filter_expression = " AND ".join(f"({f})" for f in filters) or None
+        aliases = {alias: name for alias, name in _FILTER_NAMES.items() if alias in (filter_expression or "")}
+        position: str | None = None
+        while len(entries) <= EXPORT_MAX_ROWS:
+            found, _, _, position = accounts.log_query(
+                user_id, path, partition, low=query.low, high=query.high, limit=EXPORT_MAX_ROWS + 1 - len(entries),
+                start_after=position, filter_expression=filter_expression, names=aliases, values=values)
+            entries.extend(found)
+            if position is None:
+                break
+        more = len(entries) > EXPORT_MAX_ROWS
+        entries = entries[:EXPORT_MAX_ROWS]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")  # RFC 4180
+    writer.writerow(EXPORT_COLUMNS)
+    for entry in entries:
+        item = _item(entry, names)
+        item["created_at"] = _at(item["created_at"]).strftime("%Y-%m-%dT%H:%M:%SZ")
+        item["usd"] = f"{item['quota'] / 500_000:.6f}"
+        writer.writerow([_cell(item.get(column, "")) for column in EXPORT_COLUMNS])
+    return out.getvalue(), more
+
+
+def _cell(value: Any) -> str:
+    """A CSV cell a spreadsheet shows as text: one starting with = + - @ (or a tab or return) is
+    quoted with a leading apostrophe, so a model or key name never runs as a formula (OWASP's
+    CSV injection advice)."""
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if text and text[0] in "=+-@\t\r" and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")

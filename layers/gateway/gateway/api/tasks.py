@@ -99,5 +99,5 @@ def _charged(task: Task) -> int | None:
     if task.billing == REFUNDED:
         return 0
     if task.billing == SETTLED and task.family in FAMILIES:
-        return settled_units(task)
+        return family_of(task.family).units_charged_after_ratio(task, settled_units(task))
     return None

@@ -439,7 +439,8 @@ def _prepare(operation: str, dialect: str, inbound: Inbound) -> _Prepared:
     principal = auth.authenticate(inbound.headers, inbound.query)
     call = parse_call(operation, dialect, inbound)
     principal.require_model(call.model)
-    price, channels = get_catalog().serving(call.model, call.protocols, prefer=_NATIVE[call.dialect])
+    price, channels = get_catalog().serving(call.model, call.protocols, prefer=_NATIVE[call.dialect],
+                                            group=principal.group)
     observability.set_model(call.model)  # a metric dimension only once the catalog knows the model
     hold = token_cost(price, input_tokens=call.input_tokens, output_tokens=call.worst_output_tokens)
     reservation = billing.reserve_request(principal, hold, model=call.model, route=call.route,

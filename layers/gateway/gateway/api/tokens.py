@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from gateway import groups
 from gateway.admission.limits import OPERATOR_LIMITS, Limits
 from gateway.errors import Conflict, InvalidRequest, NotFound
 from gateway.prices import usd_to_units
@@ -55,6 +56,7 @@ def token_view(record: dict[str, Any], now: int | None = None) -> dict[str, Any]
         "remain_quota": int(record.get("remain_quota") or 0), "unlimited_quota": bool(record.get("unlimited")),
         "used_quota": int(record.get("used_quota") or 0),
         "model_limits_enabled": bool(models), "model_limits": ",".join(models),
+        "group": record.get("group") or "",
         **Limits.of(record).view(),
         # The limits the operator set (the owner may lower each, never raise or clear one).
         "operator_limits": {name: value for name, value in Limits.operator_set(record).view().items() if value},
@@ -99,8 +101,9 @@ def create_token(user_id: int, body: NewToken, accounts: AccountsRepository | No
     unlimited = body.unlimited_quota if body.unlimited_quota is not None else body.remain_quota is None
     quota = None if unlimited else _quota(body.remain_quota or 0, user)
     models = _models(body, [])
+    group = groups.check_key_group(body.group, user)
     secret, record = accounts.create_key(user_id, name=body.name or "", quota=quota, expires_at=expires_at,
-                                         allowed_models=models or None, limits=limits.attributes())
+                                         allowed_models=models or None, limits=limits.attributes(), group=group)
     return _ok({**token_view(record), "key": secret})
 
 
@@ -120,6 +123,8 @@ def update_token(user_id: int, body: TokenUpdate, accounts: AccountsRepository |
         changes["remain_quota"] = _quota(body.remain_quota, user)
     if body.model_limits_enabled is not None or body.model_limits is not None:
         changes["allowed_models"] = _models(body, record.get("allowed_models") or []) or None
+    if body.group is not None:
+        changes["group"] = groups.check_key_group(body.group, user) or None
     limits = _limits(body, Limits.of(record), user)
     for field, rule in limits.loosening(Limits.operator_set(record)):
         raise InvalidRequest(f"{field}: {rule}", param=field, code="operator_limit")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import InvalidRequest, shown
+from gateway.groups import DEFAULT_RATIOS, parse_ratios
 from gateway.prices import UNITS_PER_USD
 from gateway.settings import get_settings
 
@@ -88,6 +89,11 @@ OPTIONS: dict[str, Option] = {
     # verification and password reset, per address and per email (new-api: 20 per 20 minutes).
     "CriticalRateLimitNum": Option("20", _int(1, 100_000), describe="sign-up, code and reset requests per window"),
     "CriticalRateLimitDurationSeconds": Option("1200", _int(1, 86_400), describe="that window, in seconds"),
+    # new-api's GroupRatio: every price of a user's group multiplied by its ratio (`gateway.groups`).
+    "GroupRatio": Option(DEFAULT_RATIOS, parse_ratios, describe="a JSON object of group name to price ratio"),
+    # Not a new-api option (its pricing page is public): whether GET /api/pricing answers anyone.
+    "PricingAnonymous": Option("true", _bool, public=True,
+                               describe="the pricing page answers anyone (else signed-in users)"),
 }
 
 
@@ -104,6 +110,10 @@ def parse_value(key: str, value: Any) -> tuple[str, Any]:
         text = repr(value) if isinstance(value, float) and not value.is_integer() else str(int(value))
     elif isinstance(value, str):
         text = value.strip()
+    elif isinstance(value, dict) and key == "GroupRatio":  # the object itself, as well as its JSON text
+        import json
+
+        text = json.dumps(value, separators=(",", ":"))
     else:
         raise InvalidRequest(f"value: {key} takes a string, a number or a boolean", param="value")
     try:
@@ -182,4 +192,5 @@ def status() -> dict[str, Any]:
         "display_in_currency": True,
         "stripe_unit_price": current("StripeUnitPrice"),
         "stripe_min_topup": current("StripeMinTopUp"),
+        "pricing_anonymous": current("PricingAnonymous"),
     }}

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from gateway.errors import NotFound, Unavailable, shown
@@ -59,6 +59,8 @@ class Channel:
     weight: int = 1
     #: Hosts the upstream may name in a polling URL of its own (`allows_poll_url`).
     poll_hosts: frozenset[str] = frozenset()
+    #: The user groups this channel serves (`gateway.groups`); empty: every group.
+    groups: frozenset[str] = frozenset()
     #: Which build of its protocol the upstream runs, where a protocol has several (imgtask:
     #: `basic`, the open-source midjourney-proxy, or `extended`, the default); None: the default.
     variant: str | None = None
@@ -67,6 +69,10 @@ class Channel:
 
     def serves(self, model: str) -> bool:
         return model in self.models or ANY_MODEL in self.models
+
+    def serves_group(self, group: str | None) -> bool:
+        """Whether a request of `group` may be routed here (None: any caller, the operator's views)."""
+        return group is None or not self.groups or group in self.groups
 
     def allows_poll_url(self, url: str) -> bool:
         """Whether the gateway may send this channel's key to `url`, a polling URL the upstream
@@ -102,10 +108,19 @@ def _check_variant(protocol: str, variant: str | None) -> None:
         raise ValueError(f"variant: only an imgtask channel has one, not a {protocol} channel")
 
 
+def _check_group(value: str) -> str:
+    """A name in a channel's `groups`, as `GroupRatio` takes names (`gateway.groups.valid_name`)."""
+    from gateway.groups import MAX_NAME, valid_name
+
+    if not valid_name(value):
+        raise ValueError(f"{value!r}: a group name has 1 to {MAX_NAME} printable characters, no spaces")
+    return value
+
+
 @functools.cache
 def _document_model():
     # pydantic only when a document is read (not on every cold start of every function)
-    from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+    from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
     from gateway.upstreams.vertex import valid_region
 
@@ -134,6 +149,8 @@ def _document_model():
         priority: int = 0
         weight: int = Field(1, ge=0)
         poll_hosts: list[str] = []
+        groups: list[Annotated[str, AfterValidator(_check_group)]] = []
+
         variant: Literal[VARIANTS] | None = None  # type: ignore[valid-type]
 
         @field_validator("poll_hosts")
@@ -254,7 +271,7 @@ class Catalog:
         return Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
                        models=frozenset(spec.models), model_map=dict(spec.model_map),
                        priority=spec.priority, weight=spec.weight, poll_hosts=frozenset(spec.poll_hosts),
-                       variant=spec.variant, vertex=site)
+                       groups=frozenset(spec.groups), variant=spec.variant, vertex=site)
 
     @classmethod
     def simulated(cls, simulator_url: str) -> Catalog:
@@ -269,10 +286,14 @@ class Catalog:
                             api_key=SIMULATOR_KEYS.get(p, "simulator"), models=frozenset({ANY_MODEL}),
                             poll_hosts=local) for p in PROTOCOLS], PriceTable())
 
-    def candidates(self, model: str, protocols: Iterable[str], prefer: str | None = None) -> list[Channel]:
-        """The channels to try for `model`, in order. `NotFound` names the model when none serves it."""
+    def candidates(self, model: str, protocols: Iterable[str], prefer: str | None = None, *,
+                   group: str | None = None) -> list[Channel]:
+        """The channels to try for `model`, in order, of those serving the caller's `group`.
+        `NotFound` names the model when none serves it (for that group: a channel of another
+        group is never tried, and a model only it serves does not exist for the caller)."""
         allowed = set(protocols)
-        serving = [c for c in self.channels if c.protocol in allowed and c.serves(model) and c.weight > 0]
+        serving = [c for c in self.channels
+                   if c.protocol in allowed and c.serves(model) and c.weight > 0 and c.serves_group(group)]
         if not serving:
             raise NotFound(f"model '{shown(model)}' is not served by any channel", param="model",
                            code="model_not_found")
@@ -289,18 +310,21 @@ class Catalog:
     def named(self, name: str) -> Channel | None:
         return next((c for c in self.channels if c.name == name), None)
 
-    def serving(self, model: str, protocols: Iterable[str], prefer: str | None = None) -> tuple[Price, list[Channel]]:
-        """The price and the channels to try for one billed request: a model no channel serves is a
-        404 naming it, then a model with no price is refused, never served for free."""
-        channels = self.candidates(model, protocols, prefer)
+    def serving(self, model: str, protocols: Iterable[str], prefer: str | None = None, *,
+                group: str | None = None) -> tuple[Price, list[Channel]]:
+        """The price and the channels to try for one billed request: a model no channel (of the
+        caller's group) serves is a 404 naming it, then a model with no price is refused, never
+        served for free. The price is before the group's ratio (`admission.billing` applies it)."""
+        channels = self.candidates(model, protocols, prefer, group=group)
         return self.prices.get(model), channels
 
-    def models(self, protocols: Iterable[str] | None = None) -> list[str]:
-        """Every model a channel names explicitly (a wildcard channel adds the priced ones)."""
+    def models(self, protocols: Iterable[str] | None = None, *, group: str | None = None) -> list[str]:
+        """Every model a channel (of `group`, None: any) names explicitly (a wildcard channel adds
+        the priced ones)."""
         allowed = set(protocols) if protocols is not None else set(PROTOCOLS)
         names: set[str] = set()
         for channel in self.channels:
-            if channel.protocol in allowed:
+            if channel.protocol in allowed and channel.serves_group(group):
                 names |= {m for m in channel.models if m != ANY_MODEL}
                 if ANY_MODEL in channel.models:
                     names |= set(self.prices.models())

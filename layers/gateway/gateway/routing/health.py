@@ -411,7 +411,8 @@ def channels_view(catalog: Any, store_items: Iterable[ChannelHealth]) -> list[di
     console's channels page show."""
     known = {h.name: h for h in store_items}
     rows = [{"name": c.name, "protocol": c.protocol, "base_url": c.base_url, "models": sorted(c.models),
-             "priority": c.priority, "weight": c.weight, **(known.get(c.name) or ChannelHealth(c.name)).view()}
+             "priority": c.priority, "weight": c.weight, "groups": sorted(getattr(c, "groups", ())),
+             **(known.get(c.name) or ChannelHealth(c.name)).view()}
             for c in catalog.channels]
     rows += [{"name": name, "configured": False, **known[name].view()}
              for name in sorted(known) if catalog.named(name) is None]

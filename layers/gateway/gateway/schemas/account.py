@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from gateway.schemas.tokens import LimitFields
 
@@ -75,6 +75,16 @@ class UserStatus(_Strict):
 
     status: Annotated[StrictInt, AfterValidator(_one_of((1, 2))),
                       Field(description="1 enabled, 2 disabled", json_schema_extra={"enum": [1, 2]})]
+
+
+class UserUpdate(_Strict):
+    """PUT /api/user/ (new-api's admin edit of a user, the fields this gateway lets an operator
+    change there): the user's group, priced by GroupRatio, and whether it may put any priced
+    group on its keys. An absent field keeps its value."""
+
+    id: Annotated[StrictInt, Field(ge=1, le=2**53)]
+    group: Annotated[StrictStr, Field(min_length=1, max_length=64, description="a group of GroupRatio")] | None = None
+    can_use_self_group: StrictBool | None = None
 
 
 class UserLimits(LimitFields):

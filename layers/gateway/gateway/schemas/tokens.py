@@ -39,6 +39,8 @@ class TokenFields(LimitFields):
     model_limits_enabled: StrictBool | None = None
     model_limits: Annotated[StrictStr, Field(max_length=10_000, description="comma-separated model ids")] | None \
         = None
+    group: Annotated[StrictStr, Field(max_length=64, description="the key's group: one of GET /api/user/self/groups; "
+                                                                "empty: the user's own group")] | None = None
 
 class NewToken(TokenFields):
     pass

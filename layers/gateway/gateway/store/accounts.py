@@ -151,7 +151,7 @@ def day_counters(*, key_id: str | None = None, model: str | None = None) -> tupl
 
 
 def day_total_updates(table: str, *, user_id: int, key_id: str, model: str, units: int,
-                      at: datetime) -> list[dict[str, Any]]:
+                      at: datetime, detail: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The transaction item that adds one closed request to its UTC day's totals: one item per
     user and day, counting units and requests for the user, per key and per model.
 
@@ -159,7 +159,8 @@ def day_total_updates(table: str, *, user_id: int, key_id: str, model: str, unit
     disagree; a usage read then costs the days it spans instead of every entry in them.
     """
     return [day_total_additions(table, user_id=user_id, day=at.astimezone(UTC).date(),
-                                counters=closed_request_counters(key_id=key_id, model=model, units=units))]
+                                counters=closed_request_counters(key_id=key_id, model=model, units=units,
+                                                                 detail=detail))]
 
 
 def quota_debit(table: str, user_id: int, units: int) -> dict[str, Any]:
@@ -170,11 +171,22 @@ def quota_debit(table: str, user_id: int, units: int) -> dict[str, Any]:
                        "ExpressionAttributeValues": to_values({":u": units, ":neg": -units, ":enabled": 1})}}
 
 
-def closed_request_counters(*, key_id: str, model: str, units: int) -> dict[str, int]:
+def closed_request_counters(*, key_id: str, model: str, units: int,
+                            detail: dict[str, Any] | None = None) -> dict[str, int]:
     """What one closed request adds to its day's counters: units and one request, for the user,
-    its key and its model."""
-    return {counter: int(units) if counter.endswith("units") else 1
-            for counter in (*day_counters(), *day_counters(key_id=key_id), *day_counters(model=model))}
+    its key and its model; and the model's input and output tokens its ledger detail counts
+    (`model:<name>:input_tokens`, `...:output_tokens`, only when there are some)."""
+    counters = {counter: int(units) if counter.endswith("units") else 1
+                for counter in (*day_counters(), *day_counters(key_id=key_id), *day_counters(model=model))}
+    for name in TOKEN_COUNTERS:
+        tokens = int((detail or {}).get(name) or 0)
+        if tokens > 0:
+            counters[f"model:{model}:{name}"] = tokens
+    return counters
+
+
+#: The ledger detail's token counts kept per model and day (`closed_request_counters`).
+TOKEN_COUNTERS = ("input_tokens", "output_tokens")
 
 
 def day_total_additions(table: str, *, user_id: int, day: date, counters: dict[str, int]) -> dict[str, Any]:
@@ -407,9 +419,10 @@ class AccountsRepository:
 
     def create_key(self, user_id: int, *, name: str, key: str | None = None, quota: int | None = None,
                    expires_at: int = 0, allowed_models: list[str] | None = None,
-                   limits: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+                   limits: dict[str, Any] | None = None, group: str = "") -> tuple[str, dict[str, Any]]:
         """Issues a key; returns the key (shown once) and its record. `quota` None is unlimited;
-        `limits` are its limit attributes (`admission.limits.Limits.attributes`)."""
+        `limits` are its limit attributes (`admission.limits.Limits.attributes`); `group` its own
+        group (empty: its user's, `gateway.groups`)."""
         if self.raw_user(user_id) is None:
             raise UserNotFound(user_id)
         secret = key or keys.new_key()
@@ -426,6 +439,7 @@ class AccountsRepository:
             "remain_quota": int(quota or 0), "used_quota": 0,
             "allowed_models": list(allowed_models) if allowed_models else None,
             "created_at": now, "last_used_at": 0, "key_hint": keys.hint(secret), **(limits or {}),
+            **({"group": group} if group else {}),
             "gsi1pk": f"{user_pk(user_id)}#KEYS", "gsi1sk": f"{now:012d}#{key_id}",
         }
         self._db.transact_write_items(TransactItems=[
@@ -520,6 +534,20 @@ class AccountsRepository:
             if is_condition_failure(exc):
                 raise (UserNotFound(user_id) if user_id is not None else KeyNotFound(key_id)) from None
             raise
+
+    def set_user_fields(self, user_id: int, changes: dict[str, Any]) -> dict[str, Any]:
+        """Sets attributes of an existing profile (the operator's `PUT /api/user/`); the profile after."""
+        expression, names, values = _assignments(changes)
+        try:
+            answer = self._db.update_item(
+                TableName=self.table, Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+                UpdateExpression=expression, ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames=names, ExpressionAttributeValues=to_values(values), ReturnValues="ALL_NEW")
+        except Exception as exc:
+            if is_condition_failure(exc):
+                raise UserNotFound(user_id) from None
+            raise
+        return from_item(answer["Attributes"])
 
     def revoke_key(self, key_id: str) -> None:
         self._db.update_item(

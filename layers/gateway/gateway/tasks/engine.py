@@ -94,7 +94,7 @@ def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) ->
         except UnsafeCallback as exc:
             raise InvalidRequest(f"{new.callback_field}: {exc}", param=new.callback_field) from None
     principal.require_model(new.model)
-    price, channels = get_catalog().serving(new.model, family.protocols)
+    price, channels = get_catalog().serving(new.model, family.protocols, group=principal.group)
     observability.set_model(new.model)  # a metric dimension only once the catalog knows the model
     channels = family.usable_channels(_pinned(channels, new), new)  # a 4xx here holds nothing
     claimed = _claim(parked) if parked is not None else None
@@ -154,7 +154,7 @@ def park(principal: Principal, new: NewTask, waiting_for: str) -> Task:
     holds, submits and opens it under the same id. The model must be usable already."""
     family = family_of(new.family)
     principal.require_model(new.model)
-    get_catalog().serving(new.model, family.protocols)
+    get_catalog().serving(new.model, family.protocols, group=principal.group)
     now = int(time.time())
     return tasks().put(Task(
         task_id=family.new_task_id(), owner_id=str(principal.user_id), family=new.family, model=new.model,

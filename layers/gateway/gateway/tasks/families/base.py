@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from gateway.prices import Price, unit_cost
+from gateway.prices import Price, unit_cost, with_ratio
 from gateway.store.tasks import Task
 from gateway.tasks.adapter import Accepted, Sender, TaskAdapter, TaskSnapshot, poll, submit
 from gateway.upstreams.errors import UpstreamError
@@ -127,13 +127,18 @@ class TaskFamily:
         """The price of what was delivered, never above the reservation: fewer results than
         asked cost proportionally less (a family without result links delivers all it asked).
         `price` is None when the model is no longer priced: the hold is the price."""
-        held = int(task.reservation["units"])
+        held = base_hold(task)
         quantities = Quantities.of(task.quantities)
         samples = max(quantities.samples, 1)
         delivered = min(len(task.result_urls) or samples, samples)
         if delivered == samples or price is None:
             return held
         return min(quantities.units(price, delivered), held)
+
+    def units_charged_after_ratio(self, task: Task, units: int) -> int:
+        """`units` (a price before the group ratio) as the task's caller pays it: the ratio its
+        hold was taken at (`prices.with_ratio`, as `billing.settle` applies it)."""
+        return with_ratio(units, task.reservation.get("group_ratio") or 1)
 
     def settlement_detail(self, task: Task) -> dict[str, Any]:
         return {self.result_noun: len(task.result_urls)}
@@ -202,3 +207,11 @@ def generic_result(task: Task) -> dict[str, Any]:
         "video_id": task.task_id, "task_status": GENERIC_TASK_STATUS[task.status],
         "message": task.error or "", "duration": str(task.duration or ""),
     }
+
+
+def base_hold(task: Task) -> int:
+    """A task's hold before its group ratio: what a price of what it delivered is capped at (the
+    settlement applies the ratio, `admission.billing.settle`)."""
+    reservation = task.reservation
+    base = reservation.get("base_units")
+    return int(base) if base is not None else int(reservation["units"])

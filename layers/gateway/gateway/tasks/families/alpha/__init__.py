@@ -18,7 +18,7 @@ from gateway.store.tasks import Task
 from gateway.tasks.adapter import Sender, TaskSnapshot, poll
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.alpha.adapter import STATUSES, AlphaAdapter
-from gateway.tasks.families.base import GENERIC_TASK_STATUS, TaskFamily
+from gateway.tasks.families.base import GENERIC_TASK_STATUS, TaskFamily, base_hold
 from gateway.upstreams.errors import UpstreamError
 
 #: The upstream's own words (the spec: "the complete value set"); a cancelled task did not succeed.
@@ -124,7 +124,7 @@ class AlphaFamily(TaskFamily):
         """The hold, less the share of the images an omni-image task did not deliver: from the
         task alone, so its answers and callbacks (the callback sender reads no price table) show
         exactly what the ledger settled."""
-        held = int(task.reservation["units"])
+        held = base_hold(task)
         if self.operation(task) == "motion-control":
             return self._reported_seconds_share(task, held)
         samples = max(int(task.quantities.get("samples", 1)), 1)
@@ -150,7 +150,7 @@ class AlphaFamily(TaskFamily):
         """What the task costs the caller so far: the hold while it runs, the settlement once it
         succeeded, nothing once it failed (the hold is refunded)."""
         if task.status == "succeeded":
-            return self.units_to_settle(task, None)
+            return self.units_charged_after_ratio(task, self.units_to_settle(task, None))
         if task.status in ("failed", "cancelled"):
             return 0
         return int(task.reservation.get("units", 0))

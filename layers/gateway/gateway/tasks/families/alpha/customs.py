@@ -66,7 +66,7 @@ def create(principal: Principal, kind: str, data: Any) -> dict[str, Any]:
 
     request = parse_model(CUSTOMS[kind], data)
     model = _model(principal, request.model_name, "model")
-    channels = get_catalog().candidates(model, ("alpha",))
+    channels = get_catalog().candidates(model, ("alpha",), group=principal.group)
     body = request.record()
     failures: list[UpstreamError] = []
     for channel in channels:

@@ -1,0 +1,122 @@
+// The Pricing page: every model the signed-in user may use with its prices after the user's group
+// ratio (GET /api/pricing); operators also edit the group ratios (PUT /api/option/ GroupRatio)
+// and move a user to a group (PUT /api/user/).
+import { useState } from "preact/hooks";
+import { call } from "./api.js";
+import { Field, FormError } from "./ui.jsx";
+import { useLoad } from "./user.jsx";
+
+const COLUMNS = [["input_per_million", "Input / 1M tokens"], ["output_per_million", "Output / 1M tokens"],
+  ["cached_input_per_million", "Cached input / 1M"], ["cache_write_per_million", "Cache write / 1M (5 min)"],
+  ["cache_write_1h_per_million", "Cache write / 1M (1 h)"], ["per_image", "Per image"], ["per_extra_megapixel", "Per extra megapixel"],
+  ["image_input_per_million", "Input images / 1M tokens"], ["per_second", "Per second"], ["per_call", "Per call"]];
+
+function money(value) {
+  if (value === undefined || value === null) return "—";
+  return `$${Number(value).toLocaleString("en-US", { maximumFractionDigits: 6 })}`;
+}
+
+export function Pricing({ me }) {
+  const [version, setVersion] = useState(0);
+  const { data, error } = useLoad(() => call("GET", "/api/pricing"), [version]);
+  const rows = (data && data.data) || [];
+  const shown = COLUMNS.filter(([name]) => rows.some((row) => row[name] !== undefined));
+  return (
+    <>
+      {error && <p class="error" role="alert">{error.message}</p>}
+      {data && (
+        <p>Your group: <strong>{data.group}</strong>, prices × {data.group_ratio} (USD).</p>
+      )}
+      <div class="table">
+        <table aria-label="Prices">
+          <thead><tr><th>Model</th><th>Kind</th>{shown.map(([, label]) => <th>{label}</th>)}</tr></thead>
+          <tbody>
+            {rows.map((row) => (
+              <tr><td>{row.model_name}</td><td>{row.kind}</td>{shown.map(([name]) => <td>{money(row[name])}</td>)}</tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {me.role >= 10 && <GroupRatios onDone={() => setVersion(version + 1)} />}
+      {me.role >= 10 && <MoveUser onDone={() => setVersion(version + 1)} />}
+    </>
+  );
+}
+
+function GroupRatios({ onDone }) {
+  const [version, setVersion] = useState(0);
+  const [error, setError] = useState(null);
+  const [saved, setSaved] = useState(false);
+  const { data } = useLoad(() => call("GET", "/api/option"), [version]);
+  const option = data && data.data.find((o) => o.key === "GroupRatio");
+  const ratios = option ? JSON.parse(option.value) : {};
+  async function submit(event) {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    const next = {};
+    for (const name of Object.keys(ratios)) {
+      if (!form.get(`remove:${name}`)) next[name] = Number(form.get(`ratio:${name}`));
+    }
+    const added = String(form.get("new_group") || "").trim();
+    if (added) next[added] = Number(form.get("new_ratio"));
+    setError(null);
+    setSaved(false);
+    try {
+      await call("PUT", "/api/option", { body: { key: "GroupRatio", value: JSON.stringify(next) } });
+      setSaved(true);
+      setVersion(version + 1);
+      onDone();
+    } catch (err) {
+      setError(err);
+    }
+  }
+  return (
+    <section aria-label="Group ratios">
+      <h2>Group ratios</h2>
+      <form onSubmit={submit} aria-label="Edit group ratios" key={option ? option.value : "none"}>
+        {Object.entries(ratios).map(([name, ratio]) => (
+          <div class="inline">
+            <Field label={`Ratio of ${name}`} name={`ratio:${name}`} type="number" step="any" min="0"
+              defaultValue={ratio} required />
+            <label><input type="checkbox" name={`remove:${name}`} /> Remove {name}</label>
+          </div>
+        ))}
+        <Field label="New group" name="new_group" />
+        <Field label="Its ratio" name="new_ratio" type="number" step="any" min="0" />
+        <FormError error={error} />
+        <button type="submit">Save group ratios</button>
+        {saved && <p role="status">Group ratios saved.</p>}
+      </form>
+    </section>
+  );
+}
+
+function MoveUser({ onDone }) {
+  const [error, setError] = useState(null);
+  const [moved, setMoved] = useState(null);
+  async function submit(event) {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    setError(null);
+    setMoved(null);
+    try {
+      const answer = await call("PUT", "/api/user", { body: { id: Number(form.get("id")), group: form.get("group") } });
+      setMoved(answer.data);
+      onDone();
+    } catch (err) {
+      setError(err);
+    }
+  }
+  return (
+    <section aria-label="Move a user">
+      <h2>Move a user to a group</h2>
+      <form class="inline" onSubmit={submit} aria-label="Move a user to a group">
+        <Field label="User id" name="id" type="number" min="1" required error={error} />
+        <Field label="Group" name="group" required error={error} />
+        <FormError error={error} fields={["id", "group"]} />
+        <button type="submit">Move user</button>
+      </form>
+      {moved && <p role="status">{moved.username} is now in {moved.group}.</p>}
+    </section>
+  );
+}
