@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.settings import get_settings
-from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
+from gateway.store.aws import client, from_item, is_condition_failure, query_all, to_item, to_values
 
 OPTION_PK = "OPTION"
 CODES_INDEX_PK = "REDEMPTIONS"
@@ -61,17 +61,9 @@ class CommerceRepository:
 
     def options(self) -> dict[str, str]:
         """Every option an operator has set (key -> text), in one strongly consistent Query."""
-        params: dict[str, Any] = {"TableName": self.table, "KeyConditionExpression": "pk = :pk",
-                                  "ExpressionAttributeValues": to_values({":pk": OPTION_PK}), "ConsistentRead": True}
-        found: dict[str, str] = {}
-        while True:
-            answer = self._db.query(**params)
-            for item in answer.get("Items", []):
-                record = from_item(item)
-                found[str(record["sk"])] = str(record.get("value", ""))
-            if "LastEvaluatedKey" not in answer:
-                return found
-            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        items = query_all({"TableName": self.table, "KeyConditionExpression": "pk = :pk",
+                           "ExpressionAttributeValues": to_values({":pk": OPTION_PK}), "ConsistentRead": True})
+        return {str(item["sk"]): str(item.get("value", "")) for item in items}
 
     def put_option(self, key: str, value: str, *, by: int, at: int) -> None:
         self._db.put_item(TableName=self.table, Item=to_item(

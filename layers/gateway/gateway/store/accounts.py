@@ -36,7 +36,7 @@ from typing import Any
 
 from gateway import keys
 from gateway.settings import get_settings
-from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
+from gateway.store.aws import client, from_item, is_condition_failure, query_all, to_item, to_values
 
 PROFILE = "PROFILE"
 
@@ -261,14 +261,7 @@ class AccountsRepository:
 
     def _query_all(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Every item of a Query, page after page."""
-        params = dict(params)
-        items: list[dict[str, Any]] = []
-        while True:
-            answer = self._db.query(**params)
-            items.extend(from_item(item) for item in answer.get("Items", []))
-            if "LastEvaluatedKey" not in answer:
-                return items
-            params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        return query_all(params)
 
     def _get(self, pk: str, sk: str, consistent: bool = False) -> dict[str, Any] | None:
         answer = self._db.get_item(TableName=self.table, Key=to_item({"pk": pk, "sk": sk}),

@@ -169,6 +169,18 @@ def is_condition_failure(exc: Exception) -> bool:
     return code in ("ConditionalCheckFailedException", "TransactionCanceledException")
 
 
+def query_all(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every item of a DynamoDB Query, page after page, as plain dicts."""
+    params = dict(params)
+    items: list[dict[str, Any]] = []
+    while True:
+        answer = client("dynamodb").query(**params)
+        items.extend(from_item(item) for item in answer.get("Items", []))
+        if "LastEvaluatedKey" not in answer:
+            return items
+        params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+
 def cancellation_reasons(exc: Exception) -> list[str]:
     """The codes of a cancelled transaction's items, in their order (empty for any other error)."""
     return [str(r.get("Code") or "") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
