@@ -15,7 +15,7 @@ import pytest
 
 from gateway.commerce import credits, options, redemption
 from gateway.commerce.store import CommerceRepository
-from gateway.schemas.commerce import CODE_USED, NewCodes, Redeem
+from gateway.schemas.commerce import CODE_USED, CodeUpdate, NewCodes, Redeem
 from tests.conftest import ROOT, api_event, load_function
 
 
@@ -126,10 +126,19 @@ def test_an_operator_makes_codes_in_bulk_and_lists_them_newest_first(commerce_fn
     assert status == 200
     items = listed["data"]["items"]
     assert [i["key"] for i in items] == keys[::-1][:2] and listed["data"]["has_more"] is True
+    assert listed["data"]["total"] == 3  # at least the codes read, and one more while more follow
     assert all(i["status"] == 1 and i["quota"] == 1_000_000 and i["used_user_id"] == 0 for i in items)
     _, second = call(commerce_fn, lambda_context, "GET", "/api/redemption", headers=OPERATOR,
                      query={"p": "2", "page_size": "2"})
     assert [i["key"] for i in second["data"]["items"]] == [keys[0]] and second["data"]["has_more"] is False
+    assert second["data"]["total"] == 3
+    # Pages reach back at most 1000 codes (p x page_size), as the request log's do.
+    status, _ = call(commerce_fn, lambda_context, "GET", "/api/redemption", headers=OPERATOR,
+                     query={"p": "10", "page_size": "100"})
+    assert status == 200
+    status, refused = call(commerce_fn, lambda_context, "GET", "/api/redemption", headers=OPERATOR,
+                           query={"p": "11", "page_size": "100"})
+    assert status == 400 and refused["message"].startswith("p:")
 
 
 @pytest.mark.parametrize(("body", "param"), [
@@ -239,21 +248,32 @@ def test_a_lost_answer_retried_never_credits_twice(people, accounts, monkeypatch
 
 
 def test_an_edit_between_the_read_and_the_claim_credits_the_new_value(people, accounts, monkeypatch):
+    """Two operator edits land between a read and its claim: the third read is claimed, at its value."""
     repo = CommerceRepository()
     (key,) = redemption.create(NewCodes(name="n", quota=300), 1, repo)["data"]
     real = repo.code
-    edited = []
+    edits = [500, 700]
 
     def read_then_edit(code, consistent=True):
         found = real(code, consistent)
-        if not edited:
-            edited.append(True)
-            repo.update_unused(code, {"quota": 500}, used=CODE_USED)
+        if edits:
+            repo.update_unused(code, {"quota": edits.pop(0)}, used=CODE_USED)
         return found
 
     monkeypatch.setattr(repo, "code", read_then_edit)
-    assert redemption.redeem(people["ann"], Redeem(key=key), repo)["data"] == 500
-    assert quota(accounts, people["ann"]) == 500
+    assert redemption.redeem(people["ann"], Redeem(key=key), repo)["data"] == 700
+    assert quota(accounts, people["ann"]) == 700
+
+
+def test_an_edit_may_not_set_an_expiry_that_is_not_in_the_future(people):
+    repo = CommerceRepository()
+    (key,) = redemption.create(NewCodes(name="n", quota=300), 1, repo)["data"]
+    code_id = int(repo.code(key)["id"])
+    request = CodeUpdate.model_validate_json(  # as the route reads it: an expiry of exactly now
+        json.dumps({"id": code_id, "name": "n", "quota": 300, "expired_time": 2_000_000_000}))
+    with pytest.raises(Exception, match="expired_time: must be 0"):
+        redemption.update(request, repo, now=2_000_000_000)
+    assert repo.code(key)["expired_time"] == 0
 
 
 def test_two_hundred_parallel_redemptions_of_one_code_credit_once(people, accounts):

@@ -62,7 +62,8 @@ class CommerceRepository:
     def options(self) -> dict[str, str]:
         """Every option an operator has set (key -> text), in one strongly consistent Query."""
         items = query_all({"TableName": self.table, "KeyConditionExpression": "pk = :pk",
-                           "ExpressionAttributeValues": to_values({":pk": OPTION_PK}), "ConsistentRead": True})
+                           "ExpressionAttributeValues": to_values({":pk": OPTION_PK}), "ConsistentRead": True},
+                          self._db)
         return {str(item["sk"]): str(item.get("value", "")) for item in items}
 
     def put_option(self, key: str, value: str, *, by: int, at: int) -> None:

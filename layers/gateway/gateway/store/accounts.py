@@ -261,7 +261,7 @@ class AccountsRepository:
 
     def _query_all(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Every item of a Query, page after page."""
-        return query_all(params)
+        return query_all(params, self._db)
 
     def _get(self, pk: str, sk: str, consistent: bool = False) -> dict[str, Any] | None:
         answer = self._db.get_item(TableName=self.table, Key=to_item({"pk": pk, "sk": sk}),

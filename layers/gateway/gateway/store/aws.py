@@ -169,12 +169,14 @@ def is_condition_failure(exc: Exception) -> bool:
     return code in ("ConditionalCheckFailedException", "TransactionCanceledException")
 
 
-def query_all(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every item of a DynamoDB Query, page after page, as plain dicts."""
+def query_all(params: dict[str, Any], db: Any = None) -> list[dict[str, Any]]:
+    """Every item of a DynamoDB Query, page after page, as plain dicts (through `db`, a repository's
+    own client, when given)."""
+    db = db or client("dynamodb")
     params = dict(params)
     items: list[dict[str, Any]] = []
     while True:
-        answer = client("dynamodb").query(**params)
+        answer = db.query(**params)
         items.extend(from_item(item) for item in answer.get("Items", []))
         if "LastEvaluatedKey" not in answer:
             return items
