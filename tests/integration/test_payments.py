@@ -313,3 +313,26 @@ def test_deployed_the_keys_come_from_one_secret_and_the_previous_webhook_secret_
     finally:
         use_environment(GATEWAY_STRIPE_SECRET_ID=None)
         signing_keys.forget()
+
+
+def test_users_see_their_orders_and_operators_everyones_newest_first_page_by_page(payments_on, payer, accounts,
+                                                                                    commerce_fn):
+    first, second, third = (start(payer, accounts, amount=n) for n in (1, 2, 3))
+    pay(payments_on, second["session_id"])
+
+    def page(path, who, p):
+        answer = commerce_fn.lambda_handler(api_event("GET", path, headers=who, query={"p": str(p), "page_size": "1"}),
+                                            LambdaContext())
+        return answer["statusCode"], json.loads(answer["body"])
+
+    ann = {"Authorization": "Bearer ann-access-token", "X-Api-User": str(payer)}
+    operator = {"Authorization": "Bearer demo-access-token", "X-Api-User": "1"}
+    seen = []
+    for p in (1, 2, 3):
+        status, body = page("/api/user/topup/self", ann, p)
+        assert status == 200 and body["data"]["has_more"] is (p < 3)
+        seen += [(o["trade_no"], o["status"]) for o in body["data"]["items"]]
+    assert seen == [(third["trade_no"], "pending"), (second["trade_no"], "success"), (first["trade_no"], "pending")]
+    status, body = page("/api/user/topup", operator, 2)
+    assert status == 200 and [o["trade_no"] for o in body["data"]["items"]] == [second["trade_no"]]
+    assert page("/api/user/topup", ann, 1)[0] == 403  # everyone's orders are the operators' alone
