@@ -291,10 +291,10 @@ def test_an_operator_prices_a_group_and_its_user_sees_and_pays_half_then_exports
         export.get_by_role("button", name="Export CSV").click()
     text = open(download.value.path(), encoding="utf-8").read()
     lines = text.splitlines()
-    assert len(lines) == 2, text  # the header and ann's one request
-    header, newest = lines
-    assert header.startswith("created_at,request_id") and ",half,0.5," in newest
-    ann.get_by_role("status").filter(has_text="1 requests exported").wait_for()
+    header, newest = lines[0], lines[1]  # newest first: her request in the new group
+    assert header.startswith("created_at,request_id") and ",pricing,half,0.5," in newest, text
+    assert sum(",half," in line for line in lines[1:]) == 1, text  # her earlier requests: the old group
+    ann.get_by_role("status").filter(has_text=f"{len(lines) - 1} requests exported").wait_for()
     assert fits(ann, PHONE)
 
 

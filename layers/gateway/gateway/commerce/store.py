@@ -2,7 +2,7 @@
 
 | item | pk | sk |
 |---|---|---|
-| a site option (`options`) | `OPTION` | `<new-api option key>` (`value`: its text) |
+| the site options (`options`) | `OPTION` | `SITE` (`o:<new-api option key>`: its text, one attribute each) |
 | an id counter | `COUNTER` | `REDEMPTION` |
 | a redemption code (`redemption`) | `REDEEM#<code>` | `REDEEM` (gsi1: `REDEMPTIONS` / `<id, 12 digits>`) |
 | a code's id pointer | `REDEMPTIONID#<id>` | `REDEMPTIONID` (`key`: the code) |
@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.settings import get_settings
-from gateway.store.aws import client, from_item, is_condition_failure, query_all, to_item, to_values
+from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 
-OPTION_PK = "OPTION"
+OPTIONS_KEY = {"pk": "OPTION", "sk": "SITE"}
 CODES_INDEX_PK = "REDEMPTIONS"
 
 
@@ -60,15 +60,18 @@ class CommerceRepository:
     # Options ----------------------------------------------------------------------------------
 
     def options(self) -> dict[str, str]:
-        """Every option an operator has set (key -> text), in one strongly consistent Query."""
-        items = query_all({"TableName": self.table, "KeyConditionExpression": "pk = :pk",
-                           "ExpressionAttributeValues": to_values({":pk": OPTION_PK}), "ConsistentRead": True},
-                          self._db)
-        return {str(item["sk"]): str(item.get("value", "")) for item in items}
+        """Every option an operator has set (key -> text): one strongly consistent GetItem, so every
+        function that reads an option (a group's ratio at admission) needs GetItem only."""
+        item = from_item(self._db.get_item(TableName=self.table, Key=to_item(OPTIONS_KEY),
+                                           ConsistentRead=True).get("Item")) or {}
+        return {name[2:]: str(value) for name, value in item.items() if name.startswith("o:")}
 
     def put_option(self, key: str, value: str, *, by: int, at: int) -> None:
-        self._db.put_item(TableName=self.table, Item=to_item(
-            {"pk": OPTION_PK, "sk": key, "value": value, "updated_by": int(by), "updated_at": int(at)}))
+        """One option's text; the others are untouched (an attribute each, set alone)."""
+        self._db.update_item(TableName=self.table, Key=to_item(OPTIONS_KEY),
+                             UpdateExpression="SET #o = :v, updated_by = :by, updated_at = :at",
+                             ExpressionAttributeNames={"#o": f"o:{key}"},
+                             ExpressionAttributeValues=to_values({":v": value, ":by": int(by), ":at": int(at)}))
 
     # Ids ----------------------------------------------------------------------------------------
 
