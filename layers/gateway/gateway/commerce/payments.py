@@ -115,7 +115,7 @@ def start(user_id: int, user: Mapping[str, Any], amount: int, payment_method: st
     if int(user.get("quota") or 0) + units > MAX_QUOTA_UNITS:
         raise InvalidRequest("amount: the account would hold more quota than one account may", param="amount")
     # Newest first in the lists: a fixed-width nanosecond time orders the orders of one second too.
-    trade_no = f"ord_{time.time_ns():019d}_{secrets.token_hex(6)}"
+    trade_no = f"ord_{time.time_ns():016x}{secrets.token_hex(3)}"
     order = {"trade_no": trade_no, "user_id": user_id, "amount": amount, "money_cents": cents, "currency": "usd",
              "units": units, "topup_ratio": ratio, "status": PENDING, "payment_method": "stripe",
              "created_at": now, "paid_at": 0, "session_id": ""}
