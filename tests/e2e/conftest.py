@@ -94,7 +94,9 @@ class LocalGateway:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
             try:
-                self.process.wait(timeout=20)
+                # A hang guard, not a clock: the runner's own shutdown may take its serving processes'
+                # 20 s, its loops' 5 s each and the emulator's save (up to 60 s) on a loaded machine.
+                self.process.wait(timeout=150)
             except subprocess.TimeoutExpired:  # pragma: no cover
                 self.process.kill()
                 self.process.wait()
