@@ -58,10 +58,12 @@ def test_a_generation_slower_than_the_old_26_s_budget_is_kept_alive_then_served_
         chunks = list(answer.iter_raw())
         status, content_type = answer.status_code, answer.headers["content-type"]
     data = b"".join(chunks)
-    # Then the answer was committed as a 200 JSON answer, kept alive with spaces each on its own
-    # (27 s / 5 s: five of them), then the body, which a JSON parser reads past the spaces
+    # Then the answer was committed as a 200 JSON answer (at 5 s) and kept alive with a space
+    # every 5 s, each on its own (four in 27 s; a loaded machine may send one fewer), then the
+    # body, which a JSON parser reads past the spaces
+    spaces = len(data) - len(data.lstrip(b" "))
     assert status == 200 and content_type == "application/json"
-    assert chunks[:5] == [b" "] * 5 and data.lstrip(b" ").startswith(b"{")
+    assert spaces >= 3 and chunks[:spaces] == [b" "] * spaces and data[spaces:].startswith(b"{")
     result = json.loads(data)
     assert len(result["data"]) == 2 and all(base64.b64decode(item["b64_json"]) for item in result["data"])
     # And it was billed once, for the two images the upstream made
