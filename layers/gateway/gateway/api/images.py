@@ -204,7 +204,7 @@ def _check_response_size(result: dict[str, Any], urls_possible: bool) -> None:
 # written), bounded like text's settlements.
 _WORKERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="images")
 Parse = Callable[[Inbound], Any]
-Serve = Callable[[Principal, Any, str], dict[str, Any]]
+Serve = Callable[..., dict[str, Any]]  # generate or edit: (principal, request, request_id, *, time_left)
 
 
 async def generations(inbound: Inbound) -> Any:
@@ -224,13 +224,14 @@ async def edits(inbound: Inbound) -> Any:
 async def _submitted(inbound: Inbound, route: str, parse: Parse, serve: Serve) -> Any:
     """The answer, kept alive past the keep-alive interval; the work is never abandoned."""
     loop = asyncio.get_running_loop()
-    working = loop.run_in_executor(_WORKERS, _run, inbound, route, parse, serve)
+    working = loop.run_in_executor(_WORKERS, _run, inbound, route, parse, serve, time.monotonic())
+    # A keep-alive interval of 0 (never) leaves the answer uncommitted for the function's whole time.
     return await patiently(working, route=route, request_id=inbound.request_id,
                            interval=get_settings().buffered_keepalive_seconds or FUNCTION_TIMEOUT_SECONDS,
                            stoppable=False)
 
 
-def _run(inbound: Inbound, route: str, parse: Parse, serve: Serve) -> SettledAnswer:
+def _run(inbound: Inbound, route: str, parse: Parse, serve: Serve, arrived: float) -> SettledAnswer:
     """One submit, as the buffered function answered it: the key, the body's size and rules, then
     the answer made once per `Idempotency-Key` and body (a retry within 24 h gets the first answer,
     `Idempotent-Replayed: true`, and is billed once)."""
@@ -241,7 +242,11 @@ def _run(inbound: Inbound, route: str, parse: Parse, serve: Serve) -> SettledAns
     body = idempotency.comparable_body(inbound.body, inbound.headers) if key is not None else b""
 
     def run() -> tuple[int, Any]:
-        return 200, serve(principal, request, inbound.request_id)
+        # The function's time counts from the request's arrival (a wait for a worker included), so
+        # the run ends, and its Idempotency-Key record is written, before the function's 900 s:
+        # a claim left pending is freed only after that (`idempotency._PENDING_SECONDS`).
+        time_left = FUNCTION_TIMEOUT_SECONDS - (time.monotonic() - arrived)
+        return 200, serve(principal, request, inbound.request_id, time_left=time_left)
 
     status, payload, replayed = idempotency.run_once(principal, f"POST {route}", key, body, run)
     return SettledAnswer(payload, status, {"Idempotent-Replayed": "true"} if replayed else None)
