@@ -133,7 +133,7 @@ validate: $(SAM_VENV)/bin/sam
 checkov: $(CHECKOV_VENV)/bin/checkov
 	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml
 
-## sam build (the layer and the text function install their hashed lock files, requirements.txt),
+## sam build (the layer and the streaming functions install their hashed lock files, requirements.txt),
 ## then every module of the build compiled to bytecode: Lambda's /opt and /var/task are read-only,
 ## so a module without its .pyc is compiled again at every cold start. unchecked-hash: the .pyc is
 ## used without comparing the source's time stamp (a zip does not keep it exactly).
@@ -142,7 +142,7 @@ build: $(SAM_VENV)/bin/sam
 	$(PYTHON) -m compileall -q -j 0 --invalidation-mode unchecked-hash .aws-sam/build
 
 ## The lock files the build and CI install from: exact versions with the hashes of every file of
-## each (layers/gateway and functions/text: for Lambda's arm64 Python 3.13; requirements-dev.txt:
+## each (layers/gateway, functions/text and functions/images: for Lambda's arm64 Python 3.13; requirements-dev.txt:
 ## the development and CI machine's x86_64), resolved by uv from requirements.in and pyproject.toml.
 ## Run it after changing a dependency; a version already locked stays unless it no longer fits.
 UV_COMPILE = $(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.13 --annotation-style line \
@@ -151,6 +151,7 @@ lock: $(BIN)/.installed
 	$(BIN)/pip install $(PIP_QUIET) uv
 	$(UV_COMPILE) --python-platform aarch64-manylinux_2_28 layers/gateway/requirements.in -o layers/gateway/requirements.txt
 	$(UV_COMPILE) --python-platform aarch64-manylinux_2_28 functions/text/requirements.in -o functions/text/requirements.txt
+	$(UV_COMPILE) --python-platform aarch64-manylinux_2_28 functions/images/requirements.in -o functions/images/requirements.txt
 	$(UV_COMPILE) --python-platform x86_64-manylinux_2_28 pyproject.toml --extra dev -o requirements-dev.txt
 
 ## Each function's cold start: a fresh interpreter importing the function as built (its locked

@@ -2,7 +2,7 @@
 
 `make bench-cold` (or: .venv/bin/python bench/cold_start.py [RUNS]). The build is made here the
 way `make build` makes it, for this machine's platform (the real build's arm64 wheels would not
-load here): the layer's and the text function's hashed lock files installed into
+load here): the layer's and the streaming functions' (text, images) hashed lock files installed into
 bench/.work/cold, the layer package and each function's folder copied beside them, everything
 compiled by `compileall --invalidation-mode unchecked-hash` as `make build` does. Each function
 is then imported by `RUNS` fresh interpreters with /var/task (the function) and /opt/python (the
@@ -12,8 +12,9 @@ cold start compiled every module), and the text function's import profile (`pyth
 importtime`) is summarised by top-level package.
 
 What is measured is the import (the handler module and everything it initialises at import): the
-interpreter's own start (about 15-25 ms here) and Lambda's sandbox set-up are not in it. For the
-text function it is what run.sh starts: uvicorn's command line, the app, uvloop and httptools.
+interpreter's own start (about 15-25 ms here) and Lambda's sandbox set-up are not in it. For a
+streaming function (text, images) it is what run.sh starts: uvicorn's command line, the app,
+uvloop and httptools.
 
 The machine is shared (up to 8 sessions on 2 cores): figures vary by tens of percent from run to
 run. Goal: at most 300 ms per function here.
@@ -57,9 +58,9 @@ aws_ms = (time.perf_counter() - started) * 1000
 print(json.dumps({{"ms": elapsed * 1000, "aws_ms": aws_ms,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
-# What the text function's run.sh imports: uvicorn's command line, the app, and the event loop
+# What a streaming function's run.sh imports: uvicorn's command line, the app, and the event loop
 # and HTTP parser uvicorn picks when they are installed.
-TEXT_MODULES = ["uvicorn.main", "app", "uvloop", "httptools"]
+STREAMING_MODULES = ["uvicorn.main", "app", "uvloop", "httptools"]
 
 
 def functions() -> list[tuple[str, Path]]:
@@ -142,7 +143,7 @@ def _environment(bytecode: bool) -> dict[str, str]:
 
 
 def measure(name: str, task: Path, runs: int, bytecode: bool) -> tuple[float, float, float]:
-    modules = TEXT_MODULES if name == "text" else ["app"]
+    modules = STREAMING_MODULES if (task / "run.sh").exists() else ["app"]
     code = CHILD.format(task=str(task), layer=str(LAYER), runtime=str(RUNTIME), modules=modules)
     samples = []
     for _ in range(runs):
@@ -158,7 +159,7 @@ def import_profile(task: Path, top: int = 14) -> list[tuple[str, float]]:
     """`python -X importtime` of the text function, self time summed per top-level package (ms)."""
     code = (f"import sys; sys.path[:0] = [{str(task)!r}, {str(LAYER)!r}]; sys.path.append({str(RUNTIME)!r})\n"
             + "\n".join(
-        f"import {m}" for m in TEXT_MODULES))
+        f"import {m}" for m in STREAMING_MODULES))
     done = subprocess.run([sys.executable, "-S", "-X", "importtime", "-c", code], env=_environment(True), cwd=task,
                           capture_output=True, text=True, check=True)
     by_package: dict[str, float] = defaultdict(float)

@@ -12,7 +12,7 @@ module. The runner does the same inside one process:
 - buffered functions run in worker threads. Powertools keeps the current event and context on
   its `BaseRouter` class, shared by every resolver of the process; `isolate_router_state` makes
   those two attributes per thread, so a request only ever sees its own event;
-- the streaming text function (an ASGI app under the Lambda Web Adapter) gets the same pool of
+- the streaming functions (text, images: ASGI apps under the Lambda Web Adapter) get the same pool of
   separately loaded apps, each serving one request at a time on the runner's event loop: the
   same one-request-per-environment rule as deployed, where the adapter hands an environment
   one invocation at a time.

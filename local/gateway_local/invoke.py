@@ -9,8 +9,8 @@ runner's own settings (simulators, task pacing, link secret). The sample events 
 placeholder key: the key in their `Authorization`, `x-api-key`, `x-goog-api-key` or `x-key`
 header is replaced by `KEY` when it is set, else by the running gateway's demo key.
 
-The streaming text function (an ASGI app behind the Lambda Web Adapter) gets the event as the
-adapter would give it, an HTTP request; its answer is printed in the proxy shape once it ends.
+A streaming function (text, images: an ASGI app behind the Lambda Web Adapter) gets the event as
+the adapter would give it, an HTTP request; its answer is printed in the proxy shape once it ends.
 """
 
 from __future__ import annotations

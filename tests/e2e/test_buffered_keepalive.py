@@ -73,3 +73,17 @@ def test_a_client_that_leaves_a_kept_alive_answer_is_billed_what_the_upstream_ch
                 break
             time.sleep(0.05)
         assert usage_cents(http) == pytest.approx(before + 2 * whole)
+
+
+def test_a_slow_image_generation_through_make_run_is_kept_alive_and_parsed_by_the_sdk(slow_gateway):
+    # The images function streams under `make run` as deployed: a generation that takes 1.5 s is
+    # committed and kept alive with spaces (0.3 s here), and the openai SDK reads the images after them
+    body = {"model": "theta-3", "prompt": "a lighthouse #delay=1.5", "response_format": "b64_json"}
+    with httpx.stream("POST", f"{slow_gateway}/v1/images/generations", json=body, headers=AUTH,
+                      timeout=30) as answer:
+        chunks = list(answer.iter_raw())
+        assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+    assert chunks[0] == b" " and b"".join(chunks).lstrip(b" ").startswith(b"{")
+    with openai.OpenAI(api_key=DEMO_KEY, base_url=f"{slow_gateway}/v1", max_retries=0, timeout=30) as oa:
+        result = oa.images.generate(**body)
+    assert len(result.data) == 1 and result.data[0].b64_json

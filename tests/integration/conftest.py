@@ -52,6 +52,13 @@ def images_fn(aws):
     return load_function("images")
 
 
+@pytest.fixture(scope="module")
+def images(images_fn):
+    """The streaming images function served by uvicorn (as the Lambda Web Adapter runs it): its URL."""
+    with serve_asgi(images_fn.app) as url:
+        yield url
+
+
 @pytest.fixture
 def simulated(upstream, store):
     """Every model routes to the simulator, as under the local runner."""

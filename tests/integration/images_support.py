@@ -4,6 +4,7 @@ too much or too late, each counting its calls in `hits`."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections import Counter
 
@@ -32,9 +33,21 @@ async def _stingy_generation(request: Request):
     return JSONResponse({**answer, "data": answer["data"][:1]})
 
 
+# An image whose base64 makes an answer over Lambda's 6 MB buffered limit (about 7 MB).
+HUGE_IMAGE = bytes(range(256)) * (5_300_000 // 256)
+
+
 async def _huge_generation(request: Request):
     hits["huge"] += 1
-    return JSONResponse({"created": 1, "data": [{"b64_json": "A" * (7 * 1024 * 1024)}]})
+    return JSONResponse({"created": 1, "data": [{"b64_json": base64.b64encode(HUGE_IMAGE).decode()}]})
+
+
+async def _slow_failure(request: Request):
+    """Fails (503) after a second: an error that comes after a kept-alive answer was committed."""
+    hits["slow-down"] += 1
+    await asyncio.sleep(1.0)
+    return JSONResponse({"error": {"message": "upstream overloaded", "type": "server_error", "param": None,
+                                   "code": None}}, status_code=503)
 
 
 async def _slow_generation(request: Request):
@@ -57,4 +70,5 @@ UPSTREAMS = Starlette(routes=[
     Mount("/stingy", routes=[Route("/v1/images/generations", _stingy_generation, methods=["POST"])]),
     Mount("/huge", routes=[Route("/v1/images/generations", _huge_generation, methods=["POST"])]),
     Mount("/slow", routes=[Route("/v1/images/generations", _slow_generation, methods=["POST"])]),
+    Mount("/slow-down", routes=[Route("/v1/images/generations", _slow_failure, methods=["POST"])]),
 ])

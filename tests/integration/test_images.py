@@ -1,4 +1,5 @@
-"""The images routes: the real handler in-process, the emulator, upstreams over HTTP on 127.0.0.1.
+"""The images routes: the real streaming function (its ASGI app served by uvicorn, as the Lambda
+Web Adapter runs it), the emulator, upstreams over HTTP on 127.0.0.1.
 
 The images simulator is mounted at /chat as the chat-protocol simulator mounts it, so that
 `GATEWAY_SIMULATOR_URL=<server>` routes every model to it. Beside it, small stand-in upstreams
@@ -8,6 +9,7 @@ of the failover tests.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import socket
@@ -15,8 +17,10 @@ import socket
 import httpx
 import pytest
 
+from gateway.api import images as images_api
 from gateway.multipart import MAX_REQUEST_BYTES
-from tests.conftest import EVENTS, api_event, use_environment
+from gateway_local.invoke import _invoke_asgi
+from tests.conftest import EVENTS, use_environment
 from tests.imagefiles import BMP, JPEG, PNG, TIFF_LE, WEBP, decode_png, multipart
 from tests.integration.images_support import hits
 from tests.integration.money_support import put_in_group
@@ -48,27 +52,27 @@ def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def generate(fn, ctx, body, key):
+def generate(url, body, key):
     payload = body if isinstance(body, str) else json.dumps(body)
-    answer = fn.lambda_handler(api_event("POST", "/v1/images/generations", body=payload, headers=auth(key)), ctx)
-    return answer["statusCode"], json.loads(answer["body"]), answer
+    answer = httpx.post(f"{url}/v1/images/generations", content=payload, timeout=60,
+                        headers={**auth(key), "Content-Type": "application/json"})
+    return answer.status_code, answer.json(), answer
 
 
-def edit_raw(fn, ctx, body: bytes, content_type: str, key, *, encode=True):
-    event = api_event("POST", "/v1/images/edits", body=base64.b64encode(body).decode() if encode else body.decode(),
-                      headers={**auth(key), "Content-Type": content_type}, base64=encode)
-    answer = fn.lambda_handler(event, ctx)
-    return answer["statusCode"], json.loads(answer["body"])
+def edit_raw(url, body: bytes, content_type: str, key):
+    answer = httpx.post(f"{url}/v1/images/edits", content=body, timeout=60,
+                        headers={**auth(key), "Content-Type": content_type})
+    return answer.status_code, answer.json()
 
 
-def edit(fn, ctx, fields, key, image=("photo.png", PNG, "image/png"), files=None):
+def edit(url, fields, key, image=("photo.png", PNG, "image/png"), files=None):
     files = files if files is not None else {"image": image}
     if files:
         body, content_type = multipart(fields, files)
     else:  # httpx sends a form without files urlencoded; this one must still be multipart
         body = _form([f'Content-Disposition: form-data; name="{k}"\r\n\r\n{v}'.encode() for k, v in fields.items()])
         content_type = "multipart/form-data; boundary=b0undary"
-    return edit_raw(fn, ctx, body, content_type, key)
+    return edit_raw(url, body, content_type, key)
 
 
 def balance(accounts, user_id=1):
@@ -127,9 +131,9 @@ GENERATION_RULES = [
 
 @pytest.mark.parametrize("body,field", GENERATION_RULES, ids=[f"{f}-{i}" for i, (_, f) in enumerate(GENERATION_RULES)])
 def test_a_generation_breaking_a_rule_is_a_400_naming_the_field_and_costs_nothing(
-        images_fn, simulated, demo, accounts, lambda_context, body, field):
+        images, simulated, demo, accounts, body, field):
     before = balance(accounts)
-    status, answer, _ = generate(images_fn, lambda_context, body, demo["key"])
+    status, answer, _ = generate(images, body, demo["key"])
     assert status == 400
     assert_chat_error(answer, "invalid_request_error")
     assert answer["error"]["message"].startswith(f"{field}: ") and answer["error"]["param"] == field
@@ -139,10 +143,9 @@ def test_a_generation_breaking_a_rule_is_a_400_naming_the_field_and_costs_nothin
 @pytest.mark.parametrize("body,needle", [
     ("not json", "not valid JSON"), ("", "required"), ('["iota-image-1"]', "JSON object"), ("null", "JSON object"),
 ])
-def test_a_generation_body_that_is_not_a_json_object_is_a_400(images_fn, simulated, demo, accounts, lambda_context,
-                                                              body, needle):
+def test_a_generation_body_that_is_not_a_json_object_is_a_400(images, simulated, demo, accounts, body, needle):
     before = balance(accounts)
-    status, answer, _ = generate(images_fn, lambda_context, body, demo["key"])
+    status, answer, _ = generate(images, body, demo["key"])
     assert status == 400 and needle in answer["error"]["message"]
     assert balance(accounts) == before
 
@@ -175,9 +178,9 @@ EDIT_RULES = [
 
 @pytest.mark.parametrize("fields,files,field", EDIT_RULES, ids=[f"{f}-{i}" for i, (_, _, f) in enumerate(EDIT_RULES)])
 def test_an_edit_breaking_a_rule_is_a_400_naming_the_field_and_costs_nothing(
-        images_fn, simulated, demo, accounts, lambda_context, fields, files, field):
+        images, simulated, demo, accounts, fields, files, field):
     before = balance(accounts)
-    status, answer = edit(images_fn, lambda_context, fields, demo["key"], files=files)
+    status, answer = edit(images, fields, demo["key"], files=files)
     assert status == 400
     assert_chat_error(answer, "invalid_request_error")
     assert answer["error"]["message"].startswith(f"{field}: ") and answer["error"]["param"] == field
@@ -204,28 +207,20 @@ IMAGE_PART = b'Content-Disposition: form-data; name="image"; filename="a.png"\r\
     (_form([MODEL_PART, PROMPT_PART, PROMPT_PART, IMAGE_PART]), "multipart/form-data; boundary=b0undary",
      "prompt: is sent more than once"),
 ])
-def test_a_malformed_multipart_body_is_a_400_that_says_what_is_wrong(images_fn, simulated, demo, accounts,
-                                                                     lambda_context, body, content_type, needle):
+def test_a_malformed_multipart_body_is_a_400_that_says_what_is_wrong(images, simulated, demo, accounts,
+                                                                     body, content_type, needle):
     before = balance(accounts)
-    status, answer = edit_raw(images_fn, lambda_context, body, content_type, demo["key"])
+    status, answer = edit_raw(images, body, content_type, demo["key"])
     assert status == 400 and needle in answer["error"]["message"]
     assert_chat_error(answer, "invalid_request_error")
     assert balance(accounts) == before
 
 
-def test_a_body_marked_base64_that_is_not_is_a_400(images_fn, simulated, demo, accounts, lambda_context):
-    event = api_event("POST", "/v1/images/edits", body="%%% not base64 %%%", base64=True,
-                      headers={**auth(demo["key"]), "Content-Type": "multipart/form-data; boundary=b0undary"})
-    answer = images_fn.lambda_handler(event, lambda_context)
-    assert answer["statusCode"] == 400 and "base64" in json.loads(answer["body"])["error"]["message"]
-
-
-def test_an_upload_over_the_lambda_limit_is_a_413_that_states_the_limit(images_fn, simulated, demo, accounts,
-                                                                        lambda_context):
+def test_an_upload_over_the_lambda_limit_is_a_413_that_states_the_limit(images, simulated, demo, accounts):
     # Given an edit whose image makes the body just over what a Lambda event can carry
     big = PNG + b"\x00" * (MAX_REQUEST_BYTES - len(PNG))
     before = balance(accounts)
-    status, answer = edit(images_fn, lambda_context, GOOD_EDIT, demo["key"], image=("big.png", big, "image/png"))
+    status, answer = edit(images, GOOD_EDIT, demo["key"], image=("big.png", big, "image/png"))
     # Then it is a 413 in the chat envelope naming the limit, and nothing is charged
     assert status == 413
     assert_chat_error(answer, "invalid_request_error")
@@ -236,13 +231,11 @@ def test_an_upload_over_the_lambda_limit_is_a_413_that_states_the_limit(images_f
 
 # --- success: decodable images, and the quota and ledger move by exactly price x n ---------------
 
-def test_an_iota_generation_answers_pngs_and_usage_and_charges_price_times_n(images_fn, simulated, demo, accounts,
-                                                                             lambda_context):
+def test_an_iota_generation_answers_pngs_and_usage_and_charges_price_times_n(images, simulated, demo, accounts):
     quota, used, count, _ = balance(accounts)
-    status, answer, raw = generate(images_fn, lambda_context,
-                                   {"model": "iota-image-1", "prompt": "a red fox", "n": 3, "quality": "low"},
+    status, answer, raw = generate(images, {"model": "iota-image-1", "prompt": "a red fox", "n": 3, "quality": "low"},
                                    demo["key"])
-    assert status == 200 and raw["multiValueHeaders"]["Content-Type"] == ["application/json"]
+    assert status == 200 and raw.headers["content-type"] == "application/json"
     assert isinstance(answer["created"], int) and len(answer["data"]) == 3
     assert all(set(item) == {"b64_json"} for item in answer["data"])
     assert all(decode_png(p) == (64, 64) for p in pictures(answer))
@@ -252,27 +245,27 @@ def test_an_iota_generation_answers_pngs_and_usage_and_charges_price_times_n(ima
 
 
 def test_an_iota_generation_with_response_format_b64_json_is_answered_without_relaying_the_field(
-        images_fn, simulated, demo, accounts, lambda_context):
+        images, simulated, demo, accounts):
     # The simulator refuses the field as gpt-image does (400 "Unknown parameter: 'response_format'");
     # the gateway takes b64_json (the only answer an iota model gives) and does not relay it.
     quota = balance(accounts)[0]
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox",
+    status, answer, _ = generate(images, {"model": "iota-image-1", "prompt": "a fox",
                                                              "response_format": "b64_json"}, demo["key"])
     assert status == 200, answer
     assert set(answer["data"][0]) == {"b64_json"}
     assert balance(accounts)[0] == quota - UNITS_PER_IMAGE["iota-image-1"]
 
 
-def test_a_mini_model_is_charged_its_own_price(images_fn, simulated, demo, accounts, lambda_context):
+def test_a_mini_model_is_charged_its_own_price(images, simulated, demo, accounts):
     quota = balance(accounts)[0]
-    status, _, _ = generate(images_fn, lambda_context, {"model": "iota-image-1-mini", "prompt": "a fox", "n": 2},
+    status, _, _ = generate(images, {"model": "iota-image-1-mini", "prompt": "a fox", "n": 2},
                             demo["key"])
     assert status == 200 and balance(accounts)[0] == quota - 2 * UNITS_PER_IMAGE["iota-image-1-mini"]
 
 
-def test_a_theta_generation_answers_a_url_that_serves_the_png(images_fn, simulated, demo, accounts, lambda_context):
+def test_a_theta_generation_answers_a_url_that_serves_the_png(images, simulated, demo, accounts):
     quota = balance(accounts)[0]
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a lighthouse"},
+    status, answer, _ = generate(images, {"model": "theta-3", "prompt": "a lighthouse"},
                                  demo["key"])
     assert status == 200 and len(answer["data"]) == 1
     item = answer["data"][0]
@@ -284,9 +277,8 @@ def test_a_theta_generation_answers_a_url_that_serves_the_png(images_fn, simulat
     assert balance(accounts)[0] == quota - UNITS_PER_IMAGE["theta-3"]
 
 
-def test_a_theta_generation_as_b64_json(images_fn, simulated, demo, accounts, lambda_context):
-    status, answer, _ = generate(images_fn, lambda_context,
-                                 {"model": "theta-3", "prompt": "a lighthouse", "response_format": "b64_json",
+def test_a_theta_generation_as_b64_json(images, simulated, demo, accounts):
+    status, answer, _ = generate(images, {"model": "theta-3", "prompt": "a lighthouse", "response_format": "b64_json",
                                   "n": None, "size": "1792x1024", "quality": "hd", "style": "natural"},
                                  demo["key"])
     assert status == 200 and set(answer["data"][0]) == {"b64_json", "revised_prompt"}
@@ -300,10 +292,9 @@ def test_a_theta_generation_as_b64_json(images_fn, simulated, demo, accounts, la
     ("misnamed.txt", PNG, "text/plain"),  # recognised from its bytes, not its name or declared type
 ])
 def test_an_edit_of_every_accepted_format_answers_pngs_and_n_multiplies_the_charge(
-        images_fn, simulated, demo, accounts, lambda_context, name, data, content_type):
+        images, simulated, demo, accounts, name, data, content_type):
     quota, used, count, _ = balance(accounts)
-    status, answer = edit(images_fn, lambda_context,
-                          {**GOOD_EDIT, "n": "3", "response_format": "b64_json", "seed": "7",
+    status, answer = edit(images, {**GOOD_EDIT, "n": "3", "response_format": "b64_json", "seed": "7",
                            "negative_prompt": "blur"}, demo["key"], image=(name, data, content_type))
     assert status == 200 and len(answer["data"]) == 3
     assert all(decode_png(p) == (64, 64) for p in pictures(answer))
@@ -312,68 +303,57 @@ def test_an_edit_of_every_accepted_format_answers_pngs_and_n_multiplies_the_char
     assert balance(accounts) == (quota - cost, used + cost, count + 1, [("eta-image-edit", cost, cost, "settled")])
 
 
-def test_an_edit_answers_a_url_by_default(images_fn, simulated, demo, accounts, lambda_context):
-    status, answer = edit(images_fn, lambda_context, GOOD_EDIT, demo["key"])
+def test_an_edit_answers_a_url_by_default(images, simulated, demo, accounts):
+    status, answer = edit(images, GOOD_EDIT, demo["key"])
     assert status == 200 and set(answer["data"][0]) == {"url"}
     assert decode_png(httpx.get(answer["data"][0]["url"]).content) == (64, 64)
     assert balance(accounts)[3] == [("eta-image-edit", 15_000, 15_000, "settled")]
 
 
-def test_the_sample_events_are_served(images_fn, simulated, demo, accounts, lambda_context):
-    # The samples of events/ carry the demo key, as `sam local invoke -e` would send them.
+def test_the_sample_events_are_served(images_fn, simulated, demo, accounts):
+    # The samples of events/ carry the demo key, as `sam local invoke -e` would send them; the
+    # app gets them as the Lambda Web Adapter hands an event over (`make invoke` does the same).
     for name, cost in (("images_generation.json", 2 * UNITS_PER_IMAGE["iota-image-1"]),
                        ("images_edit.json", 2 * UNITS_PER_IMAGE["eta-image-edit"])):
         quota = balance(accounts)[0]
-        answer = images_fn.lambda_handler(json.loads((EVENTS / name).read_text()), lambda_context)
+        answer = asyncio.run(_invoke_asgi(images_fn.app, json.loads((EVENTS / name).read_text())))
         assert answer["statusCode"] == 200, answer["body"]
         body = json.loads(answer["body"])
         assert len(body["data"]) == 2 and balance(accounts)[0] == quota - cost
-
-
-def test_a_replayed_event_is_not_served_again(images_fn, simulated, demo, accounts, lambda_context):
-    # Given an event already served (reservations are keyed by API Gateway's request id)
-    event = json.loads((EVENTS / "images_generation.json").read_text())
-    assert images_fn.lambda_handler(event, lambda_context)["statusCode"] == 200
-    before = balance(accounts)
-    # When the very same event comes again, Then it is a 409 and nothing moves
-    answer = images_fn.lambda_handler(event, lambda_context)
-    assert answer["statusCode"] == 409 and json.loads(answer["body"])["error"]["code"] == "duplicate_request"
-    assert balance(accounts) == before
 
 
 # --- upstream failures: a full refund, and an answer in the chat envelope ------------------------
 
 @pytest.mark.parametrize("fault,status,kind", [(500, 502, "upstream_error"), (503, 502, "upstream_error"),
                                                (429, 429, "rate_limit_error")])
-def test_an_upstream_failure_is_refunded_exactly(images_fn, simulated, demo, accounts, lambda_context,
-                                                 fault, status, kind):
+def test_an_upstream_failure_is_refunded_exactly(images, simulated, demo, accounts, fault, status, kind):
     quota, used, count, _ = balance(accounts)
-    answered, answer, raw = generate(images_fn, lambda_context,
-                                     {"model": "iota-image-1", "prompt": f"a fox #fault={fault}", "n": 4}, demo["key"])
+    answered, answer, raw = generate(images, {"model": "iota-image-1", "prompt": f"a fox #fault={fault}", "n": 4},
+                                     demo["key"])
     assert answered == status
     assert_chat_error(answer, kind)
     assert f"simulated {'rate limit' if fault == 429 else f'failure {fault}'}" in answer["error"]["message"]
     if fault == 429:
-        assert raw["multiValueHeaders"]["Retry-After"] == ["1"]
+        assert raw.headers["retry-after"] == "1"
     # Then the quota is back to the unit, and the ledger shows the request refunded
     assert balance(accounts) == (quota, used, count, [("iota-image-1", 0, 80_000, "refunded")])
 
 
-def test_an_edit_failure_is_refunded_exactly(images_fn, simulated, demo, accounts, lambda_context):
+def test_an_edit_failure_is_refunded_exactly(images, simulated, demo, accounts):
     quota, used, count, _ = balance(accounts)
-    status, answer = edit(images_fn, lambda_context, {**GOOD_EDIT, "prompt": "hat #fault=500", "n": "2"}, demo["key"])
+    status, answer = edit(images, {**GOOD_EDIT, "prompt": "hat #fault=500", "n": "2"}, demo["key"])
     assert status == 502
     assert_chat_error(answer, "upstream_error")
     assert balance(accounts) == (quota, used, count, [("eta-image-edit", 0, 30_000, "refunded")])
 
 
 def test_an_upstream_4xx_is_relayed_with_its_message_refunded_and_not_retried(
-        images_fn, channels_document, upstream, demo, accounts, lambda_context):
+        images, channels_document, upstream, demo, accounts):
     # Given a channel that refuses the prompt, and a working one behind it
     channels_document({"name": "strict", "base_url": f"{upstream}/refuses", "models": ["theta-3"]},
                       {"name": "spare", "base_url": f"{upstream}/counted", "models": ["theta-3"]})
     quota = balance(accounts)[0]
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
+    status, answer, _ = generate(images, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
     # Then its status and message come back, the spare is never asked, and nothing is charged
     assert status == 400 and "refused by the safety system" in answer["error"]["message"]
     assert_chat_error(answer, "invalid_request_error")
@@ -382,21 +362,21 @@ def test_an_upstream_4xx_is_relayed_with_its_message_refunded_and_not_retried(
 
 
 def test_an_upstream_refusing_the_channel_key_is_not_blamed_on_the_client_key(
-        images_fn, channels_document, upstream, demo, accounts, lambda_context):
+        images, channels_document, upstream, demo, accounts):
     channels_document({"name": "stale", "base_url": f"{upstream}/wrong-key", "models": ["theta-3"]})
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
+    status, answer, _ = generate(images, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
     assert status == 502 and "not a problem with your key" in answer["error"]["message"]
     assert balance(accounts)[3] == [("theta-3", 0, 20_000, "refunded")]
 
 
 def test_failover_skips_a_dead_and_a_failing_channel_and_bills_once(
-        images_fn, channels_document, upstream, closed_port, demo, accounts, lambda_context):
+        images, channels_document, upstream, closed_port, demo, accounts):
     # Given a channel on a closed port, then one that answers 503, then a working one
     channels_document({"name": "dead", "base_url": f"http://127.0.0.1:{closed_port}/chat", "models": ["*"]},
                       {"name": "down", "base_url": f"{upstream}/down", "models": ["iota-image-1"]},
                       {"name": "good", "base_url": f"{upstream}/counted", "models": ["iota-image-1"]})
     quota, used, count, _ = balance(accounts)
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox", "n": 2},
+    status, answer, _ = generate(images, {"model": "iota-image-1", "prompt": "a fox", "n": 2},
                                  demo["key"])
     # Then the third answers, each was tried once, and the request is billed once
     assert status == 200 and len(pictures(answer)) == 2
@@ -409,22 +389,21 @@ def test_failover_skips_a_dead_and_a_failing_channel_and_bills_once(
 
 
 def test_when_every_channel_fails_the_request_is_refunded_and_answered_502(
-        images_fn, channels_document, upstream, closed_port, demo, accounts, lambda_context):
+        images, channels_document, upstream, closed_port, demo, accounts):
     channels_document({"name": "dead", "base_url": f"http://127.0.0.1:{closed_port}", "models": ["theta-3"]},
                       {"name": "down", "base_url": f"{upstream}/down", "models": ["theta-3"]})
     quota = balance(accounts)[0]
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
+    status, answer, _ = generate(images, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
     assert status == 502
     assert_chat_error(answer, "upstream_error")
     assert "2 upstream attempts failed" in answer["error"]["message"] and "overloaded" in answer["error"]["message"]
     assert balance(accounts)[0] == quota and balance(accounts)[3] == [("theta-3", 0, 20_000, "refunded")]
 
 
-def test_fewer_images_than_asked_are_charged_as_returned(images_fn, channels_document, upstream, demo, accounts,
-                                                         lambda_context):
+def test_fewer_images_than_asked_are_charged_as_returned(images, channels_document, upstream, demo, accounts):
     channels_document({"name": "stingy", "base_url": f"{upstream}/stingy", "models": ["iota-image-1"]})
     quota, used, count, _ = balance(accounts)
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox", "n": 4},
+    status, answer, _ = generate(images, {"model": "iota-image-1", "prompt": "a fox", "n": 4},
                                  demo["key"])
     assert status == 200 and len(answer["data"]) == 1
     # Then four images were held and one is charged
@@ -432,14 +411,14 @@ def test_fewer_images_than_asked_are_charged_as_returned(images_fn, channels_doc
                                  [("iota-image-1", 20_000, 80_000, "settled")])
 
 
-def test_a_half_price_group_halves_the_hold_and_the_charge_of_fewer_images(images_fn, channels_document, upstream,
-                                                                         demo, accounts, lambda_context):
+def test_a_half_price_group_halves_the_hold_and_the_charge_of_fewer_images(images, channels_document, upstream,
+                                                                         demo, accounts):
     # Given the demo user in a group priced at 0.5
     put_in_group(accounts, 1, "half", {"default": 1, "half": 0.5})
     channels_document({"name": "stingy", "base_url": f"{upstream}/stingy", "models": ["iota-image-1"]})
     quota, used, count, _ = balance(accounts)
     # When four images are asked for and one comes back
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox", "n": 4},
+    status, answer, _ = generate(images, {"model": "iota-image-1", "prompt": "a fox", "n": 4},
                                  demo["key"])
     assert status == 200 and len(answer["data"]) == 1
     # Then half of four images was held and half of one is charged, the base prices in the entry
@@ -449,95 +428,69 @@ def test_a_half_price_group_halves_the_hold_and_the_charge_of_fewer_images(image
     assert (entry["group_ratio"], entry["base_units"], entry["reserved_base_units"]) == ("0.5", 20_000, 80_000)
 
 
-def test_an_answer_too_large_for_lambda_is_refunded_with_advice(images_fn, channels_document, upstream, demo,
-                                                                accounts, lambda_context):
-    channels_document({"name": "huge", "base_url": f"{upstream}/huge", "models": ["theta-3"]})
-    quota = balance(accounts)[0]
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
-    assert status == 502 and answer["error"]["code"] == "response_too_large"
-    assert "response_format=url" in answer["error"]["message"]
-    assert balance(accounts)[0] == quota
-
-
-class ShortLambdaContext:
-    """A function with `seconds` left, as the last seconds of a 29 s invocation look."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.function_name, self.memory_limit_in_mb = "test-function", 512
-        self.invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:test-function"
-        self.aws_request_id = "c6af9ac6-7b61-11e6-9a41-93e812345678"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return int(self.seconds * 1000)
-
-
-def test_an_upstream_slower_than_the_time_left_is_a_504_and_refunded(images_fn, channels_document, upstream, demo,
-                                                                      accounts, lambda_context):
-    # Given 3.5 s left in the invocation (1.5 s for the upstream), and an upstream that needs 2.5 s
+def test_an_upstream_slower_than_the_time_budget_is_a_504_and_refunded(images, channels_document, upstream, demo,
+                                                                       accounts, monkeypatch):
+    # Given 1.5 s of budget for the upstream (15 minutes less the reserve, deployed), and an
+    # upstream that needs 2.5 s
+    monkeypatch.setattr(images_api, "TIME_BUDGET_SECONDS", 1.5)
     channels_document({"name": "slow", "base_url": f"{upstream}/slow", "models": ["theta-3"]})
     quota = balance(accounts)[0]
-    status, answer, _ = generate(images_fn, ShortLambdaContext(3.5), {"model": "theta-3", "prompt": "a fox"},
-                                 demo["key"])
+    status, answer, _ = generate(images, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
     assert status == 504 and "timed out" in answer["error"]["message"]
     assert_chat_error(answer, "upstream_error")
     assert balance(accounts)[0] == quota and balance(accounts)[3] == [("theta-3", 0, 20_000, "refunded")]
 
 
-def test_with_no_time_left_no_upstream_is_tried(images_fn, channels_document, upstream, demo, accounts,
-                                                lambda_context):
+def test_with_no_time_left_no_upstream_is_tried(images, channels_document, upstream, demo, accounts, monkeypatch):
+    monkeypatch.setattr(images_api, "TIME_BUDGET_SECONDS", 0.5)
     channels_document({"name": "slow", "base_url": f"{upstream}/slow", "models": ["theta-3"]})
-    status, answer, _ = generate(images_fn, ShortLambdaContext(2.5), {"model": "theta-3", "prompt": "a fox"},
-                                 demo["key"])
+    status, answer, _ = generate(images, {"model": "theta-3", "prompt": "a fox"}, demo["key"])
     assert status == 504 and hits["slow"] == 0
     assert balance(accounts)[3] == [("theta-3", 0, 20_000, "refunded")]
 
 
 # --- who may use what ----------------------------------------------------------------------------
 
-def test_an_unpriced_model_is_refused_before_anything_is_held(images_fn, simulated, demo, accounts, lambda_context):
+def test_an_unpriced_model_is_refused_before_anything_is_held(images, simulated, demo, accounts):
     # Given the simulator would serve any model, but iota-image-9 has no price
     before = balance(accounts)
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-9", "prompt": "a fox"}, demo["key"])
+    status, answer, _ = generate(images, {"model": "iota-image-9", "prompt": "a fox"}, demo["key"])
     assert status == 400 and answer["error"]["code"] == "model_not_priced" and answer["error"]["param"] == "model"
     assert balance(accounts) == before
 
 
-def test_a_model_no_channel_serves_is_404(images_fn, channels_document, upstream, demo, accounts, lambda_context):
+def test_a_model_no_channel_serves_is_404(images, channels_document, upstream, demo, accounts):
     channels_document({"name": "theta-only", "base_url": f"{upstream}/chat", "models": ["theta-3"]})
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox"}, demo["key"])
+    status, answer, _ = generate(images, {"model": "iota-image-1", "prompt": "a fox"}, demo["key"])
     assert status == 404 and answer["error"]["code"] == "model_not_found"
     assert balance(accounts)[3] == []
 
 
-def test_an_allowlisted_key_may_use_only_its_models(images_fn, simulated, demo, accounts, lambda_context):
+def test_an_allowlisted_key_may_use_only_its_models(images, simulated, demo, accounts):
     # Given a key limited to theta-3 and 50000 units
     key, record = accounts.create_key(1, name="theta-only", quota=50_000, allowed_models=["theta-3"])
     before = balance(accounts)
-    status, answer, _ = generate(images_fn, lambda_context, {"model": "iota-image-1", "prompt": "a fox"}, key)
+    status, answer, _ = generate(images, {"model": "iota-image-1", "prompt": "a fox"}, key)
     assert status == 404 and answer["error"]["code"] == "model_not_found"
-    status, answer = edit(images_fn, lambda_context, GOOD_EDIT, key)
+    status, answer = edit(images, GOOD_EDIT, key)
     assert status == 404 and answer["error"]["param"] == "model"
     assert balance(accounts) == before
     # When it uses its own model, Then both the user's and the key's quota move by the price
-    status, _, _ = generate(images_fn, lambda_context, {"model": "theta-3", "prompt": "a fox"}, key)
+    status, _, _ = generate(images, {"model": "theta-3", "prompt": "a fox"}, key)
     assert status == 200
     assert balance(accounts)[0] == before[0] - 20_000
     assert accounts.get_key(record["pk"].removeprefix("KEY#"))["remain_quota"] == 30_000
 
 
-def test_a_key_without_enough_quota_is_refused_before_the_upstream(images_fn, simulated, demo, accounts,
-                                                                   lambda_context):
+def test_a_key_without_enough_quota_is_refused_before_the_upstream(images, simulated, demo, accounts):
     key, _ = accounts.create_key(1, name="small", quota=30_000)
-    status, answer, _ = generate(images_fn, lambda_context,
-                                 {"model": "iota-image-1", "prompt": "a fox", "n": 2}, key)
+    status, answer, _ = generate(images, {"model": "iota-image-1", "prompt": "a fox", "n": 2}, key)
     assert status == 403 and answer["error"]["code"] == "insufficient_quota"
     assert balance(accounts)[3] == []
 
 
-def test_no_key_is_a_401_in_the_chat_envelope(images_fn, simulated, lambda_context):
-    event = api_event("POST", "/v1/images/generations", body='{"model": "theta-3", "prompt": "x"}')
-    answer = images_fn.lambda_handler(event, lambda_context)
-    assert answer["statusCode"] == 401
-    assert_chat_error(json.loads(answer["body"]), "authentication_error")
+def test_no_key_is_a_401_in_the_chat_envelope(images, simulated):
+    answer = httpx.post(f"{images}/v1/images/generations", content='{"model": "theta-3", "prompt": "x"}')
+    assert answer.status_code == 401
+    assert_chat_error(answer.json(), "authentication_error")
 

@@ -1,9 +1,8 @@
-"""iota image edits: the official `openai` SDK against the real images handler in-process.
+"""iota image edits: the official `openai` SDK against the real streaming images function over HTTP.
 
-The SDK's requests go through an httpx transport that turns each one into the API Gateway event
-the handler gets deployed (multipart base64-encoded, as a binary media type), so the SDK's own
-multipart shapes (`image`, `image[]`, `mask`) meet the gateway's parser and rules; behind the
-handler, the emulator and the images simulator over HTTP on 127.0.0.1.
+The SDK's own multipart shapes (`image`, `image[]`, `mask`) meet the gateway's parser and rules
+as deployed (the app served by uvicorn, as the Lambda Web Adapter runs it); behind it, the
+emulator and the images simulator over HTTP on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -11,43 +10,21 @@ from __future__ import annotations
 import base64
 import json
 
-import httpx
 import openai
 import pytest
 
 from gateway.api.images import IMAGE_TOKENS_HELD_PER_INPUT
 from gateway.prices import SHIPPED, unit_cost
 from gateway_local.simulators.images import IMAGE_TOKENS_PER_INPUT
-from tests.conftest import api_event
 from tests.imagefiles import JPEG, PNG, decode_png, jpeg_of, mask_png, multipart
 from tests.integration.test_images import balance, edit, edit_raw
 
 PRICE = SHIPPED["iota-image-1"]
 
 
-class LambdaTransport(httpx.BaseTransport):
-    """httpx requests as API Gateway REST proxy events for one function's handler."""
-
-    def __init__(self, fn, context):
-        self.fn, self.context = fn, context
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        body = request.read()
-        # Header names as API Gateway passes them on (Content-Type, not content-type).
-        headers = {"-".join(part.capitalize() for part in k.split("-")): v for k, v in request.headers.items()}
-        path = request.url.path
-        event = api_event(request.method, path, body=base64.b64encode(body).decode(), headers=headers, base64=True)
-        answer = self.fn.lambda_handler(event, self.context)
-        return httpx.Response(answer["statusCode"], headers=answer.get("headers") or {},
-                              content=answer["body"].encode())
-
-
 @pytest.fixture
-def sdk(images_fn, simulated, demo, lambda_context):
-    http = httpx.Client(transport=LambdaTransport(images_fn, lambda_context), base_url="http://gateway")
-    client = openai.OpenAI(api_key=demo["key"], base_url="http://gateway/v1", http_client=http, max_retries=0)
-    yield client
-    http.close()
+def sdk(images, simulated, demo):
+    return openai.OpenAI(api_key=demo["key"], base_url=f"{images}/v1", max_retries=0)
 
 
 def charge(*, images: int, inputs: int) -> int:
@@ -87,12 +64,11 @@ def test_two_images_and_a_mask_through_the_sdk_answer_n_images_of_the_asked_size
     assert reserved == unit_cost(PRICE, images=2, image_input_tokens=3 * IMAGE_TOKENS_HELD_PER_INPUT)
 
 
-def test_repeated_image_fields_are_read_as_several_images(images_fn, simulated, demo, accounts,
-                                                          lambda_context):
+def test_repeated_image_fields_are_read_as_several_images(images, simulated, demo, accounts):
     body, content_type = multipart({"model": "iota-image-1", "prompt": "merge them"},
                                    [("image", ("a.png", PNG, "image/png")),
                                     ("image", ("b.jpg", jpeg_of(8, 8), "image/jpeg"))])
-    status, answer = edit_raw(images_fn, lambda_context, body, content_type, demo["key"])
+    status, answer = edit_raw(images, body, content_type, demo["key"])
     assert status == 200 and answer["usage"]["input_tokens_details"]["image_tokens"] == 2 * IMAGE_TOKENS_PER_INPUT
 
 
@@ -138,12 +114,12 @@ IOTA_RULES = [
 
 @pytest.mark.parametrize("fields,files,field", IOTA_RULES, ids=[f"{f}-{i}" for i, (_, _, f) in enumerate(IOTA_RULES)])
 def test_an_iota_edit_breaking_a_rule_is_a_400_naming_the_field_and_holds_nothing(
-        images_fn, simulated, demo, accounts, lambda_context, fields, files, field):
+        images, simulated, demo, accounts, fields, files, field):
     before = balance(accounts)
     form = {"model": "iota-image-1", "prompt": "edit it", **fields}
     if "prompt" in dict(files):
         del form["prompt"]
-    status, answer = edit(images_fn, lambda_context, form, demo["key"], files=files or {})
+    status, answer = edit(images, form, demo["key"], files=files or {})
     assert status == 400, answer
     assert answer["error"]["param"] == field and answer["error"]["message"].startswith(field)
     assert balance(accounts) == before

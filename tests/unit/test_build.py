@@ -6,7 +6,8 @@ import pytest
 
 from tests.conftest import ROOT
 
-LOCKS = ["layers/gateway/requirements.txt", "functions/text/requirements.txt", "requirements-dev.txt"]
+LOCKS = ["layers/gateway/requirements.txt", "functions/text/requirements.txt", "functions/images/requirements.txt",
+         "requirements-dev.txt"]
 
 
 @pytest.mark.parametrize("lock", LOCKS)
@@ -26,5 +27,11 @@ def test_the_build_installs_the_locks_and_compiles_everything_to_bytecode():
     assert "compileall" in build and "--invalidation-mode unchecked-hash .aws-sam/build" in build
     # SAM's python builder installs each CodeUri's requirements.txt: the hashed locks themselves
     assert (ROOT / "layers/gateway/requirements.in").exists() and (ROOT / "functions/text/requirements.in").exists()
+    # the streaming functions (run.sh) ship the same starlette and uvicorn, locked the same
+    for streaming in ("text", "images"):
+        assert (ROOT / "functions" / streaming / "run.sh").exists()
+        assert (ROOT / "functions" / streaming / "requirements.in").read_text() == \
+            (ROOT / "functions/text/requirements.in").read_text()
+        assert f"functions/{streaming}/requirements.in -o functions/{streaming}/requirements.txt" in makefile
     installed = makefile.split("$(BIN)/.installed:", 1)[1].split("\n\n", 1)[0]
     assert "--require-hashes -r requirements-dev.txt" in installed and "--no-deps -e ." in installed

@@ -41,6 +41,9 @@ def test_background_functions_have_reserved_concurrency_and_text_is_bounded(reso
         assert functions[name]["Properties"]["ReservedConcurrentExecutions"], name
     bounded = functions["TextFunction"]["Properties"]
     assert bounded["ReservedConcurrentExecutions"] == {"Ref": "TextConcurrency"}
+    # images hold an instance up to 15 minutes too (a slow generation): bounded the same way
+    images = functions["ImagesFunction"]["Properties"]
+    assert images["ReservedConcurrentExecutions"] == {"Ref": "ImagesConcurrency"}
     # the optional parts translate too
     assert "WebAcl" in translate({"WafRateLimit": "2000", "AlarmEmail": "ops@example.com"})["Resources"]
 
@@ -194,6 +197,7 @@ def test_the_account_function_reads_the_channel_names_never_their_keys(resources
 
 def test_the_adapter_layer_follows_the_region_and_every_part_is_built_for_arm64(resources):
     layers = resources["TextFunction"]["Properties"]["Layers"]
+    assert resources["ImagesFunction"]["Properties"]["Layers"] == layers  # the other streaming function
     chosen = next(layer for layer in layers if isinstance(layer, dict) and "Fn::If" in layer)
     text = str(chosen)
     assert "${AWS::Region}" in text and "LambdaAdapterLayerArm64" in text and "X86" not in text

@@ -60,5 +60,11 @@ def test_the_images_function_serves_both_routes_on_the_gateway_api(resources):
     routes = {(e["Properties"]["Path"], e["Properties"]["Method"]) for e in function["Events"].values()}
     assert routes == {("/v1/images/generations", "post"), ("/v1/images/edits", "post")}
     assert all(e["Properties"]["RestApiId"] == {"Ref": "GatewayApi"} for e in function["Events"].values())
-    assert function["CodeUri"] == "functions/images" and function["Timeout"] == 29
+    # Streamed as the text routes are (issue 31): 15 minutes for a slow generation, no 6 MB answer limit.
+    assert function["CodeUri"] == "functions/images" and function["Timeout"] == 900
+    assert function["Handler"] == "run.sh" and function["Environment"]["Variables"]["AWS_LWA_INVOKE_MODE"] == \
+        "response_stream"
+    assert all(e["Properties"]["ResponseTransferMode"] == "RESPONSE_STREAM"
+               and e["Properties"]["TimeoutInMillis"] == 900000 for e in function["Events"].values())
+    assert function["Layers"] == resources["TextFunction"]["Properties"]["Layers"]  # the same adapter
     assert "multipart~1form-data" in resources["GatewayApi"]["Properties"]["BinaryMediaTypes"]

@@ -98,10 +98,8 @@ def submitted(app: APIGatewayRestResolver, principal: auth.Principal, answer: Ca
 
     event = app.current_event
     key = idempotency.key_from(event.headers)
-    body = event_body(event.raw_event) if key is not None else b""  # bytes: a form's files need not be UTF-8
-    boundary = _multipart_boundary(event.headers)
-    if boundary:  # a client's retry draws a new boundary: the parts are what must match
-        body = body.replace(boundary.encode(), b"")
+    # bytes: a form's files need not be UTF-8
+    body = idempotency.comparable_body(event_body(event.raw_event), event.headers) if key is not None else b""
 
     def run() -> tuple[int, Any]:
         made = answer()
@@ -110,13 +108,6 @@ def submitted(app: APIGatewayRestResolver, principal: auth.Principal, answer: Ca
 
     code, payload, replayed = idempotency.run_once(principal, f"{event.http_method} {event.resource}", key, body, run)
     return json_response(payload, code, {"Idempotent-Replayed": "true"} if replayed else None)
-
-
-def _multipart_boundary(headers: Mapping[str, Any] | None) -> str:
-    for name, value in (headers or {}).items():
-        if name.lower() == "content-type" and "boundary=" in str(value):
-            return str(value).split("boundary=", 1)[1].split(";", 1)[0].strip().strip('"')
-    return ""
 
 
 def single_credential(app: APIGatewayRestResolver) -> None:

@@ -15,11 +15,15 @@ URLs are absolute, built from the request's own base URL and mount path, and ser
 
 Like the real upstream it wants `Authorization: Bearer <anything non-empty>` and answers errors
 in the chat envelope. A prompt containing `#fault=<status>` makes it fail on purpose:
-`#fault=500` answers 500, `#fault=429` answers 429 with `Retry-After`.
+`#fault=500` answers 500, `#fault=429` answers 429 with `Retry-After`. A prompt containing
+`#delay=<seconds>` (up to 900) answers that much later, as a real generation takes its time: tens
+of seconds to minutes per image (https://docs.apiyi.com/en/live/2026-05/gpt-image-2-all-speed.md
+reports about 80 s per gpt-image-2 image), past the 29 s a buffered API Gateway integration waits.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -45,6 +49,8 @@ IMAGE_SIDE = 64
 URL_LIFETIME_SECONDS = 60 * 60
 _FILES_KEPT = 512  # enough for any test run; the oldest are dropped first
 _FAULT = re.compile(r"#fault=([45][0-9]{2})")
+_DELAY = re.compile(r"#delay=([0-9]{1,3}(?:\.[0-9]+)?)")
+MAX_DELAY_SECONDS = 900.0
 _OUTPUT_TOKENS = {"low": 272, "medium": 1056, "high": 4160, "auto": 1056}
 _IOTA_EDIT_SIZES = {"1024x1024": (1024, 1024), "1024x1536": (1024, 1536), "1536x1024": (1536, 1024)}
 IMAGE_TOKENS_PER_INPUT = 258
@@ -155,6 +161,13 @@ def _fault(prompt: str) -> JSONResponse | None:
     return _error(status, f"simulated failure {status}", type_=kind)
 
 
+async def _take_time(prompt: str) -> None:
+    """The generation's time: `#delay=<seconds>` in the prompt, else none."""
+    match = _DELAY.search(prompt)
+    if match:
+        await asyncio.sleep(min(float(match.group(1)), MAX_DELAY_SECONDS))
+
+
 def _count(value: Any, default: int = 1) -> int | None:
     if value is None:
         return default
@@ -192,6 +205,7 @@ async def generations(request: Request) -> Response:
         return _error(400, "prompt is required", param="prompt")
     if (failed := _fault(prompt)) is not None:
         return failed
+    await _take_time(prompt)
     n = _count(body.get("n"))
     if n is None:
         return _error(400, "n must be an integer from 1 to 10", param="n")

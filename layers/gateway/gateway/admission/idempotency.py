@@ -21,7 +21,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,20 @@ def key_from(headers: dict[str, str] | None) -> str | None:
                                      code="invalid_idempotency_key")
             return value
     return None
+
+
+def comparable_body(body: bytes, headers: Mapping[str, Any] | None) -> bytes:
+    """The body a retry must match: a multipart form without its boundary, since a client's
+    retry draws a new one (the parts are what must match)."""
+    boundary = _multipart_boundary(headers)
+    return body.replace(boundary.encode(), b"") if boundary else body
+
+
+def _multipart_boundary(headers: Mapping[str, Any] | None) -> str:
+    for name, value in (headers or {}).items():
+        if name.lower() == "content-type" and "boundary=" in str(value):
+            return str(value).split("boundary=", 1)[1].split(";", 1)[0].strip().strip('"')
+    return ""
 
 
 def _digest(text: str | bytes) -> str:

@@ -30,11 +30,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -43,6 +42,7 @@ import httpx
 
 from gateway import auth, observability
 from gateway.admission import billing
+from gateway.api.answers import JSON_TYPE, Inbound, PatientAnswer, Send, patiently
 from gateway.errors import InvalidRequest
 from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter, convert_request, convert_response
 from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
@@ -74,19 +74,6 @@ COUNT_TOKENS, EMBED_CONTENT, BATCH_EMBED = "countTokens", "embedContent", "batch
 _CONTENT_METHODS = {COUNT_TOKENS: "count_tokens", EMBED_CONTENT: "embed_content", BATCH_EMBED: "batch_embed_contents"}
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache",
                "x-accel-buffering": "no"}
-JSON_TYPE = "application/json"
-
-
-@dataclass(frozen=True)
-class Inbound:
-    """One HTTP request as the text function received it."""
-
-    path: str
-    headers: Mapping[str, str]
-    query: Mapping[str, str]
-    body: bytes
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    proxy: str | None = None  # the {proxy+} of /v1beta/models/{proxy+}
 
 
 @dataclass(frozen=True)
@@ -174,9 +161,6 @@ def parse_call(operation: str, dialect: str, inbound: Inbound) -> TextCall:
 
 # ---------------------------------------------------------------------------------------------
 # Answers: what goes back to the client, and the settlement that follows it.
-
-Send = Callable[[bytes], Awaitable[None]]
-
 
 class Answer:
     """A committed answer: `status` and `headers` are final; `send_to` writes the body and bills."""
@@ -290,56 +274,6 @@ class BufferedAnswer(Answer):
     async def unsent(self) -> None:
         """Billed though the client left before it: the upstream's usage, what it charged."""
         await self._close(self.usage, "client_gone")
-
-
-#: What keeps a buffered answer alive: JSON allows whitespace before a value (RFC 8259, section 2),
-#: and every SDK's JSON parser skips it (json.loads in openai, anthropic and google-genai).
-BUFFERED_KEEP_ALIVE = b" "
-
-
-class PatientAnswer:
-    """A buffered answer still on its way after the keep-alive interval: committed at once as a
-    200 JSON answer, a space every interval while the upstream works, then the body.
-
-    An error that comes after the commit can no longer change the status: its envelope (the
-    dialect's, as any error) is the body, and everything was refunded. A client that goes away
-    meanwhile does not stop the upstream's answer being awaited: it is billed to the usage the
-    upstream reports for it, which the upstream charges whether or not anyone reads it, and no
-    more (`BufferedAnswer.unsent`)."""
-
-    status = 200
-
-    def __init__(self, waiting: asyncio.Future[Answer], prepared: _Prepared, request_id: str, interval: float):
-        self.waiting, self.prepared, self.request_id, self.interval = waiting, prepared, request_id, interval
-        self.headers = {"content-type": JSON_TYPE}
-
-    def limit_headers(self) -> dict[str, str]:
-        return _limit_headers(self.prepared.call, self.prepared.reservation)
-
-    async def send_to(self, send: Send) -> None:
-        from gateway.errors import GatewayError, dialect_for_path, render
-
-        try:
-            while not (await asyncio.wait({self.waiting}, timeout=self.interval))[0]:
-                await send(BUFFERED_KEEP_ALIVE)
-        except BaseException:
-            with anyio.CancelScope(shield=True):  # the client left: bill what the upstream charged
-                await asyncio.wait({self.waiting})
-                if not self.waiting.cancelled() and self.waiting.exception() is None:
-                    await self.waiting.result().unsent()
-            raise
-        try:
-            answer = self.waiting.result()
-        except Exception as failure:
-            observability.note_error(failure)
-            error = failure if isinstance(failure, GatewayError) else \
-                GatewayError("internal error; quote the request id when reporting it")
-            if not isinstance(failure, GatewayError):
-                logger.exception("unexpected error", extra={"request_id": self.request_id})
-            rendered = render(error, dialect_for_path(self.prepared.call.route), self.request_id)
-            await send(json.dumps(rendered.body, separators=(",", ":")).encode())
-            return
-        await answer.send_to(send)
 
 
 #: What a route answers: an answer in hand, or one still awaited and kept alive.
@@ -463,18 +397,10 @@ async def serve(operation: str, dialect: str, inbound: Inbound, *, http: httpx.A
         return await answering
     # A buffered answer sends nothing until the upstream has answered in full: past `patience`
     # the answer is committed and kept alive (`PatientAnswer`), so that API Gateway's idle
-    # timeout (5 minutes on the regional streaming integration) never cuts a slow one.
-    waiting = asyncio.ensure_future(answering)
-    try:
-        done, _ = await asyncio.wait({waiting}, timeout=patience)
-    except BaseException:  # the client left before anything was sent: the attempt stops, refunded
-        waiting.cancel()
-        with anyio.CancelScope(shield=True):
-            await asyncio.wait({waiting})
-        raise
-    if done:
-        return waiting.result()
-    return PatientAnswer(waiting, prepared, inbound.request_id, patience)
+    # timeout (5 minutes on the regional streaming integration) never cuts a slow one. A client
+    # that leaves before that stops the attempt, refunded.
+    return await patiently(answering, route=prepared.call.route, request_id=inbound.request_id, interval=patience,
+                           limit_headers=partial(_limit_headers, prepared.call, prepared.reservation))
 
 
 async def _answer_or_refund(prepared: _Prepared, http: httpx.AsyncClient, timeouts: Timeouts | None) -> Answer:
