@@ -476,7 +476,7 @@ def serving_server(template: Template, handlers: dict[str, Callable],
     """The gateway's HTTP server over this process's function instances (it is given its socket)."""
     app = GatewayApp(template, handlers, streaming_apps)
     return StoppableServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3,
-                                          http=front_door.GuardedHttpProtocol))
+                                          http=front_door.FrontDoorProtocol))
 
 
 def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port: int, simulator_port: int,
