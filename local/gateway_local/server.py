@@ -43,7 +43,7 @@ from gateway_local.emulator import (
     start_emulator_process,
 )
 from gateway_local.instances import AsgiPool, FunctionPool, instance_limit, isolate_router_state
-from gateway_local.processes import listening_socket, process_count, start_helpers
+from gateway_local.processes import KEY_READY_SECONDS, listening_socket, process_count, start_helpers, wait_for_key
 from gateway_local.state import demo_credentials, demo_quota_changed, state_dir
 from gateway_local.template import Template, read_template, schedule_seconds
 
@@ -544,6 +544,11 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     left = ensure_demo_account(user_id=1, key=demo_key, quota=quota, access_token=access_token, set_quota=changed)
     print(f"demo quota: set to {left} units (GATEWAY_DEMO_QUOTA changed)" if changed else
           f"demo quota: {left} units left (GATEWAY_DEMO_QUOTA={quota} applies when it changes)", flush=True)
+    if not wait_for_key(demo_key, KEY_READY_SECONDS):  # this process reads it as its requests will
+        print("gateway not started: the demo key just stored is not readable", file=sys.stderr, flush=True)
+        simulators.stop()
+        listener.close()
+        return 2
 
     handlers, streaming_apps = function_pools(template)
 
@@ -568,13 +573,21 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     server = serving_server(template, handlers, streaming_apps)
     # The other serving processes take requests from the same socket (`processes.py`).
     helpers = start_helpers(process_count() - 1, template_path, listener, emulator.calls_address,
-                            emulator.endpoint_url)
+                            emulator.endpoint_url, demo_key)
+    not_started: list[str] = []
 
     def announce() -> None:
         while not server.started:
             if server.should_exit:
                 return
             time.sleep(0.02)
+        # "Ready" once every serving process reads the printed key as its requests will: the
+        # kernel may give the user's first request to any of them.
+        not_started.extend(helpers.wait_ready(KEY_READY_SECONDS + 120))
+        if not_started:
+            print("gateway not started: " + "; ".join(not_started), file=sys.stderr, flush=True)
+            server.should_exit = True
+            return
         print("\n".join([
             "", "Unified AI gateway, local", f"  URL:            http://127.0.0.1:{port}",
             f"  demo API key:   {demo_key}", f"  access token:   {access_token}   (X-Api-User: 1)",
@@ -597,4 +610,4 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
         remove_endpoint_file(endpoint_file)
         simulators.stop()
         print("gateway stopped", flush=True)
-    return 0
+    return 2 if not_started else 0
