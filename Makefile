@@ -15,7 +15,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # SAM CLI sends usage telemetry unless told not to.
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: run test unit integration e2e mutate bench bench-cold bench-faults bench-peers bench-scale bench-signin \
+.PHONY: run test unit integration e2e mutate bench bench-cold bench-abuse bench-faults bench-peers bench-scale bench-signin \
 	validate checkov build deploy admin invoke clean openapi lint typecheck console screenshots lock
 
 # Exactly the locked versions, each checked against its hash (requirements-dev.txt, from `make lock`).
@@ -114,6 +114,11 @@ bench-scale: $(BIN)/.bench-installed
 ## Wrong sign-ins for a known and an unknown username through `make run`, their timings side by side.
 bench-signin: $(BIN)/.installed
 	$(BIN)/python bench/signin.py
+
+## Another user's latency while the runner is abused (header flood, slowloris, one key's streams); ends
+## `bench-abuse: idle_p50_ms=... header_flood_x=... slowloris_x=... stream_flood_x=...`.
+bench-abuse: $(BIN)/.installed
+	$(BIN)/python bench/abuse.py
 
 ## A few thousand requests of every family through `make run` while the emulator throttles, fails and
 ## loses answers of DynamoDB calls and delivers SQS messages twice (GATEWAY_LOCAL_FAULTS); ends with

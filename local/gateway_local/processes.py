@@ -10,6 +10,12 @@ the runner serves at most one core's worth of requests, whatever the machine has
   process over its Unix socket, as the first does;
 - the listening socket is made once, by the first process, and handed to the others: the kernel
   gives each new connection to whichever process accepts first (an idle one, mostly);
+- a helper takes no connection before it reads the demo key the runner printed the way a request
+  reads it (`gateway.auth.key_served`: its own key cache, its own clients, the store): it says so
+  on its pipe, and the runner prints "gateway ready" only once every serving process has (the
+  first checks the key itself, before it serves). A helper that cannot read the key within
+  `KEY_READY_SECONDS` serves nothing and says why, and the runner stops: a printed key that a
+  serving process refuses is never announced (issue 33's "demo key refused once");
 - a helper stops (uvicorn's graceful stop: its requests finish, its last bills are written) when
   its pipe from the runner closes: the runner stopping, or gone.
 """
@@ -21,10 +27,16 @@ import os
 import signal
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway_local.instances import count_setting
+
+KEY_READY_SECONDS = 60.0  # how long a helper waits to read the demo key before it gives up
+# Test hook only (tests/e2e/test_runner_start.py): a helper's key lookups miss for this many
+# seconds after it starts, as if its view of the store had not caught up with the seeding yet.
+UNSEEN_KEY_HOOK = "GATEWAY_LOCAL_TEST_KEY_UNSEEN_SECONDS"
 
 
 def process_count() -> int:
@@ -50,6 +62,21 @@ class Helpers:
     processes: list[Any] = field(default_factory=list)
     pipes: list[Any] = field(default_factory=list)
 
+    def wait_ready(self, timeout: float) -> list[str]:
+        """Waits until every helper has said it is ready (it has read the demo key); what went
+        wrong instead, one line per helper that did not (empty: all ready)."""
+        problems = []
+        deadline = time.monotonic() + timeout
+        for number, pipe in enumerate(self.pipes, 1):
+            try:
+                said = pipe.recv() if pipe.poll(max(deadline - time.monotonic(), 0)) else \
+                    f"serving process {number}: not ready within {timeout:.0f} s"
+            except (EOFError, OSError):
+                said = f"serving process {number}: exited before it was ready"
+            if said != "ready":
+                problems.append(str(said))
+        return problems
+
     def stop(self, timeout: float = 20) -> None:
         """Each stops as a Ctrl-C stops the runner (its requests finish, its bills are written),
         told by its pipe closing; one that has not within `timeout` is killed."""
@@ -63,9 +90,10 @@ class Helpers:
 
 
 def start_helpers(count: int, template_path: str, listener: socket.socket, calls_address: str,
-                  endpoint_url: str) -> Helpers:
+                  endpoint_url: str, demo_key: str) -> Helpers:
     """`count` more serving processes on `listener` (started, not waited for: each is serving
-    once it has loaded its functions, a second or two; the first process serves meanwhile)."""
+    once it has loaded its functions and read `demo_key`, a second or two; the first process
+    serves meanwhile; `Helpers.wait_ready` waits for them)."""
     context = multiprocessing.get_context("spawn")
     helpers = Helpers()
     # A helper starts with Ctrl-C ignored (inherited): a Ctrl-C in the terminal reaches every
@@ -76,7 +104,8 @@ def start_helpers(count: int, template_path: str, listener: socket.socket, calls
         for number in range(1, count + 1):
             mine, theirs = context.Pipe()
             process = context.Process(target=serve_more, name=f"gateway-serving-{number}", daemon=False,
-                                      args=(template_path, listener, calls_address, endpoint_url, theirs))
+                                      args=(template_path, listener, calls_address, endpoint_url, demo_key,
+                                            theirs, number))
             process.start()
             theirs.close()
             helpers.processes.append(process)
@@ -86,9 +115,10 @@ def start_helpers(count: int, template_path: str, listener: socket.socket, calls
     return helpers
 
 
-def serve_more(template_path: str, listener: socket.socket, calls_address: str, endpoint_url: str,
-               runner: Any) -> None:
-    """A serving process after the first: the template's functions behind the shared socket."""
+def serve_more(template_path: str, listener: socket.socket, calls_address: str, endpoint_url: str, demo_key: str,
+               runner: Any, number: int = 1) -> None:
+    """A serving process after the first: the template's functions behind the shared socket,
+    from the moment it reads `demo_key` as a request would."""
     from gateway.settings import reload_settings
     from gateway.store.aws import reset_clients
     from gateway_local.emulator import route_calls_to_emulator
@@ -100,6 +130,12 @@ def serve_more(template_path: str, listener: socket.socket, calls_address: str, 
     reload_settings()
     template = read_template(template_path)
     server = serving_server(template, *function_pools(template))
+    if os.environ.get(UNSEEN_KEY_HOOK):
+        _hide_keys_for(float(os.environ[UNSEEN_KEY_HOOK]))
+    if not wait_for_key(demo_key, KEY_READY_SECONDS):
+        runner.send(f"serving process {number}: the demo key is not readable here after {KEY_READY_SECONDS:.0f} s")
+        return
+    runner.send("ready")
 
     def watch_runner() -> None:
         try:
@@ -110,3 +146,28 @@ def serve_more(template_path: str, listener: socket.socket, calls_address: str, 
 
     threading.Thread(target=watch_runner, name="runner-watch", daemon=True).start()
     server.run(sockets=[listener])
+
+
+def wait_for_key(demo_key: str, timeout: float) -> bool:
+    """Whether this process reads `demo_key` as a request would (asked again every 0.1 s) within
+    `timeout` seconds."""
+    from gateway.auth import key_served
+
+    deadline = time.monotonic() + timeout
+    while not key_served(demo_key):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _hide_keys_for(seconds: float) -> None:
+    """The test hook (`UNSEEN_KEY_HOOK`): this process's key lookups miss for `seconds`."""
+    from gateway.store.accounts import AccountsRepository
+
+    until, real = time.monotonic() + seconds, AccountsRepository.get_key
+
+    def unseen(self: Any, key_hash: str, **kwargs: Any) -> Any:
+        return None if time.monotonic() < until else real(self, key_hash, **kwargs)
+
+    AccountsRepository.get_key = unseen  # type: ignore[method-assign]

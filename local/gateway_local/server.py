@@ -43,7 +43,14 @@ from gateway_local.emulator import (
     start_emulator_process,
 )
 from gateway_local.instances import AsgiPool, FunctionPool, instance_limit, isolate_router_state
-from gateway_local.processes import listening_socket, process_count, start_helpers
+from gateway_local.processes import (
+    KEY_READY_SECONDS,
+    Helpers,
+    listening_socket,
+    process_count,
+    start_helpers,
+    wait_for_key,
+)
 from gateway_local.state import demo_credentials, demo_quota_changed, state_dir
 from gateway_local.template import Template, read_template, schedule_seconds
 
@@ -476,7 +483,26 @@ def serving_server(template: Template, handlers: dict[str, Callable],
     """The gateway's HTTP server over this process's function instances (it is given its socket)."""
     app = GatewayApp(template, handlers, streaming_apps)
     return StoppableServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3,
-                                          http=front_door.GuardedHttpProtocol))
+                                          http=front_door.FrontDoorProtocol))
+
+
+def announce(server: StoppableServer, helpers: Helpers, banner: list[str], not_started: list[str]) -> None:
+    """Prints the banner ("gateway ready") once the first process serves and every other one
+    reads the printed key as its requests will (the kernel may give the user's first request to
+    any of them); else says why not in `not_started` and stops the runner."""
+    while not server.started:
+        if server.should_exit:
+            return
+        time.sleep(0.02)
+    problems = helpers.wait_ready(KEY_READY_SECONDS + 120)
+    if server.should_exit:  # stopped (Ctrl-C) while they started: nothing to announce
+        return
+    not_started.extend(problems)
+    if not_started:
+        print("gateway not started: " + "; ".join(not_started), file=sys.stderr, flush=True)
+        server.should_exit = True
+        return
+    print("\n".join(banner), flush=True)
 
 
 def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port: int, simulator_port: int,
@@ -544,6 +570,11 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     left = ensure_demo_account(user_id=1, key=demo_key, quota=quota, access_token=access_token, set_quota=changed)
     print(f"demo quota: set to {left} units (GATEWAY_DEMO_QUOTA changed)" if changed else
           f"demo quota: {left} units left (GATEWAY_DEMO_QUOTA={quota} applies when it changes)", flush=True)
+    if not wait_for_key(demo_key, KEY_READY_SECONDS):  # this process reads it as its requests will
+        print("gateway not started: the demo key just stored is not readable", file=sys.stderr, flush=True)
+        simulators.stop()
+        listener.close()
+        return 2
 
     handlers, streaming_apps = function_pools(template)
 
@@ -568,23 +599,17 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     server = serving_server(template, handlers, streaming_apps)
     # The other serving processes take requests from the same socket (`processes.py`).
     helpers = start_helpers(process_count() - 1, template_path, listener, emulator.calls_address,
-                            emulator.endpoint_url)
-
-    def announce() -> None:
-        while not server.started:
-            if server.should_exit:
-                return
-            time.sleep(0.02)
-        print("\n".join([
-            "", "Unified AI gateway, local", f"  URL:            http://127.0.0.1:{port}",
-            f"  demo API key:   {demo_key}", f"  access token:   {access_token}   (X-Api-User: 1)",
-            f"  simulators:     http://127.0.0.1:{simulator_port}",
-            f"  API docs:       http://127.0.0.1:{port}/docs (Swagger UI of /openapi.json)",
-            f"  Console:        http://127.0.0.1:{port}/console/ (sign in: make admin ARGS=\"set-password --user 1\")",
-            f"  AWS emulator:   {emulator.endpoint_url}", "", *first_call(port, demo_key), "",
-            f"gateway ready on http://127.0.0.1:{port}"]), flush=True)
-
-    threading.Thread(target=announce, daemon=True).start()
+                            emulator.endpoint_url, demo_key)
+    not_started: list[str] = []
+    banner = [
+        "", "Unified AI gateway, local", f"  URL:            http://127.0.0.1:{port}",
+        f"  demo API key:   {demo_key}", f"  access token:   {access_token}   (X-Api-User: 1)",
+        f"  simulators:     http://127.0.0.1:{simulator_port}",
+        f"  API docs:       http://127.0.0.1:{port}/docs (Swagger UI of /openapi.json)",
+        f"  Console:        http://127.0.0.1:{port}/console/ (sign in: make admin ARGS=\"set-password --user 1\")",
+        f"  AWS emulator:   {emulator.endpoint_url}", "", *first_call(port, demo_key), "",
+        f"gateway ready on http://127.0.0.1:{port}"]
+    threading.Thread(target=announce, args=(server, helpers, banner, not_started), daemon=True).start()
     try:
         server.run(sockets=[listener])  # returns on Ctrl-C / SIGTERM
     finally:
@@ -597,4 +622,4 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
         remove_endpoint_file(endpoint_file)
         simulators.stop()
         print("gateway stopped", flush=True)
-    return 0
+    return 2 if not_started else 0

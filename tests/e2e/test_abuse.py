@@ -241,3 +241,63 @@ def test_a_connection_with_unfinished_headers_is_closed_and_an_idle_one_too(guar
     finally:
         half.close()
         idle.close()
+
+
+# --- admission at accept: new connections per address, the penalty after a header flood ----------------
+
+BURST = 5
+
+
+@pytest.fixture(scope="module")
+def admitting():
+    """A gateway of one serving process that lets an address open 5 connections and then (nearly)
+    none (one a quarter of an hour: no refill within a test), and refuses an address at its
+    first 431 for ten minutes."""
+    server = LocalGateway({"GATEWAY_LOCAL_PROCESSES": "1", "GATEWAY_LOCAL_NEW_CONNECTIONS_PER_SECOND": "0.001",
+                           "GATEWAY_LOCAL_NEW_CONNECTIONS_BURST": str(BURST), "GATEWAY_LOCAL_HEADER_STRIKES": "1",
+                           "GATEWAY_LOCAL_HEADER_PENALTY_SECONDS": "600"})
+    yield server
+    server.stop()
+
+
+def connect_from(address: str, port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(address, 0))
+    sock.settimeout(30)  # not a measure: a refused connection is reset after the runner's 1 s hold
+    return sock
+
+
+def refused_unread(sock: socket.socket) -> bool:
+    """A request on `sock` gets no answer: the connection is reset (nothing of it was read, so the
+    close is a reset) or closed, without a byte of HTTP."""
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        return sock.recv(4096) == b""
+    except ConnectionResetError:
+        return True
+
+
+def served(sock: socket.socket) -> bool:
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    return read_answer(sock).startswith(b"HTTP/1.1 200")
+
+
+def test_the_connection_past_an_address_burst_is_refused_unread_and_another_address_is_served(admitting):
+    opened = [connect_from("127.0.0.5", admitting.port) for _ in range(BURST + 1)]
+    try:
+        assert all(served(sock) for sock in opened[:BURST])
+        assert refused_unread(opened[BURST])
+        with connect_from("127.0.0.6", admitting.port) as other:
+            assert served(other)
+    finally:
+        for sock in opened:
+            sock.close()
+
+
+def test_an_address_answered_431_has_its_next_connection_refused_at_accept_and_others_are_served(admitting):
+    with connect_from("127.0.0.7", admitting.port) as flood:
+        flood.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(101)))
+        assert read_answer(flood).startswith(b"HTTP/1.1 431")
+    with connect_from("127.0.0.7", admitting.port) as again:  # within its burst: refused for the 431
+        assert refused_unread(again)
+    with connect_from("127.0.0.8", admitting.port) as other:
+        assert served(other)

@@ -76,3 +76,36 @@ def test_two_serving_processes_bill_one_account_exactly_and_stop_with_the_runner
     assert code == 0
     assert all(not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
                for pid in helpers)
+
+
+def test_gateway_ready_comes_once_every_serving_process_reads_the_printed_key():
+    """Issue 33's "demo key refused once": the README's first calls, right after "gateway ready",
+    each on a connection of its own (the kernel gives each to either process), must all pass.
+    The hook widens the window: the second serving process's key lookups miss for its first 6 s,
+    as a process whose view of the store has not caught up with the seeding would. Before, the
+    runner announced "ready" once its first process served, while the second came up and
+    answered the printed key 401 for those seconds; now a serving process takes connections only
+    once it reads the key as a request would, and "ready" waits for every one."""
+    from gateway_local.processes import UNSEEN_KEY_HOOK
+
+    gateway = LocalGateway({"GATEWAY_LOCAL_PROCESSES": "2", "GATEWAY_KEY_CACHE_SECONDS": "5", UNSEEN_KEY_HOOK: "6"})
+    try:
+        import httpx
+
+        answers = []
+        for number in range(20):
+            with httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {DEMO_KEY}"},
+                              timeout=60) as http:
+                answers.append(http.post("/v1/chat/completions", json={
+                    "model": "m-small", "messages": [{"role": "user", "content": f"hello {number}"}]}).status_code)
+            with httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {DEMO_KEY}"},
+                              timeout=60) as http:
+                answers.append(http.get("/v1/dashboard/billing/usage").status_code)
+        assert answers == [200] * 40
+        # Both processes served some of them (each bills on a quota lease of its own)
+        entries = _items(gateway, ledger_pks(1), "USAGE#")
+        holders = {item["lease_id"]["S"]: item["holder"]["S"] for item in _items(gateway, lease_pks(1), "LEASE#")
+                   if "holder" in item}
+        assert len({holders[item["lease_id"]["S"]] for item in entries}) == 2
+    finally:
+        gateway.stop()

@@ -204,6 +204,15 @@ def _load_key(key_hash: str) -> dict[str, Any] | None:
     return record
 
 
+def key_served(secret: str) -> bool:
+    """Whether a request with this key would get past the key check in this process now: its
+    record found the way a request finds it (this process's cache, else the store) and active.
+    Nothing is written (no last-used stamp): the local runner asks it of its demo key in each
+    serving process before that process takes requests."""
+    record = _load_key(keys.hash_secret(secret))
+    return record is not None and record.get("status") == "active"
+
+
 # Why a key that exists is refused, by its status (`active` is served).
 _REFUSALS = {"revoked": "the API key has been revoked", "deleted": "the API key has been deleted",
              "disabled": "the API key's user is disabled"}
