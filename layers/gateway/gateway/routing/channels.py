@@ -586,13 +586,15 @@ def stored_channels() -> list[Any]:
 _added = _Added()
 
 
-def get_catalog() -> Catalog:
+def get_catalog(*, operator_prices: bool = True) -> Catalog:
     """The catalog in force: the document's channels (read once; a remote document is re-read
     every minute), the channels added through /api/channel/ (re-read every few seconds), and the
     prices with the operator's `ModelPrice` option over them (read with every site option, at
     most once per `GATEWAY_KEY_CACHE_SECONDS`, as `GroupRatio` is). A request takes its price
-    from the catalog once and holds and settles at it (a task keeps it with the task)."""
-    return _priced(_channels_catalog())
+    from the catalog once and holds and settles at it (a task keeps it with the task).
+    `operator_prices=False`: without the option (what was in force before it existed)."""
+    catalog = _channels_catalog()
+    return _priced(catalog) if operator_prices else catalog
 
 
 def _channels_catalog() -> Catalog:

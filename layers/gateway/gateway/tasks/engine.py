@@ -394,10 +394,11 @@ def finish(task: Task, *, now: float | None = None) -> None:
 def settled_units(task: Task) -> int:
     """The price of what was delivered, by the task's family, at the price the task was held at
     (kept with the task: an operator's change meanwhile never reaches it). A task stored before
-    its price was kept: today's price, and the hold when the model is no longer priced."""
+    its price was kept was held before the operator's prices existed: the document's or the
+    shipped price, and the hold when the model is no longer priced."""
     if task.price is not None:
         return family_of(task.family).units_to_settle(task, Price.of(task.price))
-    prices = get_catalog().prices
+    prices = get_catalog(operator_prices=False).prices
     return family_of(task.family).units_to_settle(task, prices.get(task.model) if task.model in prices else None)
 
 
