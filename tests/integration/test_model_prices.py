@@ -19,7 +19,7 @@ import pytest
 from gateway import auth
 from gateway.admission import billing
 from gateway.commerce import options
-from gateway.prices import Price, SHIPPED
+from gateway.prices import SHIPPED, Price
 from gateway.store.tasks import Task
 from gateway.tasks import engine
 from tests.channel_health_support import FakeUpstreams
