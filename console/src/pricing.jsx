@@ -59,6 +59,7 @@ async function modelPrices() {
 function ModelPrices({ onDone }) {
   const [version, setVersion] = useState(0);
   const [model, setModel] = useState("");
+  const [done, setDone] = useState(null);
   const { data, error } = useLoad(() => call("GET", "/api/admin/prices"), [version]);
   const rows = (data && data.data) || [];
   const row = rows.find((r) => r.model_name === model.trim());
@@ -70,33 +71,32 @@ function ModelPrices({ onDone }) {
       {error && <p class="error" role="alert">{error.message}</p>}
       <label class="field">
         <span>Model to price</span>
-        <input name="model" list="priced-models" value={model} onInput={(e) => setModel(e.currentTarget.value)}
+        <input name="model" list="priced-models" value={model}
+          onInput={(e) => { setModel(e.currentTarget.value); setDone(null); }}
           autocomplete="off" />
       </label>
       <datalist id="priced-models">{rows.map((r) => <option value={r.model_name} />)}</datalist>
       {model.trim() && data && (
         <PriceEditor key={`${model.trim()}:${version}`} model={model.trim()} row={row}
-          onDone={() => { setVersion(version + 1); onDone(); }} />
+          onDone={(message) => { setDone(message); setVersion(version + 1); onDone(); }} />
       )}
+      {done && <p role="status">{done}</p>}
     </section>
   );
 }
 
 function PriceEditor({ model, row, onDone }) {
   const [error, setError] = useState(null);
-  const [done, setDone] = useState(null);
   const current = (row && row.price) || {};
   const overridden = row && row.source === "option";
   async function change(entry, message) {
     setError(null);
-    setDone(null);
     try {
       const prices = await modelPrices();
       if (entry) prices[model] = entry;
       else delete prices[model];
       await call("PUT", "/api/option", { body: { key: "ModelPrice", value: JSON.stringify(prices) } });
-      setDone(message);
-      onDone();
+      onDone(message);
     } catch (err) {
       // "value: ModelPrice <model>.<field>: ..." names the field: shown beside it.
       const field = COLUMNS.map(([name]) => name).find((name) => err.message.includes(`ModelPrice ${model}.${name}:`));
@@ -131,7 +131,6 @@ function PriceEditor({ model, row, onDone }) {
       <button type="button" disabled={!overridden} onClick={() => change(null, `${model} is back to its default price.`)}>
         Reset to default
       </button>
-      {done && <p role="status">{done}</p>}
     </form>
   );
 }
