@@ -151,17 +151,17 @@ class PriceTable:
                 raise ValueError(f"prices.{model}: {exc}") from None
             self._sources[model] = "channels document"
         self._defaults: Mapping[str, Price] = self._prices
-        self._option: Mapping[str, Price] = {}
+        self._default_sources: Mapping[str, str] = self._sources
 
     def with_option(self, option: Mapping[str, Price]) -> PriceTable:
         """This table with the operator's `ModelPrice` entries over it (each replaces a model's
         whole price); removing an entry falls back to the document's or the shipped price."""
-        if not option:
+        if not option and self._prices is self._defaults:
             return self
         table = PriceTable.__new__(PriceTable)
-        table._defaults, table._option = self._defaults, option
+        table._defaults, table._default_sources = self._defaults, self._default_sources
         table._prices = {**self._defaults, **option}
-        table._sources = {**self._sources, **dict.fromkeys(option, "option")}
+        table._sources = {**self._default_sources, **dict.fromkeys(option, "option")}
         return table
 
     def models(self) -> list[str]:
