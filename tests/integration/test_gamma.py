@@ -68,7 +68,7 @@ def test_a_task_is_settled_at_the_operators_price_it_was_held_at_not_one_set_mea
     from gateway.commerce.store import CommerceRepository
 
     def operator_prices(per_second: str) -> None:  # PUT /api/option/ ModelPrice, as the console saves it
-        options.update({"key": "ModelPrice", "value": '{"gamma2.6-i2v": {"per_second": "%s"}}' % per_second}, 1)
+        options.update({"key": "ModelPrice", "value": {"gamma2.6-i2v": {"per_second": per_second}}}, 1)
 
     try:
         # Given the operator prices the model at 0.20 USD a second: the submit holds 3 USD
