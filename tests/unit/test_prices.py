@@ -192,3 +192,10 @@ def test_a_price_as_text_is_exact_and_reads_back():
     assert Price.of(price.fields()) == price
     assert Price(per_second=Decimal("0.000000000001")).fields() == {"per_second": "0.000000000001"}
     assert Price(per_second=Decimal("10")).fields() == {"per_second": "10"}
+
+
+def test_a_long_bad_model_name_is_quoted_cut_at_40_characters():
+    name = "m " * 101  # a space at its end, and longer than a name may be
+    with pytest.raises(ValueError) as refused:
+        parse_option(json.dumps({name: {"per_call": 1}}))
+    assert str(refused.value).startswith(f"model '{name[:40]}... ({len(name)} characters)': a model name has")
