@@ -59,7 +59,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
     "redemption": (f"{LAYER}/commerce/redemption.py", ["tests/integration/test_commerce.py"]),
     "payments": (f"{LAYER}/commerce/payments.py", ["tests/integration/test_payments.py"]),
     "signup": (f"{LAYER}/commerce/signup.py", ["tests/integration/test_signup.py"]),
-    "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/text/test_relay.py"]),
+    "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/test_groups.py",  # with_ratio
+                                      "tests/unit/text/test_relay.py"]),
     "usage": (f"{LAYER}/formats/usage.py", ["tests/unit/formats/test_usage.py", "tests/unit/formats/test_responses.py",
                                             "tests/unit/formats/test_streams.py"]),
     "verdict": (f"{LAYER}/upstreams/verdict.py", ["tests/unit/test_verdict.py", "tests/unit/test_upstream_errors.py",

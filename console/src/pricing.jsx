@@ -1,8 +1,9 @@
 // The Pricing page: every model the signed-in user may use with its prices after the user's group
-// ratio (GET /api/pricing); operators also edit the group ratios (PUT /api/option/ GroupRatio)
-// and move a user to a group (PUT /api/user/).
+// ratio (GET /api/pricing); operators also edit each model's prices (PUT /api/option/ ModelPrice,
+// GET /api/admin/prices for the defaults), the group ratios (PUT /api/option/ GroupRatio) and
+// move a user to a group (PUT /api/user/).
 import { useState } from "preact/hooks";
-import { call } from "./api.js";
+import { ApiError, call } from "./api.js";
 import { Field, FormError } from "./ui.jsx";
 import { useLoad } from "./user.jsx";
 
@@ -37,10 +38,106 @@ export function Pricing({ me }) {
           </tbody>
         </table>
       </div>
+      {me.role >= 10 && <ModelPrices onDone={() => setVersion(version + 1)} />}
       {me.role >= 10 && <GroupRatios onDone={() => setVersion(version + 1)} />}
       {me.role >= 10 && <MoveUser onDone={() => setVersion(version + 1)} />}
     </>
   );
+}
+
+const SOURCES = { option: "set here (the ModelPrice option)", "channels document": "the channels document",
+  shipped: "the gateway's shipped table" };
+
+// The option's entries now (read again before each change, so another model's edit made since
+// the page loaded is kept).
+async function modelPrices() {
+  const answer = await call("GET", "/api/option");
+  const option = answer.data.find((o) => o.key === "ModelPrice");
+  return option && option.value ? JSON.parse(option.value) : {};
+}
+
+function ModelPrices({ onDone }) {
+  const [version, setVersion] = useState(0);
+  const [model, setModel] = useState("");
+  const [done, setDone] = useState(null);
+  const { data, error } = useLoad(() => call("GET", "/api/admin/prices"), [version]);
+  const rows = (data && data.data) || [];
+  const row = rows.find((r) => r.model_name === model.trim());
+  return (
+    <section aria-label="Model prices">
+      <h2>Model prices</h2>
+      <p>A model's prices in USD before any group ratio: what you set here wins over the channels
+        document and the shipped table; <em>Reset to default</em> goes back to them.</p>
+      {error && <p class="error" role="alert">{error.message}</p>}
+      <label class="field">
+        <span>Model to price</span>
+        <input name="model" list="priced-models" value={model}
+          onInput={(e) => { setModel(e.currentTarget.value); setDone(null); }}
+          autocomplete="off" />
+      </label>
+      <datalist id="priced-models">{rows.map((r) => <option value={r.model_name} />)}</datalist>
+      {model.trim() && data && (
+        <PriceEditor key={`${model.trim()}:${version}`} model={model.trim()} row={row}
+          onDone={(message) => { setDone(message); setVersion(version + 1); onDone(); }} />
+      )}
+      {done && <p role="status">{done}</p>}
+    </section>
+  );
+}
+
+function PriceEditor({ model, row, onDone }) {
+  const [error, setError] = useState(null);
+  const current = (row && row.price) || {};
+  const overridden = row && row.source === "option";
+  async function change(entry, message) {
+    setError(null);
+    try {
+      const prices = await modelPrices();
+      if (entry) prices[model] = entry;
+      else delete prices[model];
+      await call("PUT", "/api/option", { body: { key: "ModelPrice", value: JSON.stringify(prices) } });
+      onDone(message);
+    } catch (err) {
+      // "value: ModelPrice <model>.<field>: ..." names the field: shown beside it.
+      const field = COLUMNS.map(([name]) => name).find((name) => err.message.includes(`ModelPrice ${model}.${name}:`));
+      setError(field ? new ApiError(err.message, err.status, field) : err);
+    }
+  }
+  function save(event) {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    const entry = {};
+    for (const [name] of COLUMNS) {
+      const text = String(form.get(name) || "").trim();
+      if (text) entry[name] = text;
+    }
+    change(entry, `Prices of ${model} saved.`);
+  }
+  return (
+    <form onSubmit={save} aria-label={`Prices of ${model}`} class="prices">
+      <p>
+        {row && row.source ? <>In force: {SOURCES[row.source]}. </> : <>Not priced yet: it cannot be served until it is. </>}
+        {row && row.default ? <>Default: {defaultText(row.default)}.</> : <>No default price.</>}
+        {row && !row.served && <> No channel serves it yet.</>}
+      </p>
+      <div class="grid">
+        {COLUMNS.map(([name, label]) => (
+          <Field label={`${label} (USD)`} name={name} inputmode="decimal" defaultValue={current[name] || ""}
+            error={error} />
+        ))}
+      </div>
+      <FormError error={error} fields={COLUMNS.map(([name]) => name)} />
+      <button type="submit">Save prices</button>{" "}
+      <button type="button" disabled={!overridden} onClick={() => change(null, `${model} is back to its default price.`)}>
+        Reset to default
+      </button>
+    </form>
+  );
+}
+
+function defaultText(price) {
+  const labels = Object.fromEntries(COLUMNS);
+  return Object.entries(price).map(([name, value]) => `${labels[name] || name} $${value}`).join(", ");
 }
 
 function GroupRatios({ onDone }) {

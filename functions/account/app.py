@@ -156,6 +156,12 @@ def admin_channels():
     return json_response(operator.channels())
 
 
+@app.get("/api/admin/prices")
+def admin_prices():
+    session.require_operator(_headers())
+    return json_response(pricing.operator_view())
+
+
 @app.get("/api/admin/spend")
 def admin_spend():
     session.require_operator(_headers())

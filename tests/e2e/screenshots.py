@@ -17,8 +17,8 @@ from tests.e2e.conftest import DEMO_ACCESS_TOKEN, DEMO_KEY, ROOT, LocalGateway
 
 OUT = ROOT / "docs" / "screenshots"
 PASSWORD = "screenshot password"
-PAGES = ["Dashboard", "Keys", "Request log", "Tasks", "Top up", "Invite", "Account", "Users", "Channels", "Spend",
-         "Redemption codes", "Orders", "Site settings"]
+PAGES = ["Dashboard", "Keys", "Request log", "Tasks", "Top up", "Invite", "Usage", "Pricing", "Account", "Users",
+         "Channels", "Spend", "Redemption codes", "Orders", "Site settings"]
 
 
 def _traffic(url: str) -> None:
@@ -43,6 +43,10 @@ def _commerce(server: LocalGateway) -> str:
         api.put("/api/option/", json={"key": "EmailVerificationEnabled", "value": True}).raise_for_status()
         api.put("/api/option/", json={"key": "QuotaForInviter", "value": 1_000_000}).raise_for_status()
         api.post("/api/redemption/", json={"name": "welcome", "quota": 1_500_000, "count": 3}).raise_for_status()
+        # The Pricing page's editor shows an operator's price (m-large's, over the shipped one).
+        api.put("/api/option/", json={"key": "ModelPrice", "value": {"m-large": {
+            "input_per_million": "2.5", "output_per_million": "12", "cached_input_per_million": "0.25"}}}
+                ).raise_for_status()
         aff = api.get("/api/user/aff").json()["data"]
         paid = api.post("/api/user/pay", json={"amount": 10, "payment_method": "stripe"}).json()["data"]
         httpx.post(paid["pay_link"], timeout=60)
@@ -92,6 +96,9 @@ def main() -> int:
                 page.get_by_role("region", name="Your payment").wait_for()
                 for name in PAGES:
                     go_to(page, name)
+                    if name == "Pricing":  # the operator's editor, open on one model
+                        page.get_by_label("Model to price").fill("m-large")
+                        page.get_by_role("form", name="Prices of m-large").get_by_text("In force").wait_for()
                     # A hash route loads its data after the heading shows; the page's load state
                     # stays "idle" from the first load, so give the fetch and the chart a moment.
                     page.wait_for_timeout(1500)

@@ -317,3 +317,93 @@ def test_a_cross_site_text_plain_form_cannot_sign_the_browser_into_another_accou
     assert json.loads(answer.text())["message"].startswith("Content-Type: must be application/json")
     assert [c for c in context.cookies() if c["name"] == "gateway_session"] == []
     context.close()
+
+
+def test_an_operator_prices_a_model_in_the_console_and_a_users_next_request_pays_it(site, chromium):
+    # Given bob, in a group the operator prices at 2 (both set in the console, as in new-api)
+    bob = site.admin("create-user", "--username", "bob", "--quota-usd", "100")  # a hold here is some 33 USD
+    key = site.admin("issue-key", "--user", str(bob["user_id"]), "--name", "priced")["key"]
+    bob_api = {"Authorization": bob["access_token"], "X-Api-User": str(bob["user_id"])}
+    operator = chromium.new_context(viewport=PHONE).new_page()
+    sign_in(operator, site.url, "demo", OPERATOR_PASSWORD)
+    go_to(operator, "Pricing")
+    ratios = operator.get_by_role("form", name="Edit group ratios")
+    ratios.get_by_label("Ratio of default").wait_for()
+    ratios.get_by_label("New group").fill("double")
+    ratios.get_by_label("Its ratio").fill("2")
+    ratios.get_by_role("button", name="Save group ratios").click()
+    operator.get_by_role("status").filter(has_text="Group ratios saved.").wait_for()
+    move = operator.get_by_role("form", name="Move a user to a group")
+    move.get_by_label("User id").fill(str(bob["user_id"]))
+    move.get_by_label("Group").fill("double")
+    move.get_by_role("button", name="Move user").click()
+    operator.get_by_role("status").filter(has_text="is now in double").wait_for()
+    # When the operator opens m-small's prices: the shipped ones, as labelled inputs
+    operator.get_by_label("Model to price").fill("m-small")
+    editor = operator.get_by_role("form", name="Prices of m-small")
+    editor.get_by_text("In force: the gateway's shipped table").wait_for()
+    assert editor.get_by_label("Input / 1M tokens (USD)").input_value() == "0.5"
+    assert editor.get_by_role("button", name="Reset to default").is_disabled()
+    # And saves a negative input price: refused beside that field, nothing changed
+    editor.get_by_label("Input / 1M tokens (USD)").fill("-1")
+    editor.get_by_role("button", name="Save prices").click()
+    beside = editor.get_by_role("alert")
+    beside.wait_for()
+    assert "m-small.input_per_million: must be at least 0" in beside.inner_text()
+    assert editor.get_by_label("Input / 1M tokens (USD)").get_attribute("aria-invalid") == "true"
+    option = httpx.get(f"{site.url}/api/option", headers=bob_api)
+    assert option.status_code == 403  # and bob may not even read the options
+    # When the operator saves 2000 and 4000 USD per million tokens (1000 and 2000 units a token)
+    editor.get_by_label("Input / 1M tokens (USD)").fill("2000")
+    editor.get_by_label("Output / 1M tokens (USD)").fill("4000")
+    for label in ("Cached input / 1M (USD)", "Cache write / 1M (5 min) (USD)", "Cache write / 1M (1 h) (USD)"):
+        editor.get_by_label(label).fill("")
+    editor.get_by_role("button", name="Save prices").click()
+    operator.get_by_role("status").filter(has_text="Prices of m-small saved.").wait_for()
+    editor = operator.get_by_role("form", name="Prices of m-small")
+    editor.get_by_text("In force: set here").wait_for()
+    assert fits(operator, PHONE)
+    # Then bob's Pricing page shows it after his group's ratio, with no editor for him
+    page = chromium.new_context(viewport=DESKTOP).new_page()
+    page.goto(f"{site.url}/console/")
+    page.get_by_role("button", name="Use an access token instead").click()
+    page.get_by_label("User id").fill(str(bob["user_id"]))
+    page.get_by_label("Access token").fill(bob["access_token"])
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("button", name="Sign out").wait_for()
+    go_to(page, "Pricing")
+    deadline = time.monotonic() + 30
+    while True:  # the options and the key cache's seconds
+        small = page.get_by_role("table", name="Prices").get_by_role("row").filter(
+            has=page.get_by_role("cell", name="m-small", exact=True))
+        small.wait_for()
+        if "$4,000" in small.inner_text() and "$8,000" in small.inner_text():
+            break
+        assert time.monotonic() < deadline, "the operator's price never showed"
+        time.sleep(1)
+        page.reload()
+        go_to(page, "Pricing")
+    assert "double" in page.get_by_text("Your group").inner_text()
+    assert page.get_by_role("region", name="Model prices").count() == 0
+    assert fits(page, DESKTOP)
+    # And his next request is held and settled at that price times 2, exactly, in his log
+    with openai.OpenAI(api_key=key, base_url=f"{site.url}/v1", max_retries=0, timeout=60) as sdk:
+        answer = sdk.chat.completions.create(model="m-small", messages=[{"role": "user", "content": "price me"}])
+    usage = answer.usage
+    base = usage.prompt_tokens * 1000 + usage.completion_tokens * 2000
+    log = httpx.get(f"{site.url}/api/log/self", headers=bob_api).json()["data"]["items"]
+    newest = log[0]
+    assert (newest["model_name"], newest["group"], newest["group_ratio"]) == ("m-small", "double", 2.0)
+    assert (newest["base_quota"], newest["quota"]) == (base, 2 * base)
+    assert newest["held_quota"] == 2 * newest["held_base_quota"] and newest["held_base_quota"] % 1000 == 0
+    # And a non-operator cannot set a price (403), and nothing changed
+    refused = httpx.put(f"{site.url}/api/option", headers={**bob_api, "Content-Type": "application/json"},
+                        json={"key": "ModelPrice", "value": '{"m-small": {"input_per_million": "0"}}'})
+    assert refused.status_code == 403
+    # When the operator resets m-small to its default, the shipped price is back
+    editor.get_by_role("button", name="Reset to default").click()
+    operator.get_by_role("status").filter(has_text="m-small is back to its default price.").wait_for()
+    operator.get_by_role("form", name="Prices of m-small").get_by_text(
+        "In force: the gateway's shipped table").wait_for()
+    pricing = httpx.get(f"{site.url}/api/pricing", headers=bob_api).json()
+    assert {r["model_name"]: r for r in pricing["data"]}["m-small"]["input_per_million"] == 1.0

@@ -62,6 +62,36 @@ def test_a_gamma_video_goes_from_pending_to_succeeded_and_is_settled_once(
     assert quota(accounts) == before - I2V_UNITS
 
 
+def test_a_task_is_settled_at_the_operators_price_it_was_held_at_not_one_set_meanwhile(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock):
+    from gateway.commerce import options
+    from gateway.commerce.store import CommerceRepository
+
+    def operator_prices(per_second: str) -> None:  # PUT /api/option/ ModelPrice, as the console saves it
+        options.update({"key": "ModelPrice", "value": {"gamma2.6-i2v": {"per_second": per_second}}}, 1)
+
+    try:
+        # Given the operator prices the model at 0.20 USD a second: the submit holds 3 USD
+        operator_prices("0.2")
+        before = quota(accounts)
+        status, answer = submit(functions, lambda_context, I2V, demo["key"])
+        task_id = answer["output"]["task_id"]
+        assert status == 200 and quota(accounts) == before - 2 * I2V_UNITS
+        assert stored(task_id)["price"] == {"per_second": "0.2"}  # kept with the task
+        # When the operator lowers it to 0.05 USD a second while the video is made
+        operator_prices("0.05")
+        clock.advance(15)
+        queues.polls(lambda_context, rounds=1)
+        clock.advance()
+        queues.polls(lambda_context)
+        # Then the task settles at the price it was held at
+        assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", 2 * I2V_UNITS)]
+        assert quota(accounts) == before - 2 * I2V_UNITS
+    finally:
+        CommerceRepository().put_option("ModelPrice", "{}", by=1, at=int(time.time()))
+        options.forget()
+
+
 @pytest.mark.parametrize("fault,word", [("fail", "FAILED"), ("cancel", "CANCELED")])
 def test_a_failed_or_cancelled_gamma_task_is_refunded_exactly_once(
         tasks_env, functions, queues, demo, accounts, lambda_context, clock, fault, word):

@@ -109,7 +109,7 @@ def test_the_document_is_read_from_the_file_named_in_the_environment(tmp_path, m
     monkeypatch.setenv("UP_KEY", "from-env")
     reload_settings()
     try:
-        catalog = channels.get_catalog()
+        catalog = channels.get_catalog(operator_prices=False)  # the document alone (no store here)
         assert catalog.channels[0].api_key == "from-env" and "m-x" in catalog.prices
     finally:
         monkeypatch.delenv("GATEWAY_CHANNELS_FILE")

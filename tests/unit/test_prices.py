@@ -1,9 +1,22 @@
+import json
 from decimal import Decimal
 
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.prices import PriceTable, token_cost, unit_cost, units_to_whole_usd, usd_to_units
+from gateway.prices import (
+    MAX_MODEL_NAME,
+    MAX_OPTION_CHARS,
+    MAX_OPTION_MODELS,
+    SHIPPED,
+    Price,
+    PriceTable,
+    parse_option,
+    token_cost,
+    unit_cost,
+    units_to_whole_usd,
+    usd_to_units,
+)
 
 
 def test_usd_converts_to_units_rounding_up_a_fraction():
@@ -93,3 +106,96 @@ def test_a_model_without_a_price_is_refused():
         PriceTable().get("free-lunch")
     with pytest.raises(ValueError, match="prices.bad"):
         PriceTable({"bad": {"per_image": -1}})
+
+
+# --- the operator's ModelPrice option (`parse_option`, `PriceTable.with_option`) -------------------
+
+def test_the_option_is_parsed_exactly_from_text_or_numbers():
+    parsed = parse_option('{"m-small": {"input_per_million": "0.1", "output_per_million": 2.5, "per_call": 0}}')
+    assert parsed == {"m-small": Price(input_per_million=Decimal("0.1"), output_per_million=Decimal("2.5"),
+                                       per_call=Decimal(0))}
+    assert parse_option("{}") == {} and parse_option("{}") is parse_option("{}")  # parsed once per text
+    # The bounds themselves are allowed
+    edge = parse_option('{"' + "m" * MAX_MODEL_NAME + '": {"per_image": "1000000", "per_call": "0.000000000001"}}')
+    assert edge["m" * MAX_MODEL_NAME] == Price(per_image=Decimal(1_000_000), per_call=Decimal("1E-12"))
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("[]", "must be a JSON object of model names to prices"),
+    ("not json", "must be a JSON object of model names to prices"),
+    ('{"m": 1}', "m: must be an object of price fields"),
+    ('{"m": {}}', "m: must set at least one price field"),
+    ('{"m": {"per_cal": 1}}', "m.per_cal: is not a price field"),
+    ('{"m": {"per_call": -0.01}}', "m.per_call: must be at least 0 and at most 1000000 USD"),
+    ('{"m": {"per_call": "1000000.01"}}', "m.per_call: must be at least 0 and at most 1000000 USD"),
+    ('{"m": {"per_call": "0.0000000000001"}}', "m.per_call: must have at most 12 decimal places"),
+    ('{"m": {"per_call": "abc"}}', "m.per_call: must be a number of USD"),
+    ('{"m": {"per_call": ""}}', "m.per_call: must be a number of USD"),
+    ('{"m": {"per_call": "' + "1" * 41 + '"}}', "m.per_call: must be a number of USD"),
+    ('{"m": {"per_call": NaN}}', "m.per_call: must be a number of USD"),
+    ('{"m": {"per_call": "-Infinity"}}', "m.per_call: must be a number of USD"),
+    ('{"m": {"per_call": true}}', "m.per_call: must be a number of USD"),
+    ('{"m": {"per_call": [1]}}', "m.per_call: must be a number of USD"),
+    ('{"": {"per_call": 1}}', "a model name has 1 to 200"),
+    ('{"' + "m" * (MAX_MODEL_NAME + 1) + '": {"per_call": 1}}', "a model name has 1 to 200"),
+    ('{"m ": {"per_call": 1}}', "a model name"),
+    ('{"a\\u0000b": {"per_call": 1}}', "a model name"),
+    ('{"*": {"per_call": 1}}', "a model name"),
+])
+def test_a_bad_option_names_the_model_and_the_field(text, words):
+    with pytest.raises(ValueError) as refused:
+        parse_option(text)
+    assert words in str(refused.value)
+
+
+def test_the_option_is_bounded_in_models_and_characters():
+    many = {f"m{n}": {"per_call": 1} for n in range(MAX_OPTION_MODELS)}
+    assert len(parse_option(json.dumps(many))) == MAX_OPTION_MODELS
+    with pytest.raises(ValueError, match=f"at most {MAX_OPTION_MODELS} models"):
+        parse_option(json.dumps({**many, "one-more": {"per_call": 1}}))
+    with pytest.raises(ValueError, match=f"at most {MAX_OPTION_CHARS} characters"):
+        parse_option('{"m": {"per_call": 1}}' + " " * MAX_OPTION_CHARS)
+
+
+def test_the_option_wins_over_the_document_over_the_shipped_table_and_removing_it_falls_back():
+    document = PriceTable({"m-small": {"input_per_million": 2, "output_per_million": 4},
+                           "doc-only": {"per_call": "0.3"}})
+    option = parse_option('{"m-small": {"per_call": "0.5"}, "m-large": {"input_per_million": "1"}, '
+                          '"new-model": {"per_image": "0.02"}}')
+    table = document.with_option(option)
+    # The option replaces a model's whole price (no field inherited from the layer below)
+    assert table.get("m-small") == Price(per_call=Decimal("0.5"))
+    assert table.get("m-large") == Price(input_per_million=Decimal(1))
+    assert table.get("new-model") == Price(per_image=Decimal("0.02")) and "new-model" in table
+    assert "new-model" in table.models() and "new-model" not in document.models()
+    assert [table.source(m) for m in ("m-small", "m-large", "new-model", "doc-only", "theta-3", "nowhere")] == \
+        ["option", "option", "option", "channels document", "shipped", None]
+    # The defaults are the prices without the option
+    assert table.default("m-small") == Price(input_per_million=Decimal(2), output_per_million=Decimal(4))
+    assert table.default("m-large") == SHIPPED["m-large"] and table.default("new-model") is None
+    # The table it layers over is unchanged; an empty option is the table itself
+    assert document.get("m-small").per_call is None and "new-model" not in document
+    assert document.with_option({}) is document
+    assert table.with_option({}).get("m-small") == document.get("m-small")  # an emptied option: the defaults
+    # Layered again (the option changed): over the defaults, not over the last option
+    again = table.with_option(parse_option('{"m-large": {"per_call": "9"}}'))
+    assert again.get("m-small") == document.get("m-small") and again.source("m-small") == "channels document"
+    assert again.get("m-large") == Price(per_call=Decimal(9))
+    with pytest.raises(InvalidRequest, match="no price configured"):
+        again.get("new-model")
+
+
+def test_a_price_as_text_is_exact_and_reads_back():
+    price = Price.of({"input_per_million": "0.50", "output_per_million": "1E+3", "per_call": 0, "per_image": "2.000"})
+    assert price.fields() == {"input_per_million": "0.5", "output_per_million": "1000", "per_image": "2",
+                              "per_call": "0"}
+    assert Price.of(price.fields()) == price
+    assert Price(per_second=Decimal("0.000000000001")).fields() == {"per_second": "0.000000000001"}
+    assert Price(per_second=Decimal("10")).fields() == {"per_second": "10"}
+
+
+def test_a_long_bad_model_name_is_quoted_cut_at_40_characters():
+    name = "m " * 101  # a space at its end, and longer than a name may be
+    with pytest.raises(ValueError) as refused:
+        parse_option(json.dumps({name: {"per_call": 1}}))
+    assert str(refused.value).startswith(f"model '{name[:40]}... ({len(name)} characters)': a model name has")

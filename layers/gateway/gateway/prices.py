@@ -1,15 +1,19 @@
 """Prices of models in USD, and their conversion to quota units.
 
 The shipped table below holds a price for every model the gateway knows; the `prices:` section
-of the channels document overrides or extends it per model. A model with no price is refused,
-never served for free. All arithmetic is in `Decimal`; a request's cost is rounded up to a whole
-unit once.
+of the channels document overrides or extends it per model, and the operator's site option
+`ModelPrice` (edited in the console, `PUT /api/option/`) overrides both: shipped < document <
+option, each layer replacing a model's whole price. A model with no price is refused, never
+served for free. All arithmetic is in `Decimal`; a request's cost is rounded up to a whole unit
+once.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
@@ -49,6 +53,15 @@ class Price:
                 raise ValueError(f"{name} must not be negative")
             values[name] = amount
         return cls(**values)
+
+    def fields(self) -> dict[str, str]:
+        """The fields set, as decimal text (how the option and a task's stored price keep it)."""
+        return {f.name: _text(getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+def _text(amount: Decimal) -> str:
+    text = format(amount, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _p(**spec: Any) -> Price:
@@ -125,16 +138,42 @@ SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_ZETA, **_GAMMA, **
 
 
 class PriceTable:
+    """The prices in force: the shipped table, the channels document's `prices:` over it, and
+    (`with_option`) the operator's `ModelPrice` option over both."""
+
     def __init__(self, overrides: Mapping[str, Mapping[str, Any]] | None = None):
         self._prices = dict(SHIPPED)
+        self._sources = dict.fromkeys(SHIPPED, "shipped")
         for model, spec in (overrides or {}).items():
             try:
                 self._prices[model] = Price.of(spec)
             except (ValueError, ArithmeticError) as exc:
                 raise ValueError(f"prices.{model}: {exc}") from None
+            self._sources[model] = "channels document"
+        self._defaults: Mapping[str, Price] = self._prices
+        self._default_sources: Mapping[str, str] = self._sources
+
+    def with_option(self, option: Mapping[str, Price]) -> PriceTable:
+        """This table with the operator's `ModelPrice` entries over it (each replaces a model's
+        whole price); removing an entry falls back to the document's or the shipped price."""
+        if not option and self._prices is self._defaults:
+            return self
+        table = PriceTable.__new__(PriceTable)
+        table._defaults, table._default_sources = self._defaults, self._default_sources
+        table._prices = {**self._defaults, **option}
+        table._sources = {**self._default_sources, **dict.fromkeys(option, "option")}
+        return table
 
     def models(self) -> list[str]:
         return sorted(self._prices)
+
+    def default(self, model: str) -> Price | None:
+        """The price without the operator's option: the document's, else the shipped one."""
+        return self._defaults.get(model)
+
+    def source(self, model: str) -> str | None:
+        """Where the price in force comes from: `option`, `channels document`, `shipped` (None: unpriced)."""
+        return self._sources.get(model)
 
     def __contains__(self, model: str) -> bool:
         return model in self._prices
@@ -145,6 +184,71 @@ class PriceTable:
             raise InvalidRequest(f"model '{shown(model)}' has no price configured, so it cannot be served",
                                  param="model", code="model_not_priced")
         return price
+
+
+#: The `ModelPrice` option's bounds: it shares one DynamoDB item (400 KB) with every site option.
+MAX_OPTION_MODELS = 500
+MAX_MODEL_NAME = 200
+MAX_USD = Decimal(1_000_000)  # per million tokens, per image, per second or per call
+MAX_DECIMALS = 12  # a millionth of a micro-dollar: far below a unit, and a short decimal text
+MAX_OPTION_CHARS = 100_000
+OPTION_FIELDS = tuple(f.name for f in fields(Price))
+
+
+@functools.lru_cache(maxsize=8)
+def parse_option(text: str) -> Mapping[str, Price]:
+    """The `ModelPrice` option's rule (new-api's key; our field names): a JSON object of model
+    names to objects of `Price` fields, each a number or a decimal string, at least 0 and at most
+    1000000 USD, at least one field a model. `ValueError` names the model and the field that
+    broke. Parsed once per text (every request reads the option)."""
+    if len(text) > MAX_OPTION_CHARS:
+        raise ValueError(f"must have at most {MAX_OPTION_CHARS} characters")
+    try:  # NaN and Infinity stay what they are (a float), refused below naming their field
+        value = json.loads(text, parse_float=Decimal, parse_int=Decimal, parse_constant=float)
+    except ValueError:
+        raise ValueError("must be a JSON object of model names to prices") from None
+    if not isinstance(value, dict):
+        raise ValueError("must be a JSON object of model names to prices")
+    if len(value) > MAX_OPTION_MODELS:
+        raise ValueError(f"may price at most {MAX_OPTION_MODELS} models")
+    found: dict[str, Price] = {}
+    for model, spec in value.items():
+        if not (0 < len(model) <= MAX_MODEL_NAME and model.isprintable() and model.strip() == model
+                and model != "*"):
+            raise ValueError(f"model '{shown(model, 40)}': a model name has 1 to {MAX_MODEL_NAME} printable "
+                             "characters, no space at either end")
+        if not isinstance(spec, dict):
+            raise ValueError(f"{model}: must be an object of price fields ({', '.join(OPTION_FIELDS)})")
+        if not spec:
+            raise ValueError(f"{model}: must set at least one price field (remove the model to use its default)")
+        amounts = {}
+        for name, amount in spec.items():
+            if name not in OPTION_FIELDS:
+                raise ValueError(f"{model}.{shown(name, 40)}: is not a price field (one of {', '.join(OPTION_FIELDS)})")
+            amounts[name] = _amount(model, name, amount)
+        found[model] = Price(**amounts)
+    return found
+
+
+def _amount(model: str, name: str, value: Any) -> Decimal:
+    where = f"{model}.{name}"
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            amount = Decimal(text) if text and len(text) <= 40 else None
+        except ArithmeticError:
+            amount = None
+    elif isinstance(value, Decimal):
+        amount = value
+    else:
+        amount = None
+    if amount is None or not amount.is_finite():
+        raise ValueError(f"{where}: must be a number of USD (got {shown(json.dumps(value, default=str), 40)})")
+    if amount < 0 or amount > MAX_USD:
+        raise ValueError(f"{where}: must be at least 0 and at most {MAX_USD} USD (got {shown(value, 40)})")
+    if amount and amount.normalize().as_tuple().exponent < -MAX_DECIMALS:  # type: ignore[operator]
+        raise ValueError(f"{where}: must have at most {MAX_DECIMALS} decimal places (got {shown(value, 40)})")
+    return amount
 
 
 def usd_to_units(usd: Decimal) -> int:

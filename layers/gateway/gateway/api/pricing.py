@@ -20,10 +20,10 @@ from decimal import Decimal
 from typing import Any
 
 from gateway import groups
-from gateway.api.models import describe
+from gateway.api.models import describe, kind_of
 from gateway.errors import AuthenticationFailed, PermissionDenied
-from gateway.prices import UNITS_PER_USD, Price
-from gateway.routing.channels import Catalog, get_catalog
+from gateway.prices import OPTION_FIELDS, UNITS_PER_USD, Price
+from gateway.routing.channels import ANY_MODEL, Catalog, get_catalog
 
 # A price field and whether it is a text model's rate that falls back to another.
 _UNIT_FIELDS = ("per_image", "per_extra_megapixel", "image_input_per_million", "per_second", "per_call")
@@ -91,3 +91,24 @@ def pricing(profile: dict[str, Any] | None) -> dict[str, Any]:
                                code="group_not_priced")
     return {"success": True, "message": "", "data": rows_for(group, ratio), "group": group,
             "group_ratio": float(ratio), "currency": "USD", "quota_per_unit": UNITS_PER_USD}
+
+
+def operator_view(catalog: Catalog | None = None) -> dict[str, Any]:
+    """GET /api/admin/prices (operators): every model priced anywhere or named by a channel, with
+    the price in force and where it comes from (`option`: the operator's `ModelPrice`, over the
+    `channels document`'s, over the `shipped` table), its default (the price without the option,
+    what "Reset to default" returns to) and whether a channel serves it. Before any group ratio,
+    as the option takes them: decimal text in USD."""
+    catalog = catalog or get_catalog()
+    table = catalog.prices
+    named = {m for c in catalog.channels for m in c.models if m != ANY_MODEL}
+    rows = []
+    for name in sorted(set(table.models()) | named):
+        price = table.get(name) if name in table else None
+        default = table.default(name)
+        info = describe(name, catalog) if price is not None else None
+        rows.append({"model_name": name, "kind": kind_of(price) if price is not None else None,
+                     "source": table.source(name), "price": price.fields() if price is not None else None,
+                     "default": default.fields() if default is not None else None,
+                     "served": info is not None or (price is None and name in named)})
+    return {"success": True, "message": "", "data": rows, "currency": "USD", "fields": list(OPTION_FIELDS)}

@@ -20,7 +20,7 @@ from typing import Any
 
 from gateway.errors import InvalidRequest, shown
 from gateway.groups import DEFAULT_RATIOS, parse_ratios
-from gateway.prices import UNITS_PER_USD
+from gateway.prices import UNITS_PER_USD, parse_option
 from gateway.settings import get_settings
 
 
@@ -91,6 +91,11 @@ OPTIONS: dict[str, Option] = {
     "CriticalRateLimitDurationSeconds": Option("1200", _int(1, 86_400), describe="that window, in seconds"),
     # new-api's GroupRatio: every price of a user's group multiplied by its ratio (`gateway.groups`).
     "GroupRatio": Option(DEFAULT_RATIOS, parse_ratios, describe="a JSON object of group name to price ratio"),
+    # new-api's ModelPrice key (its value there: model -> USD per call; ModelRatio and
+    # CompletionRatio price tokens): here model -> our price fields (`prices.parse_option`), over
+    # the channels document's and the shipped prices. The console's Pricing page edits it.
+    "ModelPrice": Option("{}", parse_option, describe="a JSON object of model name to its prices in USD "
+                         '(the channels document\'s fields: {"m-small": {"input_per_million": "0.5"}})'),
     # Not a new-api option (its pricing page is public): whether GET /api/pricing answers anyone.
     "PricingAnonymous": Option("true", _bool, public=True,
                                describe="the pricing page answers anyone (else signed-in users)"),
@@ -110,10 +115,13 @@ def parse_value(key: str, value: Any) -> tuple[str, Any]:
         text = repr(value) if isinstance(value, float) and not value.is_integer() else str(int(value))
     elif isinstance(value, str):
         text = value.strip()
-    elif isinstance(value, dict) and key == "GroupRatio":  # the object itself, as well as its JSON text
+    elif isinstance(value, dict) and key in ("GroupRatio", "ModelPrice"):  # the object, or its JSON text
         import json
 
-        text = json.dumps(value, separators=(",", ":"))
+        try:
+            text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        except ValueError:
+            raise InvalidRequest(f"value: {key} must hold finite numbers", param="value") from None
     else:
         raise InvalidRequest(f"value: {key} takes a string, a number or a boolean", param="value")
     try:

@@ -586,14 +586,42 @@ def stored_channels() -> list[Any]:
 _added = _Added()
 
 
-def get_catalog() -> Catalog:
+def get_catalog(*, operator_prices: bool = True) -> Catalog:
     """The catalog in force: the document's channels (read once; a remote document is re-read
-    every minute) and the channels added through /api/channel/ (re-read every few seconds)."""
+    every minute), the channels added through /api/channel/ (re-read every few seconds), and the
+    prices with the operator's `ModelPrice` option over them (read with every site option, at
+    most once per `GATEWAY_KEY_CACHE_SECONDS`, as `GroupRatio` is). A request takes its price
+    from the catalog once and holds and settles at it (a task keeps it with the task).
+    `operator_prices=False`: without the option (what was in force before it existed)."""
+    catalog = _channels_catalog()
+    return _priced(catalog) if operator_prices else catalog
+
+
+def _channels_catalog() -> Catalog:
     base = _document_catalog()
     if _added.due():
         store_call_ahead()  # on an event loop under `no_wait`: again on a worker thread
         _added.refresh()
     return _added.catalog(base)
+
+
+_priced_last: tuple[Catalog, Any, Catalog] | None = None  # (catalog, option, the catalog priced by it)
+
+
+def _priced(catalog: Catalog) -> Catalog:
+    """`catalog` with the operator's prices over its own; the same object while neither changes
+    (the option's parse is cached per text, so an unchanged option is the same mapping)."""
+    global _priced_last
+    from gateway.commerce import options
+
+    option = options.current("ModelPrice")
+    last = _priced_last
+    if last is not None and last[0] is catalog and last[1] is option:
+        return last[2]
+    priced = catalog if not option else Catalog(catalog.channels, catalog.prices.with_option(option),
+                                                added=catalog.added, shadowed=catalog.shadowed)
+    _priced_last = (catalog, option, priced)
+    return priced
 
 
 def reread_added() -> None:
@@ -611,8 +639,9 @@ def use_added_source(source: Callable[[], list[Any]] | None) -> None:
 def check_at_start() -> None:
     """Reads the channels document when a function starts, so a bad or unreadable one fails the
     cold start (and the local runner) at once, naming the source and the field and rule or the
-    cause, instead of every request answering 500 or an empty catalog answering 404."""
-    get_catalog()
+    cause, instead of every request answering 500 or an empty catalog answering 404 (the
+    operator's prices are read with the first request, as the site options are)."""
+    _channels_catalog()
 
 
 def reset_catalog() -> None:

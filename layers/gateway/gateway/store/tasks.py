@@ -61,6 +61,9 @@ class Task:
     duration: str | None = None  # seconds of one video, as a string, when the family has one
     #: What the price multiplies (`families.base.Quantities` as a dict): seconds, images, calls, ...
     quantities: dict[str, Any] = field(default_factory=dict)
+    #: The model's price (`prices.Price.fields`) when it was held: the settlement prices the task
+    #: at it, whatever the operator changed meanwhile. None: a task stored before it was kept.
+    price: dict[str, str] | None = None
     callback_url: str | None = None
     #: Request fields the family's answers repeat (size, seconds, external ids, ...).
     public: dict[str, Any] = field(default_factory=dict)

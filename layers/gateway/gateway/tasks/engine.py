@@ -33,6 +33,7 @@ from gateway.admission import billing
 from gateway.auth import Principal
 from gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable
 from gateway.observability import logger
+from gateway.prices import Price
 from gateway.routing import health
 from gateway.routing.channels import Channel, get_catalog, report_failure, report_success
 from gateway.routing.outbound import sync_client
@@ -119,7 +120,8 @@ def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) ->
         fields: dict[str, Any] = dict(
             channel=channel.name, upstream_task_id=accepted.upstream_task_id, poll_url=accepted.poll_url,
             details={**(claimed.details if claimed else {}), **accepted.details},
-            reservation=dataclasses.asdict(reservation), quantities=dict(new.quantities), duration=new.duration,
+            reservation=dataclasses.asdict(reservation), quantities=dict(new.quantities), price=price.fields(),
+            duration=new.duration,
             callback_url=new.callback_url, public={**(claimed.public if claimed else {}), **new.public},
             updated_at=int(now), open_shard=open_shard(task_id),
             next_poll_at=int(now + get_settings().task_poll_seconds))
@@ -390,9 +392,13 @@ def finish(task: Task, *, now: float | None = None) -> None:
 
 
 def settled_units(task: Task) -> int:
-    """The price of what was delivered, by the task's family (a model no longer priced keeps
-    the price it was held at)."""
-    prices = get_catalog().prices
+    """The price of what was delivered, by the task's family, at the price the task was held at
+    (kept with the task: an operator's change meanwhile never reaches it). A task stored before
+    its price was kept was held before the operator's prices existed: the document's or the
+    shipped price, and the hold when the model is no longer priced."""
+    if task.price is not None:
+        return family_of(task.family).units_to_settle(task, Price.of(task.price))
+    prices = get_catalog(operator_prices=False).prices
     return family_of(task.family).units_to_settle(task, prices.get(task.model) if task.model in prices else None)
 
 
