@@ -286,7 +286,7 @@ def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | Non
         if attempt == _SETTLE_ATTEMPTS - 1:
             charge = min(charge, reservation.units)  # the hold itself is always there to take
         try:
-            return _close(reservation, charge, detail, settled=True, wanted=wanted, base_units=base)
+            return _close(reservation, charge, detail, settled=True, shortfall=wanted - charge, base_units=base)
         except _QuotaShort:
             charge = reservation.units + min(charge - reservation.units, _left(reservation))
     raise AssertionError("unreachable: the last attempt charges no more than the hold")
@@ -324,9 +324,10 @@ def _left(reservation: Reservation) -> int:
 
 
 def _close(reservation: Reservation, units: int, detail: dict[str, Any] | None, *, settled: bool,
-           wanted: int | None = None, log_type: int = LOG_CONSUME, base_units: int | None = None) -> bool:
+           shortfall: int = 0, log_type: int = LOG_CONSUME, base_units: int | None = None) -> bool:
     """One transaction: the reservation leaves `reserved` (settled, or refunded), the quotas take
-    `units` and get the rest of the hold back, the ledger entry is written. False if it was
+    `units` and get the rest of the hold back, the ledger entry is written (with the `shortfall`
+    a settlement could not charge: `settle` never charges more than the price). False if it was
     already closed."""
     now, outcome = datetime.now(UTC), SETTLED if settled else REFUNDED
     writes = [
@@ -334,7 +335,7 @@ def _close(reservation: Reservation, units: int, detail: dict[str, Any] | None, 
         _user_counts(reservation, units, settled=settled),
         _key_counts(reservation, units),
         {"Put": {"TableName": _table(), "Item": to_item(entry(
-            reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0), log_type=log_type,
+            reservation, outcome, units, detail, now, shortfall=shortfall, log_type=log_type,
             base_units=base_units)),
             "ConditionExpression": "attribute_not_exists(pk)"}},
     ]
