@@ -302,8 +302,8 @@ def refund(reservation: Reservation, *, reason: str = "", error: bool = True,
     if reservation.lease_id:
         return (pool or leases.pool()).close(reservation, REFUNDED, 0, detail or None, wanted=0,
                                              log_type=LOG_ERROR if error else LOG_REFUND, base_units=0)
-    return _close(reservation, 0, detail or None, settled=False, log_type=LOG_ERROR if error else LOG_REFUND,
-                  base_units=0)
+    # (its ledger entry's base price is then its units, 0)
+    return _close(reservation, 0, detail or None, settled=False, log_type=LOG_ERROR if error else LOG_REFUND)
 
 
 class _QuotaShort(Exception):
