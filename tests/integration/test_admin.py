@@ -48,3 +48,19 @@ def test_issue_key_refuses_an_expiry_of_no_days_rather_than_issuing_a_key_that_n
     with pytest.raises(ValueError, match="expires-in-days"):
         admin.run(["issue-key", "--user", "1", "--name", "x", "--expires-in-days", days], accounts=accounts)
     assert [k["name"] for k in accounts.list_keys(1)] == ["demo"]
+
+
+def test_a_page_of_users_is_at_most_its_limit_by_id_and_says_where_to_go_on(accounts):
+    # Given users 1, 2, 4 and 5 (3 was never created: the walk of ids skips it)
+    for user_id in (1, 2, 4, 5):
+        accounts.create_user(username=f"u{user_id}", user_id=user_id)
+    page = accounts.users_page
+
+    def ids(found):
+        return [int(u["id"]) for u in found[0]], found[1]
+
+    assert ids(page(2)) == ([1, 2], 2)
+    assert ids(page(2, after=2)) == ([4, 5], None)  # the last page ends on the highest id: nothing after it
+    assert ids(page(3)) == ([1, 2, 4], 4)
+    assert ids(page(3, after=4)) == ([5], None)
+    assert ids(page(10)) == ([1, 2, 4, 5], None)
