@@ -64,3 +64,13 @@ def test_a_page_of_users_is_at_most_its_limit_by_id_and_says_where_to_go_on(acco
     assert ids(page(3)) == ([1, 2, 4], 4)
     assert ids(page(3, after=4)) == ([5], None)
     assert ids(page(10)) == ([1, 2, 4, 5], None)
+
+
+def test_setting_fields_of_a_user_that_does_not_exist_is_user_not_found_and_creates_nothing(accounts):
+    from gateway.store.accounts import UserNotFound
+
+    with pytest.raises(UserNotFound):
+        accounts.set_user_fields(99, {"display_name": "ghost"})
+    assert accounts.raw_user(99, consistent=True) is None
+    accounts.create_user(username="real", user_id=98)
+    assert accounts.set_user_fields(98, {"display_name": "Real"})["display_name"] == "Real"
