@@ -105,6 +105,7 @@ def test_with_verification_the_emailed_code_is_needed_once(commerce_fn, lambda_c
     assert status == 200
     (message,) = mails(outbox)
     assert message["to"] == "v@example.com"
+    assert "It is valid for 10 minutes." in message["text"]  # new-api's VerificationValidMinutes
     code = code_in(message)
     status, body, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register",
                            body={**register, "verification_code": code})
@@ -129,6 +130,16 @@ def stored_codes() -> int:
 
     items = client("dynamodb").scan(TableName=get_settings().accounts_table)["Items"]
     return sum(1 for item in items if item["pk"]["S"].startswith("VERIFY#"))
+
+
+def test_a_critical_limit_counter_is_kept_two_windows_then_left_to_the_ttl(store):
+    set_option("CriticalRateLimitDurationSeconds", "1200")
+    signup.limit("addr:192.0.2.9", now=1_000_000.5)
+    start = 1_000_000 // 1200 * 1200
+    item = client("dynamodb").get_item(TableName=signup._table(), ConsistentRead=True, Key={
+        "pk": {"S": "CRIT#addr:192.0.2.9"}, "sk": {"S": str(start)}})["Item"]
+    # counted once, and deleted by DynamoDB's TTL once its window and the next are over
+    assert (item["n"]["N"], item["expires_ttl"]["N"]) == ("1", str(start + 2 * 1200))
 
 
 def test_a_code_or_reset_request_says_and_does_the_same_for_a_taken_address(commerce_fn, lambda_context, outbox,
