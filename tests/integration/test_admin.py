@@ -50,7 +50,7 @@ def test_issue_key_refuses_an_expiry_of_no_days_rather_than_issuing_a_key_that_n
     assert [k["name"] for k in accounts.list_keys(1)] == ["demo"]
 
 
-def test_a_page_of_users_is_at_most_its_limit_by_id_and_says_where_to_go_on(accounts):
+def test_a_page_of_users_is_at_most_its_limit_by_id_and_says_where_to_go_on(accounts, monkeypatch):
     # Given users 1, 2, 4 and 5 (3 was never created: the walk of ids skips it)
     for user_id in (1, 2, 4, 5):
         accounts.create_user(username=f"u{user_id}", user_id=user_id)
@@ -64,6 +64,19 @@ def test_a_page_of_users_is_at_most_its_limit_by_id_and_says_where_to_go_on(acco
     assert ids(page(3)) == ([1, 2, 4], 4)
     assert ids(page(3, after=4)) == ([5], None)
     assert ids(page(10)) == ([1, 2, 4, 5], None)
+
+    # and a page reads the ids up to the highest one taken, never past it (each key read costs)
+    asked: list[str] = []
+    db = accounts._db
+    real = db.batch_get_item
+
+    def batch_get_item(**params):
+        asked.extend(k["pk"]["S"] for keys in params["RequestItems"].values() for k in keys["Keys"])
+        return real(**params)
+
+    monkeypatch.setattr(db, "batch_get_item", batch_get_item)
+    page(10)
+    assert asked == [f"USER#{i}" for i in range(1, 6)]
 
 
 def test_setting_fields_of_a_user_that_does_not_exist_is_user_not_found_and_creates_nothing(accounts):
