@@ -13,6 +13,7 @@ import pytest
 
 from gateway.commerce import options, signup
 from gateway.commerce.store import CommerceRepository
+from gateway.errors import RateLimited
 from gateway.store.aws import client
 from tests.conftest import api_event, load_function, use_environment
 
@@ -140,6 +141,17 @@ def test_a_critical_limit_counter_is_kept_two_windows_then_left_to_the_ttl(store
         "pk": {"S": "CRIT#addr:192.0.2.9"}, "sk": {"S": str(start)}})["Item"]
     # counted once, and deleted by DynamoDB's TTL once its window and the next are over
     assert (item["n"]["N"], item["expires_ttl"]["N"]) == ("1", str(start + 2 * 1200))
+    # and past the limit, the refusal names the kind of subject, never the subject itself
+    set_option("CriticalRateLimitNum", "1")
+    with pytest.raises(RateLimited, match="from this address; try again in 799 s"):
+        signup.limit("addr:192.0.2.9", now=1_000_001)
+
+
+def test_a_code_is_kept_until_it_expires_then_left_to_the_ttl(outbox, store):
+    signup.send_code("ttl@example.com", "192.0.2.1", now=2_000_000)
+    item = client("dynamodb").get_item(TableName=signup._table(), ConsistentRead=True, Key={
+        "pk": {"S": "VERIFY#register#ttl@example.com"}, "sk": {"S": "VERIFY"}})["Item"]
+    assert item["expires_at"]["N"] == item["expires_ttl"]["N"] == str(2_000_000 + 600)  # 10 minutes
 
 
 def test_a_code_or_reset_request_says_and_does_the_same_for_a_taken_address(commerce_fn, lambda_context, outbox,
