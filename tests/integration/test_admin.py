@@ -87,3 +87,22 @@ def test_setting_fields_of_a_user_that_does_not_exist_is_user_not_found_and_crea
     assert accounts.raw_user(99, consistent=True) is None
     accounts.create_user(username="real", user_id=98)
     assert accounts.set_user_fields(98, {"display_name": "Real"})["display_name"] == "Real"
+
+
+def test_a_console_session_is_read_strongly_consistent(accounts, monkeypatch):
+    # A session is used the moment sign-in answers (another instance may serve the next request)
+    # and must stop the moment sign-out deletes it: an eventually consistent read could miss either.
+    reads = []
+    real = accounts._db.get_item
+
+    def get_item(**params):
+        if params["Key"]["pk"]["S"].startswith("SESSION#"):
+            reads.append(params.get("ConsistentRead"))
+        return real(**params)
+
+    monkeypatch.setattr(accounts._db, "get_item", get_item)
+    accounts.put_session("h" * 64, 1, 2**31)
+    assert accounts.get_session("h" * 64)["user_id"] == 1
+    accounts.delete_session("h" * 64)
+    assert accounts.get_session("h" * 64) is None
+    assert reads == [True, True]
