@@ -106,3 +106,13 @@ def test_a_console_session_is_read_strongly_consistent(accounts, monkeypatch):
     accounts.delete_session("h" * 64)
     assert accounts.get_session("h" * 64) is None
     assert reads == [True, True]
+
+
+def test_a_successful_sign_in_gives_back_exactly_its_own_attempt_to_its_address(accounts):
+    from gateway.store.accounts import SignInCounter
+
+    counter = SignInCounter("addr:192.0.2.5", 900, 50, 2700)
+    for _ in range(3):
+        assert accounts.admit_sign_in([counter], 1000) is None
+    accounts.forget_sign_in_attempt("addr:192.0.2.5", 900, reset=False)
+    assert int(accounts.sign_in_counter("addr:192.0.2.5", 900)["attempts"]) == 2
