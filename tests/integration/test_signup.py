@@ -121,9 +121,16 @@ def test_five_wrong_codes_burn_the_code(outbox, store):
     signup.send_code("w@example.com", "192.0.2.1")
     code = code_in(mails(outbox)[0])
     wrong = "111111" if code != "111111" else "222222"
-    for _ in range(signup.MAX_CODE_TRIES):
+    for _ in range(5):
         assert signup.consume_code(signup.REGISTER, "w@example.com", wrong) is False
     assert signup.consume_code(signup.REGISTER, "w@example.com", code) is False
+    # and four wrong tries still leave the code to its owner
+    signup.send_code("w4@example.com", "192.0.2.1")
+    code = code_in(mails(outbox)[-1])
+    wrong = "111111" if code != "111111" else "222222"
+    for _ in range(4):
+        assert signup.consume_code(signup.REGISTER, "w4@example.com", wrong) is False
+    assert signup.consume_code(signup.REGISTER, "w4@example.com", code) is True
 
 
 def stored_codes() -> int:
@@ -201,6 +208,7 @@ def test_the_critical_limit_counts_before_any_work_even_in_parallel(commerce_fn,
 
 def test_an_invitation_code_counts_the_invitee_and_rewards_nothing_yet(commerce_fn, lambda_context, outbox, demo,
                                                                       accounts):
+    set_option("QuotaForNewUser", "250000")
     set_option("QuotaForInvitee", "100000")
     set_option("QuotaForInviter", "900000")
     inviter = accounts.raw_user(1, consistent=True)
@@ -208,7 +216,7 @@ def test_an_invitation_code_counts_the_invitee_and_rewards_nothing_yet(commerce_
         "username": "invited", "password": "a long password", "aff_code": inviter["aff_code"]})
     assert status == 200
     invitee = accounts.raw_user(body["data"]["id"], consistent=True)
-    assert invitee["inviter_id"] == 1 and invitee["quota"] == 100_000
+    assert invitee["inviter_id"] == 1 and invitee["quota"] == 250_000 + 100_000  # a new user's, and an invitee's
     after = accounts.raw_user(1, consistent=True)
     assert after["aff_count"] == inviter["aff_count"] + 1 and after["aff_quota"] == inviter["aff_quota"]
     # An unknown code is ignored, as new-api does (no enumeration of codes either).
