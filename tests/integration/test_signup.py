@@ -115,6 +115,9 @@ def test_with_verification_the_emailed_code_is_needed_once(commerce_fn, lambda_c
     status, body, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register",
                            body={**register, "username": "again", "verification_code": code})
     assert status == 400 and accounts.user_id_for_username("again") is None
+    # and the address is the new account's: a new code request is told it is taken
+    status, _, _ = call(commerce_fn, lambda_context, "GET", "/api/verification", query={"email": "v@example.com"})
+    assert status == 200 and "already has an account" in mails(outbox)[-1]["text"]
 
 
 def test_five_wrong_codes_burn_the_code(outbox, store):
