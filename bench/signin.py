@@ -46,7 +46,9 @@ def gateway() -> Service:
 
 
 def address(n: int) -> str:
-    return f"127.{(n >> 16) & 255}.{(n >> 8) & 255}.{(n & 255) or 1}"
+    """A loopback address of its own for each n (below 250**3), none ending in .0."""
+    rest, last = divmod(n, 250)
+    return f"127.{rest // 250 % 250 + 1}.{rest % 250 + 1}.{last + 1}"
 
 
 def sign_in(url: str, username: str, source: str) -> tuple[float, int]:
