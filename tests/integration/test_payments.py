@@ -239,6 +239,22 @@ def test_the_inviter_is_rewarded_at_the_first_payment_only(payments_on, payer, a
         invitations.transfer(1, 10)
 
 
+def test_the_smallest_transfer_is_one_usd_exactly_and_the_invitation_code_is_answered(accounts):
+    from gateway.settings import get_settings
+
+    accounts.create_user(username="inviter", user_id=41)
+    client("dynamodb").update_item(TableName=get_settings().accounts_table,
+                                   Key=to_item({"pk": "USER#41", "sk": "PROFILE"}),
+                                   UpdateExpression="SET aff_quota = :q",
+                                   ExpressionAttributeValues=to_values({":q": 10**6}))
+    with pytest.raises(GatewayError, match="smallest transfer is 500000 units"):
+        invitations.transfer(41, 499_999)
+    invitations.transfer(41, 500_000)  # new-api's TransferAffQuotaToQuota: at least one USD of quota
+    user = accounts.raw_user(41, consistent=True)
+    assert (user["aff_quota"], user["quota"]) == (500_000, 500_000)
+    assert invitations.aff(user) == {"success": True, "message": "", "data": user["aff_code"]}
+
+
 @pytest.mark.parametrize("seed", [3, 11])
 def test_randomized_webhooks_credit_each_paid_order_once(payments_on, payer, accounts, commerce_fn, seed,
                                                           monkeypatch):
