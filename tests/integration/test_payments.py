@@ -249,7 +249,8 @@ def test_the_smallest_transfer_is_one_usd_exactly_and_the_invitation_code_is_ans
                                    ExpressionAttributeValues=to_values({":q": 10**6}))
     with pytest.raises(GatewayError, match="smallest transfer is 500000 units"):
         invitations.transfer(41, 499_999)
-    invitations.transfer(41, 500_000)  # new-api's TransferAffQuotaToQuota: at least one USD of quota
+    # new-api's TransferAffQuotaToQuota: at least one USD of quota
+    assert invitations.transfer(41, 500_000) == {"success": True, "message": "", "data": 500_000}
     user = accounts.raw_user(41, consistent=True)
     assert (user["aff_quota"], user["quota"]) == (500_000, 500_000)
     assert invitations.aff(user) == {"success": True, "message": "", "data": user["aff_code"]}
