@@ -353,3 +353,13 @@ def test_users_see_their_orders_and_operators_everyones_newest_first_page_by_pag
     status, body = page("/api/user/topup", operator, 2)
     assert status == 200 and [o["trade_no"] for o in body["data"]["items"]] == [second["trade_no"]]
     assert page("/api/user/topup", ann, 1)[0] == 403  # everyone's orders are the operators' alone
+
+
+def test_an_order_is_shown_to_its_payer_only(payments_on, payer, accounts):
+    from gateway.errors import NotFound
+
+    order = start(payer, accounts)
+    assert payments.order_for(payer, order["trade_no"])["data"]["trade_no"] == order["trade_no"]
+    for other, trade_no in ((1, order["trade_no"]), (payer, "ord_none")):  # another user's, or none
+        with pytest.raises(NotFound, match="no such order of yours"):
+            payments.order_for(other, trade_no)
