@@ -363,3 +363,10 @@ def test_an_order_is_shown_to_its_payer_only(payments_on, payer, accounts):
     for other, trade_no in ((1, order["trade_no"]), (payer, "ord_none")):  # another user's, or none
         with pytest.raises(NotFound, match="no such order of yours"):
             payments.order_for(other, trade_no)
+
+
+def test_a_top_up_that_would_take_an_account_past_the_largest_quota_is_refused(payments_on, payer, accounts):
+    accounts.add_user_quota(payer, payments.MAX_QUOTA_UNITS - 1)
+    with pytest.raises(GatewayError, match="more quota than one account may"):
+        start(payer, accounts)
+    assert quota(accounts, payer) == payments.MAX_QUOTA_UNITS - 1  # and nothing changed
