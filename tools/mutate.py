@@ -59,6 +59,14 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
     "redemption": (f"{LAYER}/commerce/redemption.py", ["tests/integration/test_commerce.py"]),
     "payments": (f"{LAYER}/commerce/payments.py", ["tests/integration/test_payments.py"]),
     "signup": (f"{LAYER}/commerce/signup.py", ["tests/integration/test_signup.py"]),
+    # The invitation reward moved into quota (aff_transfer): one conditional credit.
+    "invitations": (f"{LAYER}/commerce/invitations.py", ["tests/integration/test_payments.py",
+                                                         "tests/integration/test_signup.py"]),
+    # The accounts table: users' and keys' quota (credits by an operator, key limits), the keys'
+    # of every item the money modules write, the usage reads' day totals.
+    "accounts": (f"{LAYER}/store/accounts.py", [
+        "tests/integration/test_account.py", "tests/integration/test_usage_totals.py",
+        "tests/integration/test_admin.py", "tests/integration/test_tokens.py"]),
     "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/test_groups.py",  # with_ratio
                                       "tests/unit/text/test_relay.py"]),
     "usage": (f"{LAYER}/formats/usage.py", ["tests/unit/formats/test_usage.py", "tests/unit/formats/test_responses.py",
@@ -77,7 +85,7 @@ SAMPLES = {"billing": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "leases": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "engine": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            **{name: int(os.environ.get("MUTATE_SAMPLE_SLOW", "20"))
-              for name in ("credits", "redemption", "payments", "signup")}}
+              for name in ("credits", "redemption", "payments", "signup", "invitations", "accounts")}}
 
 
 def _copy_tree(dest: Path) -> None:

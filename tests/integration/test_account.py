@@ -94,6 +94,27 @@ def test_user_self_returns_the_account_record(account_fn, demo, lambda_context):
     assert record["access_token"] is None and record["deleted_at"] is None
     assert (record["quota"], record["used_quota"], record["request_count"]) == (500_000_000 - 1_000, 1_000, 1)
     assert set(record) >= {"github_id", "wechat_id", "oidc_id", "google_id", "aff_code", "group_ratio", "topup_ratio"}
+    assert (record["aff_count"], record["aff_quota"], record["aff_history_quota"]) == (0, 0, 0)  # none invited yet
+
+
+def test_a_new_access_token_replaces_the_old_whichever_hash_sorts_first(account_fn, demo, lambda_context, accounts):
+    from gateway import keys
+
+    # Given two tokens, their hashes in a known order (the table keys on the hash)
+    low, high = sorted(["replacing-token-one", "replacing-token-two", "replacing-token-three"],
+                       key=keys.hash_secret)[:2]
+    for old, new in ((low, high), (high, low)):
+        accounts.set_access_token(1, old)
+        accounts.set_access_token(1, new)
+        # Then the old one says it was replaced, the new one works
+        status, body = get(account_fn, lambda_context, "/api/user/self", {"Authorization": old, "X-Api-User": "1"})
+        assert status == 401 and "replaced by a newer one" in body["message"]
+        status, _ = get(account_fn, lambda_context, "/api/user/self", {"Authorization": new, "X-Api-User": "1"})
+        assert status == 200
+    # and setting the same token again keeps it working
+    accounts.set_access_token(1, low)
+    status, _ = get(account_fn, lambda_context, "/api/user/self", {"Authorization": low, "X-Api-User": "1"})
+    assert status == 200
 
 
 @pytest.mark.parametrize("headers", [

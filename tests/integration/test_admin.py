@@ -48,3 +48,71 @@ def test_issue_key_refuses_an_expiry_of_no_days_rather_than_issuing_a_key_that_n
     with pytest.raises(ValueError, match="expires-in-days"):
         admin.run(["issue-key", "--user", "1", "--name", "x", "--expires-in-days", days], accounts=accounts)
     assert [k["name"] for k in accounts.list_keys(1)] == ["demo"]
+
+
+def test_a_page_of_users_is_at_most_its_limit_by_id_and_says_where_to_go_on(accounts, monkeypatch):
+    # Given users 1, 2, 4 and 5 (3 was never created: the walk of ids skips it)
+    for user_id in (1, 2, 4, 5):
+        accounts.create_user(username=f"u{user_id}", user_id=user_id)
+    page = accounts.users_page
+
+    def ids(found):
+        return [int(u["id"]) for u in found[0]], found[1]
+
+    assert ids(page(2)) == ([1, 2], 2)
+    assert ids(page(2, after=2)) == ([4, 5], None)  # the last page ends on the highest id: nothing after it
+    assert ids(page(3)) == ([1, 2, 4], 4)
+    assert ids(page(3, after=4)) == ([5], None)
+    assert ids(page(10)) == ([1, 2, 4, 5], None)
+
+    # and a page reads the ids up to the highest one taken, never past it (each key read costs)
+    asked: list[str] = []
+    db = accounts._db
+    real = db.batch_get_item
+
+    def batch_get_item(**params):
+        asked.extend(k["pk"]["S"] for keys in params["RequestItems"].values() for k in keys["Keys"])
+        return real(**params)
+
+    monkeypatch.setattr(db, "batch_get_item", batch_get_item)
+    page(10)
+    assert asked == [f"USER#{i}" for i in range(1, 6)]
+
+
+def test_setting_fields_of_a_user_that_does_not_exist_is_user_not_found_and_creates_nothing(accounts):
+    from gateway.store.accounts import UserNotFound
+
+    with pytest.raises(UserNotFound):
+        accounts.set_user_fields(99, {"display_name": "ghost"})
+    assert accounts.raw_user(99, consistent=True) is None
+    accounts.create_user(username="real", user_id=98)
+    assert accounts.set_user_fields(98, {"display_name": "Real"})["display_name"] == "Real"
+
+
+def test_a_console_session_is_read_strongly_consistent(accounts, monkeypatch):
+    # A session is used the moment sign-in answers (another instance may serve the next request)
+    # and must stop the moment sign-out deletes it: an eventually consistent read could miss either.
+    reads = []
+    real = accounts._db.get_item
+
+    def get_item(**params):
+        if params["Key"]["pk"]["S"].startswith("SESSION#"):
+            reads.append(params.get("ConsistentRead"))
+        return real(**params)
+
+    monkeypatch.setattr(accounts._db, "get_item", get_item)
+    accounts.put_session("h" * 64, 1, 2**31)
+    assert accounts.get_session("h" * 64)["user_id"] == 1
+    accounts.delete_session("h" * 64)
+    assert accounts.get_session("h" * 64) is None
+    assert reads == [True, True]
+
+
+def test_a_successful_sign_in_gives_back_exactly_its_own_attempt_to_its_address(accounts):
+    from gateway.store.accounts import SignInCounter
+
+    counter = SignInCounter("addr:192.0.2.5", 900, 50, 2700)
+    for _ in range(3):
+        assert accounts.admit_sign_in([counter], 1000) is None
+    accounts.forget_sign_in_attempt("addr:192.0.2.5", 900, reset=False)
+    assert int(accounts.sign_in_counter("addr:192.0.2.5", 900)["attempts"]) == 2

@@ -81,6 +81,8 @@ def test_refund_returns_the_whole_hold_exactly_once(limited, accounts):
     (entry,) = accounts.ledger(7)
     assert (entry["units"], entry["outcome"]) == (0, "refunded")
     assert entry["log_type"] == billing.LOG_ERROR  # a refund is a failed request unless told otherwise
+    assert "shortfall" not in entry  # nothing was priced, so nothing went uncharged
+    assert (entry["group"], entry["base_units"]) == ("default", 0)  # nor anything before the group's ratio
 
 
 def test_an_account_too_low_behind_a_key_with_room_is_told_as_the_accounts_quota(accounts):

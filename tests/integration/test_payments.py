@@ -239,6 +239,23 @@ def test_the_inviter_is_rewarded_at_the_first_payment_only(payments_on, payer, a
         invitations.transfer(1, 10)
 
 
+def test_the_smallest_transfer_is_one_usd_exactly_and_the_invitation_code_is_answered(accounts):
+    from gateway.settings import get_settings
+
+    accounts.create_user(username="inviter", user_id=41)
+    client("dynamodb").update_item(TableName=get_settings().accounts_table,
+                                   Key=to_item({"pk": "USER#41", "sk": "PROFILE"}),
+                                   UpdateExpression="SET aff_quota = :q",
+                                   ExpressionAttributeValues=to_values({":q": 10**6}))
+    with pytest.raises(GatewayError, match="smallest transfer is 500000 units"):
+        invitations.transfer(41, 499_999)
+    # new-api's TransferAffQuotaToQuota: at least one USD of quota
+    assert invitations.transfer(41, 500_000) == {"success": True, "message": "", "data": 500_000}
+    user = accounts.raw_user(41, consistent=True)
+    assert (user["aff_quota"], user["quota"]) == (500_000, 500_000)
+    assert invitations.aff(user) == {"success": True, "message": "", "data": user["aff_code"]}
+
+
 @pytest.mark.parametrize("seed", [3, 11])
 def test_randomized_webhooks_credit_each_paid_order_once(payments_on, payer, accounts, commerce_fn, seed,
                                                           monkeypatch):
@@ -336,3 +353,20 @@ def test_users_see_their_orders_and_operators_everyones_newest_first_page_by_pag
     status, body = page("/api/user/topup", operator, 2)
     assert status == 200 and [o["trade_no"] for o in body["data"]["items"]] == [second["trade_no"]]
     assert page("/api/user/topup", ann, 1)[0] == 403  # everyone's orders are the operators' alone
+
+
+def test_an_order_is_shown_to_its_payer_only(payments_on, payer, accounts):
+    from gateway.errors import NotFound
+
+    order = start(payer, accounts)
+    assert payments.order_for(payer, order["trade_no"])["data"]["trade_no"] == order["trade_no"]
+    for other, trade_no in ((1, order["trade_no"]), (payer, "ord_none")):  # another user's, or none
+        with pytest.raises(NotFound, match="no such order of yours"):
+            payments.order_for(other, trade_no)
+
+
+def test_a_top_up_that_would_take_an_account_past_the_largest_quota_is_refused(payments_on, payer, accounts):
+    accounts.add_user_quota(payer, payments.MAX_QUOTA_UNITS - 1)
+    with pytest.raises(GatewayError, match="more quota than one account may"):
+        start(payer, accounts)
+    assert quota(accounts, payer) == payments.MAX_QUOTA_UNITS - 1  # and nothing changed

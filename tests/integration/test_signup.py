@@ -13,6 +13,7 @@ import pytest
 
 from gateway.commerce import options, signup
 from gateway.commerce.store import CommerceRepository
+from gateway.errors import RateLimited
 from gateway.store.aws import client
 from tests.conftest import api_event, load_function, use_environment
 
@@ -105,6 +106,7 @@ def test_with_verification_the_emailed_code_is_needed_once(commerce_fn, lambda_c
     assert status == 200
     (message,) = mails(outbox)
     assert message["to"] == "v@example.com"
+    assert "It is valid for 10 minutes." in message["text"]  # new-api's VerificationValidMinutes
     code = code_in(message)
     status, body, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register",
                            body={**register, "verification_code": code})
@@ -113,15 +115,25 @@ def test_with_verification_the_emailed_code_is_needed_once(commerce_fn, lambda_c
     status, body, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register",
                            body={**register, "username": "again", "verification_code": code})
     assert status == 400 and accounts.user_id_for_username("again") is None
+    # and the address is the new account's: a new code request is told it is taken
+    status, _, _ = call(commerce_fn, lambda_context, "GET", "/api/verification", query={"email": "v@example.com"})
+    assert status == 200 and "already has an account" in mails(outbox)[-1]["text"]
 
 
 def test_five_wrong_codes_burn_the_code(outbox, store):
     signup.send_code("w@example.com", "192.0.2.1")
     code = code_in(mails(outbox)[0])
     wrong = "111111" if code != "111111" else "222222"
-    for _ in range(signup.MAX_CODE_TRIES):
+    for _ in range(5):
         assert signup.consume_code(signup.REGISTER, "w@example.com", wrong) is False
     assert signup.consume_code(signup.REGISTER, "w@example.com", code) is False
+    # and four wrong tries still leave the code to its owner
+    signup.send_code("w4@example.com", "192.0.2.1")
+    code = code_in(mails(outbox)[-1])
+    wrong = "111111" if code != "111111" else "222222"
+    for _ in range(4):
+        assert signup.consume_code(signup.REGISTER, "w4@example.com", wrong) is False
+    assert signup.consume_code(signup.REGISTER, "w4@example.com", code) is True
 
 
 def stored_codes() -> int:
@@ -129,6 +141,27 @@ def stored_codes() -> int:
 
     items = client("dynamodb").scan(TableName=get_settings().accounts_table)["Items"]
     return sum(1 for item in items if item["pk"]["S"].startswith("VERIFY#"))
+
+
+def test_a_critical_limit_counter_is_kept_two_windows_then_left_to_the_ttl(store):
+    set_option("CriticalRateLimitDurationSeconds", "1200")
+    signup.limit("addr:192.0.2.9", now=1_000_000.5)
+    start = 1_000_000 // 1200 * 1200
+    item = client("dynamodb").get_item(TableName=signup._table(), ConsistentRead=True, Key={
+        "pk": {"S": "CRIT#addr:192.0.2.9"}, "sk": {"S": str(start)}})["Item"]
+    # counted once, and deleted by DynamoDB's TTL once its window and the next are over
+    assert (item["n"]["N"], item["expires_ttl"]["N"]) == ("1", str(start + 2 * 1200))
+    # and past the limit, the refusal names the kind of subject, never the subject itself
+    set_option("CriticalRateLimitNum", "1")
+    with pytest.raises(RateLimited, match="from this address; try again in 799 s"):
+        signup.limit("addr:192.0.2.9", now=1_000_001)
+
+
+def test_a_code_is_kept_until_it_expires_then_left_to_the_ttl(outbox, store):
+    signup.send_code("ttl@example.com", "192.0.2.1", now=2_000_000)
+    item = client("dynamodb").get_item(TableName=signup._table(), ConsistentRead=True, Key={
+        "pk": {"S": "VERIFY#register#ttl@example.com"}, "sk": {"S": "VERIFY"}})["Item"]
+    assert item["expires_at"]["N"] == item["expires_ttl"]["N"] == str(2_000_000 + 600)  # 10 minutes
 
 
 def test_a_code_or_reset_request_says_and_does_the_same_for_a_taken_address(commerce_fn, lambda_context, outbox,
@@ -178,6 +211,7 @@ def test_the_critical_limit_counts_before_any_work_even_in_parallel(commerce_fn,
 
 def test_an_invitation_code_counts_the_invitee_and_rewards_nothing_yet(commerce_fn, lambda_context, outbox, demo,
                                                                       accounts):
+    set_option("QuotaForNewUser", "250000")
     set_option("QuotaForInvitee", "100000")
     set_option("QuotaForInviter", "900000")
     inviter = accounts.raw_user(1, consistent=True)
@@ -185,7 +219,7 @@ def test_an_invitation_code_counts_the_invitee_and_rewards_nothing_yet(commerce_
         "username": "invited", "password": "a long password", "aff_code": inviter["aff_code"]})
     assert status == 200
     invitee = accounts.raw_user(body["data"]["id"], consistent=True)
-    assert invitee["inviter_id"] == 1 and invitee["quota"] == 100_000
+    assert invitee["inviter_id"] == 1 and invitee["quota"] == 250_000 + 100_000  # a new user's, and an invitee's
     after = accounts.raw_user(1, consistent=True)
     assert after["aff_count"] == inviter["aff_count"] + 1 and after["aff_quota"] == inviter["aff_quota"]
     # An unknown code is ignored, as new-api does (no enumeration of codes either).
@@ -228,7 +262,7 @@ def test_a_password_reset_by_email_gives_a_new_password_that_signs_in(commerce_f
     assert status == 400
     status, body, _ = call(commerce_fn, lambda_context, "POST", "/api/user/reset",
                            body={"email": "r@example.com", "token": token})
-    assert status == 200 and len(body["data"]) >= 12
+    assert status == 200 and body["success"] is True and len(body["data"]) >= 12  # new-api's answer: the new password
     status, _, _ = call(account_fn, lambda_context, "POST", "/api/user/login",
                         body={"username": "forgetful", "password": body["data"]})
     assert status == 200

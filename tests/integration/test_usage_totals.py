@@ -114,3 +114,25 @@ def test_the_admin_usage_command_reads_the_same_totals(ledger, accounts):
     assert (answer["units"], answer["requests"]) == (expected.units, expected.requests) and expected.requests > 0
     by_model = admin.run(["usage", "--user", "5", "--model", "m-large"])
     assert by_model["units"] == _expected(accounts, None, None, model="m-large").units > 0
+
+
+def test_a_ranges_day_totals_count_what_an_open_lease_settled_on_its_first_and_last_day(accounts):
+    from gateway.admission import leases
+
+    # Given a request settled today on a quota lease that is still open (not yet folded into the days)
+    accounts.create_user(username="lea", quota=10**6, user_id=6)
+    principal = authenticate({"x-api-key": accounts.create_key(6, name="k")[0]})
+    first = datetime.now(UTC).date()
+    held = billing.reserve_request(principal, 100, model="m-small", route="test", request_id="on-a-lease")
+    assert held.lease_id and billing.settle(held, 40) is True
+    assert leases.open_leases(6)
+    last = datetime.now(UTC).date()  # the same day unless the test ran across midnight
+    # When a range that starts and ends on that day is read, Then the lease's counts are in it
+    (day,) = accounts.day_totals(6, first, last)
+    assert (int(day["units"]), int(day["requests"])) == (40, 1)
+    # and not in a range that ends the day before
+    assert accounts.day_totals(6, first - timedelta(days=3), first - timedelta(days=1)) == []
+    # and the usage of whole days that end on it counts them too
+    midnight = datetime(first.year, first.month, first.day, tzinfo=UTC)
+    assert accounts.usage(6, start=midnight - timedelta(days=1), end=midnight + timedelta(days=2, microseconds=-1)) \
+        == UsageTotal(40, 1)

@@ -146,14 +146,14 @@ def _reserve(principal: Principal, units: int, *, model: str, route: str, reserv
     except Exception as exc:
         if not is_condition_failure(exc):
             raise
-        reasons = _reasons(exc)
-        if reasons and reasons[0] == "ConditionalCheckFailed":
+        refused = _refused(exc)  # 0 the reservation, 1 the user, 2 the key
+        if 0 in refused:
             if _held_by(record):  # this very hold, applied by an attempt whose answer was lost
                 return Reservation.from_record(record)
             # Whether it is open or closed, and whose it is, is not the caller's business.
             raise Conflict(f"request id {reservation_id} has already been used; a request is billed once under "
                            "its own id", code="duplicate_request") from None
-        if len(reasons) > 2 and reasons[2] == "ConditionalCheckFailed":
+        if 2 in refused:
             key = from_item(_db().get_item(TableName=table, Key=to_item(
                 {"pk": key_pk(principal.key_hash), "sk": "KEY"}), ConsistentRead=True).get("Item"))
             if not key or key.get("status") != "active":
@@ -161,7 +161,7 @@ def _reserve(principal: Principal, units: int, *, model: str, route: str, reserv
             raise InsufficientQuota(
                 f"this key's remaining quota is {key.get('remain_quota', 0)} units; "
                 f"the request needs up to {units}") from None
-        if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
+        if 1 in refused:
             user = from_item(_db().get_item(TableName=table, Key=to_item(
                 {"pk": user_pk(principal.user_id), "sk": PROFILE}), ConsistentRead=True).get("Item"))
             if not user or int(user.get("status", 1)) != 1:
@@ -253,6 +253,11 @@ def _reasons(exc: Exception) -> list[str | None]:
     return [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
 
 
+def _refused(exc: Exception) -> set[int]:
+    """The positions, in the transaction, of the writes whose condition failed."""
+    return {i for i, code in enumerate(_reasons(exc)) if code == "ConditionalCheckFailed"}
+
+
 def get_reservation(reservation_id: str) -> Reservation | None:
     """A durable reservation (None for none, and for an id only claimed by a leased request)."""
     found = from_item(_db().get_item(TableName=_table(), Key=to_item({"pk": reservation_pk(reservation_id),
@@ -281,7 +286,7 @@ def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | Non
         if attempt == _SETTLE_ATTEMPTS - 1:
             charge = min(charge, reservation.units)  # the hold itself is always there to take
         try:
-            return _close(reservation, SETTLED, charge, detail, wanted=wanted, base_units=base)
+            return _close(reservation, charge, detail, settled=True, shortfall=wanted - charge, base_units=base)
         except _QuotaShort:
             charge = reservation.units + min(charge - reservation.units, _left(reservation))
     raise AssertionError("unreachable: the last attempt charges no more than the hold")
@@ -297,8 +302,8 @@ def refund(reservation: Reservation, *, reason: str = "", error: bool = True,
     if reservation.lease_id:
         return (pool or leases.pool()).close(reservation, REFUNDED, 0, detail or None, wanted=0,
                                              log_type=LOG_ERROR if error else LOG_REFUND, base_units=0)
-    return _close(reservation, REFUNDED, 0, detail or None, log_type=LOG_ERROR if error else LOG_REFUND,
-                  base_units=0)
+    # (its ledger entry's base price is then its units, 0)
+    return _close(reservation, 0, detail or None, settled=False, log_type=LOG_ERROR if error else LOG_REFUND)
 
 
 class _QuotaShort(Exception):
@@ -318,17 +323,19 @@ def _left(reservation: Reservation) -> int:
     return max(left, 0)
 
 
-def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str, Any] | None, *,
-           wanted: int | None = None, log_type: int = LOG_CONSUME, base_units: int | None = None) -> bool:
-    """One transaction: the reservation leaves `reserved`, the quotas take `units` and get the
-    rest of the hold back, the ledger entry is written. False if it was already closed."""
-    now = datetime.now(UTC)
+def _close(reservation: Reservation, units: int, detail: dict[str, Any] | None, *, settled: bool,
+           shortfall: int = 0, log_type: int = LOG_CONSUME, base_units: int | None = None) -> bool:
+    """One transaction: the reservation leaves `reserved` (settled, or refunded), the quotas take
+    `units` and get the rest of the hold back, the ledger entry is written (with the `shortfall`
+    a settlement could not charge: `settle` never charges more than the price). False if it was
+    already closed."""
+    now, outcome = datetime.now(UTC), SETTLED if settled else REFUNDED
     writes = [
         _closed_reservation(reservation, outcome, units, now),
-        _user_counts(reservation, outcome, units),
+        _user_counts(reservation, units, settled=settled),
         _key_counts(reservation, units),
         {"Put": {"TableName": _table(), "Item": to_item(entry(
-            reservation, outcome, units, detail, now, shortfall=max((wanted or 0) - units, 0), log_type=log_type,
+            reservation, outcome, units, detail, now, shortfall=shortfall, log_type=log_type,
             base_units=base_units)),
             "ConditionExpression": "attribute_not_exists(pk)"}},
     ]
@@ -340,16 +347,17 @@ def _close(reservation: Reservation, outcome: str, units: int, detail: dict[str,
     except Exception as exc:
         if not is_condition_failure(exc):
             raise
-        reasons = _reasons(exc)
-        quota_refused = "ConditionalCheckFailed" in reasons[1:3] and reasons[0] != "ConditionalCheckFailed"
-        if units > reservation.units and quota_refused:
+        # The first write refused says why: the reservation (0) is closed already, or the user's
+        # (1) or the key's (2) quota cannot pay what the price exceeds the hold by (their only
+        # conditions, set only for a price above the hold).
+        if min(_refused(exc), default=None) in (1, 2):
             raise _QuotaShort() from None
         return False  # already settled or refunded: nothing moves twice
     if reservation.limit_budgets:  # the task's budget windows get back what it did not spend
         request = steps.AdmissionRequest(_principal_of(reservation), reservation.units, reservation.model,
                                          reservation.route, reservation.reservation_id, parallel=False)
         limits.step().leave(limits.durable_request(request, [list(p) for p in reservation.limit_budgets]), units)
-    if outcome == SETTLED:
+    if settled:
         observability.units_billed(units, route=reservation.route, model=reservation.model)
     return True
 
@@ -373,13 +381,13 @@ def _closed_reservation(reservation: Reservation, outcome: str, units: int, now:
                                                 ":ttl": int(now.timestamp()) + CLOSED_KEPT_SECONDS})}}
 
 
-def _user_counts(reservation: Reservation, outcome: str, units: int) -> dict[str, Any]:
+def _user_counts(reservation: Reservation, units: int, *, settled: bool) -> dict[str, Any]:
     """The user's quota gets the rest of the hold back (or pays what the price exceeds it by,
     only if it has that much left), and a settlement counts the request."""
     back, over = reservation.units - units, max(units - reservation.units, 0)
     key = to_item({"pk": user_pk(reservation.user_id), "sk": PROFILE})
     update: dict[str, Any] = {"TableName": _table(), "Key": key}
-    if outcome == SETTLED:
+    if settled:
         update.update(UpdateExpression="ADD quota :back, used_quota :used, request_count :one",
                       ExpressionAttributeValues={":back": back, ":used": units, ":one": 1})
     else:

@@ -379,7 +379,7 @@ class LeasePool:
         now = time.monotonic()
         with self._lock:
             due = [lease for leases in self._leases.values() for lease in leases
-                   if not lease.folded and lease.holds == 0 and (force or lease.window_until <= now)]
+                   if not lease.folded and not lease.holds and (force or lease.window_until <= now)]
             for lease in due:
                 lease.folded = True
             for account, leases in list(self._leases.items()):

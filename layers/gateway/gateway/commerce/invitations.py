@@ -10,7 +10,7 @@ condition that they are there and adds them to `quota`, with a top-up log entry 
 
 from __future__ import annotations
 
-import secrets
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,7 +31,7 @@ def transfer(user_id: int, units: int) -> dict[str, Any]:
     """POST /api/user/aff_transfer {quota}: reward units moved into quota, never below zero."""
     if units < MIN_TRANSFER_UNITS:
         raise InvalidRequest(f"quota: the smallest transfer is {MIN_TRANSFER_UNITS} units (1 USD)", param="quota")
-    credit = credits.Credit(credit_id=f"aff-{secrets.token_hex(12)}", user_id=user_id, units=units,
+    credit = credits.Credit(credit_id=f"aff-{uuid.uuid4().hex}", user_id=user_id, units=units,
                             route="aff_transfer", detail={"from": "aff_quota"}, profile_adds={"aff_quota": -units},
                             profile_condition="aff_quota >= :want", profile_values={":want": units})
     try:

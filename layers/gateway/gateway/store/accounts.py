@@ -481,8 +481,8 @@ class AccountsRepository:
         pointer = self._get(f"KEYID#{key_id}", "KEYID", consistent=True)
         if pointer is None or int(pointer.get("user_id", -1)) != int(user_id):
             return None
-        record = self._get(key_pk(pointer["key_hash"]), "KEY", consistent=True)
-        return record if record is not None and int(record["user_id"]) == int(user_id) else None
+        # The pointer and the key record name the same user (both written once, at issue).
+        return self._get(key_pk(pointer["key_hash"]), "KEY", consistent=True)
 
     def update_key(self, key_hash: str, user_id: int, changes: dict[str, Any],
                    condition: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
