@@ -1,5 +1,6 @@
 """Fixtures shared by the integration tests: the text catalog and app, the images stand-in upstreams
-and function, the task simulators, functions, clock and queues."""
+and function, the account and commerce functions, the fake chat upstreams, the task simulators,
+functions, clock and queues."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from starlette.routing import Mount
 
 from gateway.api import count_tokens, models, text
 from gateway.routing.channels import Catalog, reset_catalog
+from tests.channel_health_support import FakeUpstreams
 from tests.conftest import load_function, serve_asgi, use_environment
 from tests.integration.images_support import UPSTREAMS, hits
 from tests.integration.tasks_support import SIMULATORS, TASK_SECONDS, Clock, Queues
@@ -37,6 +39,26 @@ def catalog(monkeypatch):
 @pytest.fixture
 def app(monkeypatch):
     return load_function("text").app
+
+
+# --- accounts, commerce and fake chat upstreams ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def account_fn(aws):
+    return load_function("account")
+
+
+@pytest.fixture(scope="module")
+def commerce_fn(aws):
+    return load_function("commerce")
+
+
+@pytest.fixture(scope="module")
+def fakes() -> Iterator[tuple[FakeUpstreams, str]]:
+    """Chat upstreams that answer per channel path and count the attempts (tests/channel_health_support)."""
+    upstreams = FakeUpstreams()
+    with serve_asgi(upstreams.app) as url:
+        yield upstreams, url
 
 
 # --- images ---------------------------------------------------------------------------------------------

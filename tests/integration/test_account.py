@@ -8,12 +8,7 @@ import pytest
 
 from gateway.admission import billing
 from gateway.auth import authenticate
-from tests.conftest import api_event, load_function
-
-
-@pytest.fixture(scope="module")
-def account_fn(aws):
-    return load_function("account")
+from tests.conftest import api_event
 
 
 def get(fn, ctx, path, headers=None, query=None):

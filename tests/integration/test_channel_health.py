@@ -18,13 +18,6 @@ from tests.conftest import EVENTS, load_function, serve_asgi, use_environment
 from tests.unit.health_support import Clock
 
 
-@pytest.fixture(scope="module")
-def fakes() -> Iterator[tuple[FakeUpstreams, str]]:
-    upstreams = FakeUpstreams()
-    with serve_asgi(upstreams.app) as url:
-        yield upstreams, url
-
-
 @pytest.fixture
 def upstreams(fakes, store, tmp_path, monkeypatch) -> Iterator[FakeUpstreams]:
     """Two channels for m-small, both answering; the health book on a fake clock."""

@@ -91,11 +91,6 @@ def upstream(fake, store, demo, tmp_path) -> Iterator[Upstream]:
 
 
 @pytest.fixture(scope="module")
-def account_fn(aws):
-    return load_function("account")
-
-
-@pytest.fixture(scope="module")
 def gateway_url(aws) -> Iterator[str]:
     with serve_asgi(load_function("text").app) as url:
         yield url

@@ -16,12 +16,7 @@ import pytest
 from gateway.commerce import credits, options, redemption
 from gateway.commerce.store import CommerceRepository
 from gateway.schemas.commerce import CODE_USED, CodeUpdate, NewCodes, Redeem
-from tests.conftest import ROOT, api_event, load_function
-
-
-@pytest.fixture(scope="module")
-def commerce_fn(aws):
-    return load_function("commerce")
+from tests.conftest import ROOT, api_event
 
 
 @pytest.fixture(autouse=True)

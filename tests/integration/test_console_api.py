@@ -8,14 +8,9 @@ import pytest
 
 from gateway.api import session
 from gateway.api.session import hash_password, verify_password
-from tests.conftest import api_event, load_function, use_environment
+from tests.conftest import api_event, use_environment
 
 PASSWORD = "correct horse battery"
-
-
-@pytest.fixture(scope="module")
-def account_fn(aws):
-    return load_function("account")
 
 
 @pytest.fixture

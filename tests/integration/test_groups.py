@@ -28,26 +28,9 @@ QUOTA = 250_000_000  # 500 USD: a hold at these prices is about 16 USD
 
 
 @pytest.fixture(scope="module")
-def fakes() -> Iterator[tuple[FakeUpstreams, str]]:
-    upstreams = FakeUpstreams()
-    with serve_asgi(upstreams.app) as url:
-        yield upstreams, url
-
-
-@pytest.fixture(scope="module")
 def gateway_url(aws) -> Iterator[str]:
     with serve_asgi(load_function("text").app) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def account_fn(aws):
-    return load_function("account")
-
-
-@pytest.fixture(scope="module")
-def commerce_fn(aws):
-    return load_function("commerce")
 
 
 @pytest.fixture

@@ -14,21 +14,11 @@ import pytest
 from gateway.api import pricing
 from gateway.commerce import options
 from gateway.prices import SHIPPED
-from tests.conftest import api_event, load_function
+from tests.conftest import api_event
 from tests.integration.money_support import put_in_group
 from tests.integration.test_text import channel, inbound, run
 
 OPERATOR = {"Authorization": "Bearer demo-access-token", "X-Api-User": "1"}
-
-
-@pytest.fixture(scope="module")
-def account_fn(aws):
-    return load_function("account")
-
-
-@pytest.fixture(scope="module")
-def commerce_fn(aws):
-    return load_function("commerce")
 
 
 @pytest.fixture

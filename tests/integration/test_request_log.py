@@ -15,15 +15,10 @@ from gateway.admission import billing
 from gateway.api import requestlog
 from gateway.auth import authenticate
 from gateway.errors import GatewayError
-from tests.conftest import api_event, load_function
+from tests.conftest import api_event
 from tests.integration.test_text import channel, inbound, run
 
 BASE = 1_700_000_000  # a fixed moment (2023-11-14), so windows and order are exact
-
-
-@pytest.fixture(scope="module")
-def account_fn(aws):
-    return load_function("account")
 
 
 def get(fn, ctx, path, headers, query=None):

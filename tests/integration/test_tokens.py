@@ -7,12 +7,7 @@ import pytest
 
 from gateway.auth import authenticate
 from gateway.errors import AuthenticationFailed
-from tests.conftest import api_event, load_function
-
-
-@pytest.fixture(scope="module")
-def account_fn(aws):
-    return load_function("account")
+from tests.conftest import api_event
 
 
 @pytest.fixture
