@@ -34,7 +34,7 @@ from typing import Any
 from gateway_local.instances import count_setting
 
 KEY_READY_SECONDS = 60.0  # how long a helper waits to read the demo key before it gives up
-# Test hook only (tests/e2e/test_runner_start.py): a helper's key lookups miss for this many
+# Test hook only (tests/e2e/test_local_processes.py): a helper's key lookups miss for this many
 # seconds after it starts, as if its view of the store had not caught up with the seeding yet.
 UNSEEN_KEY_HOOK = "GATEWAY_LOCAL_TEST_KEY_UNSEEN_SECONDS"
 

@@ -51,7 +51,9 @@ class LocalGateway:
         self.process = subprocess.Popen([sys.executable, "-m", "gateway_local"], cwd=ROOT, env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output: list[str] = []
-        deadline = time.monotonic() + 60
+        # A hang guard, not a clock: on a loaded machine every serving process must import the
+        # functions and read the demo key before "ready" (processes.py), which can take a minute.
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             line = self.process.stdout.readline()
             if not line:
