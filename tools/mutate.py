@@ -69,7 +69,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
     "accounts": (f"{LAYER}/store/accounts.py", [
         "tests/integration/test_account.py", "tests/integration/test_usage_totals.py",
         "tests/integration/test_admin.py", "tests/integration/test_tokens.py",
-        "tests/integration/test_request_log.py"]),  # `log_query`: the request log across ledger shards
+        "tests/integration/test_request_log.py",  # `log_query`: the request log across ledger shards
+        "tests/integration/test_sign_in.py"]),  # `admit_sign_in`: the sign-in counters' rules
     "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/test_groups.py",  # with_ratio
                                       "tests/unit/text/test_relay.py"]),
     "usage": (f"{LAYER}/formats/usage.py", ["tests/unit/formats/test_usage.py", "tests/unit/formats/test_responses.py",
