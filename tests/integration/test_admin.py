@@ -119,7 +119,8 @@ def test_a_successful_sign_in_gives_back_exactly_its_own_attempt_to_its_address(
 
 
 def test_a_user_enabled_again_is_status_1_as_new_api_shows_it(accounts):
-    """new-api's user status: 1 enabled, 2 disabled (common.UserStatusEnabled / UserStatusDisabled)."""
+    """new-api's user status (common/constants.go): `UserStatusEnabled = 1 // don't use 0, 0 is the default
+    value!`, `UserStatusDisabled = 2`."""
     user = accounts.create_user(username="toggled", quota=10)
     user_id = int(user["id"])
     accounts.set_user_enabled(user_id, False)
