@@ -40,7 +40,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
         # a callback for each change of a task's status, none for a poll that changed nothing
         "tests/integration/test_alpha.py::test_a_callback_follows_every_status_change_with_the_upstreams_payload_signed"]),
     "billing": (f"{LAYER}/admission/billing.py",
-                ["tests/integration/test_billing.py", "tests/integration/test_billing_conflicts.py"]),
+                ["tests/integration/test_billing.py", "tests/integration/test_billing_conflicts.py",
+                 # a task's close giving its budget windows back (`_close`'s `limit_budgets`)
+                 "tests/integration/test_limits.py::test_a_tasks_durable_reservation_holds_on_the_budget_and_its_close_gives_back"]),
     # The quota leases every synchronous request is held against (the "money at scale" design).
     "leases": (f"{LAYER}/admission/leases.py",
                ["tests/integration/test_money_model.py", "tests/integration/test_billing.py",
@@ -66,7 +68,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
     # of every item the money modules write, the usage reads' day totals.
     "accounts": (f"{LAYER}/store/accounts.py", [
         "tests/integration/test_account.py", "tests/integration/test_usage_totals.py",
-        "tests/integration/test_admin.py", "tests/integration/test_tokens.py"]),
+        "tests/integration/test_admin.py", "tests/integration/test_tokens.py",
+        "tests/integration/test_request_log.py",  # `log_query`: the request log across ledger shards
+        "tests/integration/test_sign_in.py"]),  # `admit_sign_in`: the sign-in counters' rules
     "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/test_groups.py",  # with_ratio
                                       "tests/unit/text/test_relay.py"]),
     "usage": (f"{LAYER}/formats/usage.py", ["tests/unit/formats/test_usage.py", "tests/unit/formats/test_responses.py",

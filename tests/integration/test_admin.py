@@ -116,3 +116,23 @@ def test_a_successful_sign_in_gives_back_exactly_its_own_attempt_to_its_address(
         assert accounts.admit_sign_in([counter], 1000) is None
     accounts.forget_sign_in_attempt("addr:192.0.2.5", 900, reset=False)
     assert int(accounts.sign_in_counter("addr:192.0.2.5", 900)["attempts"]) == 2
+
+
+def test_a_user_enabled_again_is_status_1_as_new_api_shows_it(accounts):
+    """new-api's user status (common/constants.go): `UserStatusEnabled = 1 // don't use 0, 0 is the default
+    value!`, `UserStatusDisabled = 2`."""
+    user = accounts.create_user(username="toggled", quota=10)
+    user_id = int(user["id"])
+    accounts.set_user_enabled(user_id, False)
+    assert int(accounts.raw_user(user_id, consistent=True)["status"]) == 2
+    accounts.set_user_enabled(user_id, True)
+    assert int(accounts.raw_user(user_id, consistent=True)["status"]) == 1
+
+
+def test_a_second_user_of_the_same_name_in_another_case_cannot_have_a_password(accounts):
+    first = accounts.create_user(username="Casey")
+    accounts.set_password(int(first["id"]), "hash-1")
+    second = accounts.create_user(username="casey")
+    with pytest.raises(ValueError, match="already signs in as another user"):
+        accounts.set_password(int(second["id"]), "hash-2")
+    assert not accounts.raw_user(int(second["id"]), consistent=True).get("password_hash")

@@ -550,3 +550,24 @@ def test_a_lease_whose_key_is_gone_still_folds_its_units_back_to_the_user(store,
     profile = accounts.raw_user(USER, consistent=True)
     assert profile["quota"] == 100_000 - 300 and profile["used_quota"] == 300
     assert leases.open_leases(USER) == []
+
+
+def test_a_grant_other_instances_keep_outrunning_halves_its_ask_three_times_then_refuses(store, accounts, clock,
+                                                                                        monkeypatch):
+    """Each grant attempt finds less left than it asks (other instances took it meanwhile): the ask
+    drops to half of what is left, at least the hold, and after three attempts the request is
+    refused, so a hold never spins against a quota others keep draining."""
+    accounts.create_user(username="outrun", quota=100_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    pool = leases.LeasePool(holder="one")
+    asked: list[int] = []
+
+    def outrun(principal_, units):  # what the conditional write finds: 10 000 units left
+        asked.append(units)
+        raise leases._Short(10_000, None)
+
+    monkeypatch.setattr(pool, "_grant_once", outrun)
+    with pytest.raises(InsufficientQuota, match="remaining quota is too low"):
+        billing.reserve_request(principal, 1_000, model="m-small", route="test", request_id="outrun", pool=pool)
+    assert len(asked) == 3 and asked[0] > 10_000 and asked[1:] == [5_000, 5_000]
+    assert accounts.get_user(USER, consistent=True)["quota"] == 100_000 and leases.open_leases(USER) == []

@@ -350,8 +350,12 @@ def test_users_see_their_orders_and_operators_everyones_newest_first_page_by_pag
         assert status == 200 and body["data"]["has_more"] is (p < 3)
         seen += [(o["trade_no"], o["status"]) for o in body["data"]["items"]]
     assert seen == [(third["trade_no"], "pending"), (second["trade_no"], "success"), (first["trade_no"], "pending")]
-    status, body = page("/api/user/topup", operator, 2)
-    assert status == 200 and [o["trade_no"] for o in body["data"]["items"]] == [second["trade_no"]]
+    everyone = []
+    for p in (1, 2, 3):  # the third page starts at the third order, not the second (`(p - 1) * size`)
+        status, body = page("/api/user/topup", operator, p)
+        assert status == 200 and body["data"]["has_more"] is (p < 3)
+        everyone += [o["trade_no"] for o in body["data"]["items"]]
+    assert everyone == [third["trade_no"], second["trade_no"], first["trade_no"]]
     assert page("/api/user/topup", ann, 1)[0] == 403  # everyone's orders are the operators' alone
 
 
@@ -370,3 +374,85 @@ def test_a_top_up_that_would_take_an_account_past_the_largest_quota_is_refused(p
     with pytest.raises(GatewayError, match="more quota than one account may"):
         start(payer, accounts)
     assert quota(accounts, payer) == payments.MAX_QUOTA_UNITS - 1  # and nothing changed
+
+
+def test_a_top_up_asked_through_the_route_names_stripe_and_any_other_method_is_a_400(payments_on, payer, accounts,
+                                                                                      commerce_fn):
+    """The method as the route reads it from the JSON body (a string parsed from the request, never
+    the literal in the code): "stripe" starts a payment, another method is refused naming the field."""
+    def pay_route(body):
+        headers = {"Authorization": "Bearer ann-access-token", "X-Api-User": str(payer)}
+        answer = commerce_fn.lambda_handler(api_event("POST", "/api/user/pay", body=json.dumps(body),
+                                                      headers=headers), LambdaContext())
+        return answer["statusCode"], json.loads(answer["body"])
+
+    status, body = pay_route({"amount": 5, "payment_method": "stripe"})
+    assert status == 200 and body["success"] is True, body
+    assert body["data"]["pay_link"].startswith(payments_on) and body["data"]["quota"] == 2_500_000
+    assert CommerceRepository().order(body["data"]["trade_no"])["status"] == "pending"
+    status, body = pay_route({"amount": 5, "payment_method": "paypal"})
+    assert status == 400 and "payment_method" in body["message"], body
+    assert len(CommerceRepository().orders_page(user_id=payer, limit=10)[0]) == 1  # the refused one made none
+
+
+def test_a_session_paid_later_is_not_handled_until_stripe_says_it_succeeded(payments_on, payer, accounts,
+                                                                            commerce_fn):
+    """A completed Checkout Session whose `payment_status` is `unpaid` (a delayed method such as a bank
+    debit; docs.stripe.com/payments/checkout/fulfill-orders: fulfil on `async_payment_succeeded`) is
+    acknowledged, not handled, and credits nothing; the later success credits the order."""
+    order = start(payer, accounts)
+    session = dict(stripe_sim.SESSIONS[order["session_id"]], status="complete", payment_status="unpaid")
+    payload, signature = signed({"id": "evt_7", "type": "checkout.session.completed", "data": {"object": session}})
+    assert post_webhook(commerce_fn, payload, signature) == (200, {"received": True, "handled": False})
+    assert quota(accounts, payer) == 0
+    assert CommerceRepository().order(order["trade_no"])["status"] == "pending"
+    session["payment_status"] = "paid"
+    payload, signature = signed({"id": "evt_8", "type": "checkout.session.async_payment_succeeded",
+                                 "data": {"object": session}})
+    assert post_webhook(commerce_fn, payload, signature) == (200, {"received": True, "handled": True})
+    assert quota(accounts, payer) == 2_500_000
+
+
+def test_an_event_for_no_order_or_of_another_kind_is_received_and_not_handled(payments_on, payer, accounts,
+                                                                               commerce_fn):
+    """Stripe sends every event an endpoint subscribes to, and sessions made elsewhere on the same
+    account: each is answered 2xx (else Stripe retries it for days) and marked not handled."""
+    order = start(payer, accounts)
+    stranger = {"id": "cs_test_made_elsewhere", "object": "checkout.session", "status": "complete",
+                "payment_status": "paid", "client_reference_id": None, "metadata": {}}
+    for kind, session in (("checkout.session.completed", stranger),
+                          ("checkout.session.expired", dict(stranger, status="expired")),
+                          ("payment_intent.succeeded", dict(stripe_sim.SESSIONS[order["session_id"]]))):
+        payload, signature = signed({"id": f"evt_{kind}", "type": kind, "data": {"object": session}})
+        assert post_webhook(commerce_fn, payload, signature) == (200, {"received": True, "handled": False}), kind
+    assert quota(accounts, payer) == 0
+    assert CommerceRepository().order(order["trade_no"])["status"] == "pending"
+
+
+def test_two_first_payments_racing_pay_the_inviter_once_and_both_credit(payments_on, payer, accounts, commerce_fn,
+                                                                        monkeypatch):
+    """The payer's two first orders are credited at once: the second's credit lands between the
+    first's read of the payer (no reward paid yet) and its transaction. The first's reward then
+    meets the profile's condition, and it is credited without the reward: one reward, both payments."""
+    CommerceRepository().put_option("QuotaForInviter", "1000000", by=1, at=0)
+    options.forget()
+    set_inviter(payer, 1)
+    before = accounts.raw_user(1, consistent=True)
+    first, second = start(payer, accounts), start(payer, accounts, amount=3)
+    real, raced = credits.apply, []
+
+    def other_payment_first(credit, claims, now=None):
+        if credit.credit_id == f"order-{first['trade_no']}" and not raced:
+            raced.append(credit.detail.get("inviter_reward"))
+            assert payments.credit_order(CommerceRepository().order(second["trade_no"]), accounts) is True
+        return real(credit, claims, now)
+
+    monkeypatch.setattr(credits, "apply", other_payment_first)
+    session = dict(stripe_sim.SESSIONS[first["session_id"]], status="complete", payment_status="paid")
+    payload, signature = signed({"id": "evt_9", "type": "checkout.session.completed", "data": {"object": session}})
+    assert post_webhook(commerce_fn, payload, signature) == (200, {"received": True, "handled": True})
+    assert raced == [1_000_000]  # the first credit did try to pay the reward
+    inviter = accounts.raw_user(1, consistent=True)
+    assert inviter["aff_quota"] - before["aff_quota"] == 1_000_000
+    assert quota(accounts, payer) == (5 + 3) * 500_000
+    assert {CommerceRepository().order(o["trade_no"])["status"] for o in (first, second)} == {"success"}

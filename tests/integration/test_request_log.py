@@ -304,6 +304,20 @@ def test_a_filter_that_matches_little_stops_at_the_read_bound_and_says_where_to_
     assert [i["request_id"] for i in following["items"]] == ["old-error"] and following["has_more"] is False
 
 
+def test_a_read_that_ends_on_the_last_entry_of_every_shard_says_there_is_nothing_more(demo, keys, monkeypatch):
+    # Given exactly as many entries as one read examines, spread over the ledger's shards, the
+    # oldest an error: the read's bound falls on the account's last entry
+    monkeypatch.setattr(requestlog, "MAX_EXAMINED", 12)
+    entry_at(monkeypatch, keys["demo"], BASE, request_id="old-error", kind=5)
+    for i in range(1, 13):
+        entry_at(monkeypatch, keys["demo"], BASE + i, request_id=f"ok{i}")
+    # When the errors are asked for
+    page = requestlog.read(1, requestlog.LogQuery({"type": "5", "page_size": "5"}))
+    # Then every shard ran out within the read: the one error, no cursor, an exact total
+    assert [i["request_id"] for i in page["items"]] == ["old-error"]
+    assert (page["has_more"], page["next_cursor"], page["total"], page["total_exact"]) == (False, None, 1, True)
+
+
 # --- authentication and bad input --------------------------------------------------------------------
 
 @pytest.mark.parametrize("headers", [

@@ -130,9 +130,15 @@ def test_a_ranges_day_totals_count_what_an_open_lease_settled_on_its_first_and_l
     # When a range that starts and ends on that day is read, Then the lease's counts are in it
     (day,) = accounts.day_totals(6, first, last)
     assert (int(day["units"]), int(day["requests"])) == (40, 1)
+    # and in a range that starts days before it
+    (day,) = accounts.day_totals(6, first - timedelta(days=2), last)
+    assert (day["sk"], int(day["units"]), int(day["requests"])) == (last.isoformat(), 40, 1)
     # and not in a range that ends the day before
     assert accounts.day_totals(6, first - timedelta(days=3), first - timedelta(days=1)) == []
     # and the usage of whole days that end on it counts them too
     midnight = datetime(first.year, first.month, first.day, tzinfo=UTC)
     assert accounts.usage(6, start=midnight - timedelta(days=1), end=midnight + timedelta(days=2, microseconds=-1)) \
         == UsageTotal(40, 1)
+    # and a model the lease never served counts nothing on it: neither units nor requests
+    assert accounts.usage(6, start=midnight - timedelta(days=1), end=midnight + timedelta(days=2, microseconds=-1),
+                          model="m-large") == UsageTotal(0, 0)
