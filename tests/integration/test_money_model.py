@@ -503,6 +503,20 @@ def test_closes_of_one_lease_at_once_are_written_as_one_batch(store, accounts, m
     assert batches == [4]
 
 
+def test_a_batch_of_closes_adds_every_close_to_the_lease_day_counters(store, accounts, monkeypatch):
+    # Given four requests of one key and model held on one lease, settled at once at 40 units each
+    batches = _concurrent_closes(accounts, monkeypatch, holds=4, closing=4, linger=3600.0)
+    assert batches == [4]
+    # Then the open lease's day counters (what usage reads before the lease folds) hold the four
+    # closes summed: 160 units and 4 requests for the user, the key and the model, not one close's
+    lease = next(item for pk in lease_pks(USER) for item in _items(pk) if item.get("status") == leases.OPEN)
+    counters = {name: int(value) for name, value in lease.items() if name.startswith("c|")}
+    assert counters and {name: value for name, value in counters.items() if not name.endswith("units")} == \
+        {name: 4 for name in counters if not name.endswith("units")}
+    assert {name: value for name, value in counters.items() if name.endswith("units")} == \
+        {name: 160 for name in counters if name.endswith("units")}
+
+
 def test_a_batch_waits_a_moment_for_the_lease_other_open_holds_and_no_longer(store, accounts, monkeypatch):
     # Given five requests held on one lease, three settled at once while two are still running
     batches = _concurrent_closes(accounts, monkeypatch, holds=5, closing=3, linger=0.3)
