@@ -1,6 +1,6 @@
 """Fixtures shared by the integration tests: the text catalog and app, the images stand-in upstreams
-and function, the account and commerce functions, the fake chat upstreams, the task simulators,
-functions, clock and queues."""
+and function, the account and commerce functions, the text function served, the fake chat
+upstreams, the task simulators, functions, clock and queues."""
 
 from __future__ import annotations
 
@@ -51,6 +51,13 @@ def account_fn(aws):
 @pytest.fixture(scope="module")
 def commerce_fn(aws):
     return load_function("commerce")
+
+
+@pytest.fixture(scope="module")
+def gateway_url(aws) -> Iterator[str]:
+    """The text function served by uvicorn (as the Lambda Web Adapter runs it): its URL."""
+    with serve_asgi(load_function("text").app) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

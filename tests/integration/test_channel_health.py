@@ -14,7 +14,7 @@ from gateway import admin
 from gateway.routing import health
 from gateway.routing.health import COOLING, HEALTHY, DynamoHealthStore, Failure, HealthBook, Policy
 from tests.channel_health_support import FakeUpstreams, channels_document
-from tests.conftest import EVENTS, load_function, serve_asgi, use_environment
+from tests.conftest import EVENTS, load_function, use_environment
 from tests.unit.health_support import Clock
 
 
@@ -38,12 +38,6 @@ def upstreams(fakes, store, tmp_path, monkeypatch) -> Iterator[FakeUpstreams]:
 @pytest.fixture
 def clock() -> Clock:
     return health.book().clock  # type: ignore[return-value]
-
-
-@pytest.fixture(scope="module")
-def gateway_url(aws) -> Iterator[str]:
-    with serve_asgi(load_function("text").app) as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from gateway.routing import channels
 from gateway.settings import get_settings
-from tests.conftest import load_function, serve_asgi, use_environment
+from tests.conftest import serve_asgi, use_environment
 from tests.integration.test_console_api import call
 
 KEY = "sk-upstream-secret-key-1234"
@@ -88,12 +88,6 @@ def upstream(fake, store, demo, tmp_path) -> Iterator[Upstream]:
     upstream.url, upstream.document = url, path  # type: ignore[attr-defined]
     yield upstream
     use_environment(**saved)
-
-
-@pytest.fixture(scope="module")
-def gateway_url(aws) -> Iterator[str]:
-    with serve_asgi(load_function("text").app) as url:
-        yield url
 
 
 def new_channel(upstream, **changes):

@@ -15,7 +15,7 @@ import pytest
 from gateway import auth
 from gateway.commerce import options
 from tests.channel_health_support import FakeUpstreams
-from tests.conftest import api_event, load_function, serve_asgi, use_environment
+from tests.conftest import api_event, use_environment
 from tests.integration.money_support import assert_nothing_held
 
 OPERATOR = {"Authorization": "Bearer demo-access-token", "X-Api-User": "1"}
@@ -25,12 +25,6 @@ PRICES = "prices:\n  m-small: {input_per_million: 2000, output_per_million: 4000
          "  m-large: {input_per_million: 2000, output_per_million: 4000}\n"
 FULL_PRICE = 5 * 1000 + 3 * 2000
 QUOTA = 250_000_000  # 500 USD: a hold at these prices is about 16 USD
-
-
-@pytest.fixture(scope="module")
-def gateway_url(aws) -> Iterator[str]:
-    with serve_asgi(load_function("text").app) as url:
-        yield url
 
 
 @pytest.fixture

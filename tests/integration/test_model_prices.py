@@ -23,7 +23,7 @@ from gateway.prices import SHIPPED, Price
 from gateway.store.tasks import Task
 from gateway.tasks import engine
 from tests.channel_health_support import FakeUpstreams
-from tests.conftest import api_event, load_function, serve_asgi, use_environment
+from tests.conftest import api_event, use_environment
 from tests.integration.money_support import assert_nothing_held, put_in_group
 
 OPERATOR = {"Authorization": "Bearer demo-access-token", "X-Api-User": "1"}
@@ -32,12 +32,6 @@ OPERATOR = {"Authorization": "Bearer demo-access-token", "X-Api-User": "1"}
 DOCUMENT = "prices:\n  m-small: {input_per_million: 2000, output_per_million: 4000}\n"
 DOCUMENT_PRICE = 5 * 1000 + 3 * 2000
 QUOTA = 250_000_000
-
-
-@pytest.fixture(scope="module")
-def gateway_url(aws) -> Iterator[str]:
-    with serve_asgi(load_function("text").app) as url:
-        yield url
 
 
 @pytest.fixture

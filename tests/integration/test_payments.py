@@ -20,14 +20,9 @@ from gateway.commerce.store import CommerceRepository
 from gateway.errors import GatewayError
 from gateway.store.aws import client, to_item, to_values
 from gateway_local.simulators import stripe as stripe_sim
-from tests.conftest import LambdaContext, api_event, load_function, serve_asgi, use_environment
+from tests.conftest import LambdaContext, api_event, serve_asgi, use_environment
 
 SECRET = "whsec_test_secret"
-
-
-@pytest.fixture(scope="module")
-def commerce_fn(aws):
-    return load_function("commerce")
 
 
 @pytest.fixture(scope="module")

@@ -23,15 +23,10 @@ from gateway.api import session
 from gateway.errors import GatewayError
 from gateway.store.accounts import AccountsRepository
 from gateway_local.template import read_template
-from tests.conftest import ROOT, api_event, load_function
+from tests.conftest import ROOT, api_event
 
 PASSWORD = "correct horse battery"
 T0 = 1_800_000_000 // session.NAME_WINDOW_SECONDS * session.NAME_WINDOW_SECONDS  # a window's first second
-
-
-@pytest.fixture(scope="module")
-def account_fn(aws):
-    return load_function("account")
 
 
 @pytest.fixture

@@ -15,17 +15,7 @@ from gateway.commerce import options, signup
 from gateway.commerce.store import CommerceRepository
 from gateway.errors import RateLimited
 from gateway.store.aws import client
-from tests.conftest import api_event, load_function, use_environment
-
-
-@pytest.fixture(scope="module")
-def commerce_fn(aws):
-    return load_function("commerce")
-
-
-@pytest.fixture(scope="module")
-def account_fn(aws):
-    return load_function("account")
+from tests.conftest import api_event, use_environment
 
 
 @pytest.fixture

@@ -10,15 +10,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from gateway.store.tasks import Task, TasksRepository
-from tests.conftest import api_event, load_function
+from tests.conftest import api_event
 from tests.integration.test_beta import BODY, UNITS, fetch_sample, submit
 
 PATH = "/api/task/self"
-
-
-@pytest.fixture(scope="module")
-def account_fn(aws):
-    return load_function("account")
 
 
 def own_tasks(account_fn, ctx, demo, query=None, *, user="1", token=None):

@@ -26,7 +26,7 @@ from google.genai import types as genai_types
 from gateway_local.server import simulators_app
 from gateway_local.simulators.rules import content as content_rules
 from gateway_local.simulators.rules import messages as messages_rules
-from tests.conftest import load_function, serve_asgi
+from tests.conftest import serve_asgi
 
 PROMPT = "What is the weather in Oslo? #tool"
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -66,12 +66,6 @@ def upstreams() -> Iterator[tuple[Recorder, str]]:
     recorder = Recorder(simulators_app())
     with serve_asgi(recorder) as url:
         yield recorder, url
-
-
-@pytest.fixture(scope="module")
-def gateway_url(aws) -> Iterator[str]:
-    with serve_asgi(load_function("text").app) as url:
-        yield url
 
 
 @pytest.fixture(params=["messages", "content"])
