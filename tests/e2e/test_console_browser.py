@@ -240,6 +240,22 @@ def test_a_user_submits_a_task_and_sees_its_status_then_its_result_link_on_the_t
     page.context.close()
 
 
+def put_in_new_group(operator, user_id: int, group: str, ratio: str, *, listed: str) -> None:
+    """On the operator's Pricing page (once the group `listed` shows): adds `group` at `ratio` and
+    moves the user into it, as an operator does in the console."""
+    ratios = operator.get_by_role("form", name="Edit group ratios")
+    ratios.get_by_label(f"Ratio of {listed}").wait_for()
+    ratios.get_by_label("New group").fill(group)
+    ratios.get_by_label("Its ratio").fill(ratio)
+    ratios.get_by_role("button", name="Save group ratios").click()
+    operator.get_by_role("status").filter(has_text="Group ratios saved.").wait_for()
+    move = operator.get_by_role("form", name="Move a user to a group")
+    move.get_by_label("User id").fill(str(user_id))
+    move.get_by_label("Group").fill(group)
+    move.get_by_role("button", name="Move user").click()
+    operator.get_by_role("status").filter(has_text=f"is now in {group}").wait_for()
+
+
 def test_an_operator_prices_a_group_and_its_user_sees_and_pays_half_then_exports_the_log(site, chromium):
     # Given ann, with a key, on the Pricing page: the default group, m-large's input at $3 per million
     key = site.admin("issue-key", "--user", str(site.ann_id), "--name", "pricing")["key"]
@@ -254,18 +270,8 @@ def test_an_operator_prices_a_group_and_its_user_sees_and_pays_half_then_exports
     operator = chromium.new_context(viewport=DESKTOP).new_page()
     sign_in(operator, site.url, "demo", OPERATOR_PASSWORD)
     go_to(operator, "Pricing")
-    ratios = operator.get_by_role("form", name="Edit group ratios")
-    ratios.get_by_label("Ratio of vip").wait_for()
-    ratios.get_by_label("New group").fill("half")
-    ratios.get_by_label("Its ratio").fill("0.5")
-    ratios.get_by_role("button", name="Save group ratios").click()
-    operator.get_by_role("status").filter(has_text="Group ratios saved.").wait_for()
+    put_in_new_group(operator, site.ann_id, "half", "0.5", listed="vip")
     assert operator.get_by_label("Ratio of half").input_value() == "0.5"
-    move = operator.get_by_role("form", name="Move a user to a group")
-    move.get_by_label("User id").fill(str(site.ann_id))
-    move.get_by_label("Group").fill("half")
-    move.get_by_role("button", name="Move user").click()
-    operator.get_by_role("status").filter(has_text="is now in half").wait_for()
     # Then, once the key cache's seconds have passed, ann's page shows half the price
     deadline = time.monotonic() + 30
     while True:
@@ -327,17 +333,7 @@ def test_an_operator_prices_a_model_in_the_console_and_a_users_next_request_pays
     operator = chromium.new_context(viewport=PHONE).new_page()
     sign_in(operator, site.url, "demo", OPERATOR_PASSWORD)
     go_to(operator, "Pricing")
-    ratios = operator.get_by_role("form", name="Edit group ratios")
-    ratios.get_by_label("Ratio of default").wait_for()
-    ratios.get_by_label("New group").fill("double")
-    ratios.get_by_label("Its ratio").fill("2")
-    ratios.get_by_role("button", name="Save group ratios").click()
-    operator.get_by_role("status").filter(has_text="Group ratios saved.").wait_for()
-    move = operator.get_by_role("form", name="Move a user to a group")
-    move.get_by_label("User id").fill(str(bob["user_id"]))
-    move.get_by_label("Group").fill("double")
-    move.get_by_role("button", name="Move user").click()
-    operator.get_by_role("status").filter(has_text="is now in double").wait_for()
+    put_in_new_group(operator, bob["user_id"], "double", "2", listed="default")
     # When the operator opens m-small's prices: the shipped ones, as labelled inputs
     operator.get_by_label("Model to price").fill("m-small")
     editor = operator.get_by_role("form", name="Prices of m-small")
