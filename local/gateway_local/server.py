@@ -402,7 +402,7 @@ _FUNCTION_SETTINGS = ("GATEWAY_SIMULATOR_URL", "GATEWAY_PUBLIC_URL", "GATEWAY_CH
                       "GATEWAY_TASK_POLL_SECONDS", "GATEWAY_TASK_POLL_MAX_SECONDS", "GATEWAY_TASK_SWEEP_GRACE_SECONDS",
                       "GATEWAY_CALLBACK_ALLOW_PRIVATE", "GATEWAY_CALLBACK_RETRY_SECONDS", "GATEWAY_CALLBACK_SECRET",
                       "GATEWAY_RESULT_LINK_SECRET", "GATEWAY_STRIPE_API_KEY", "GATEWAY_STRIPE_WEBHOOK_SECRET",
-                      "GATEWAY_STRIPE_API_BASE", "GATEWAY_MAIL_OUTBOX")
+                      "GATEWAY_STRIPE_API_BASE", "GATEWAY_MAIL_OUTBOX", "GATEWAY_DEMO_KEY_HINT")
 
 
 def write_endpoint_file(root: Path, emulator: Emulator | EmulatorProcess, port: int, demo_key: str = "") -> Path:
@@ -555,6 +555,10 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
         return 2
     demo_key, access_token = demo_credentials(directory, os.environ.get("GATEWAY_DEMO_KEY"),
                                               os.environ.get("GATEWAY_DEMO_ACCESS_TOKEN"))
+    # An unknown key's 401 names the printed key's last four characters (`auth.unknown_key_message`):
+    # set before any function is loaded or serving process started, which read it.
+    os.environ["GATEWAY_DEMO_KEY_HINT"] = demo_key[-4:]
+    reload_settings()
     quota_text = os.environ.get("GATEWAY_DEMO_QUOTA", "").strip() or str(DEFAULT_DEMO_QUOTA)
     if not quota_text.isdigit():
         print(f"gateway not started: GATEWAY_DEMO_QUOTA: must be a whole number of units (500000 per USD), "

@@ -102,6 +102,11 @@ def test_gateway_ready_comes_once_every_serving_process_reads_the_printed_key():
                               timeout=60) as http:
                 answers.append(http.get("/v1/dashboard/billing/usage").status_code)
         assert answers == [200] * 40
+        # A KEY left from another start is refused saying which key this start printed
+        stale = httpx.get(gateway.url + "/v1/dashboard/billing/usage",
+                          headers={"Authorization": "Bearer sk-" + "o" * 44 + "OLD1"}, timeout=60)
+        assert stale.status_code == 401
+        assert f"printed ends in ...{DEMO_KEY[-4:]}, this one in ...OLD1" in stale.json()["error"]["message"]
         # Both processes served some of them (each bills on a quota lease of its own)
         entries = _items(gateway, ledger_pks(1), "USAGE#")
         holders = {item["lease_id"]["S"]: item["holder"]["S"] for item in _items(gateway, lease_pks(1), "LEASE#")

@@ -79,3 +79,32 @@ def test_a_miss_of_the_eventually_consistent_read_is_read_again_consistently(dem
 
     monkeypatch.setattr(AccountsRepository, "_get", stale_replica)
     assert authenticate({"Authorization": f"Bearer {demo['key']}"}).user_id == 1
+
+
+def test_under_make_run_an_unknown_key_is_refused_naming_the_printed_keys_ending(demo):
+    """Every fresh start of `make run` makes a new demo key, so a `KEY` exported for another start
+    (another clone, a wiped state) is refused: the 401 says which key this runner printed (its
+    last four characters) beside the sent one's, and, if the sent key is the printed one, that
+    this is the runner's fault, not the caller's. Deployed (no hint set) it says neither."""
+    from gateway.auth import clear_cache
+    from tests.conftest import use_environment
+
+    stale = "sk-" + "s" * 44 + "OLD1"
+    with pytest.raises(AuthenticationFailed) as refused:
+        authenticate({"Authorization": f"Bearer {stale}"})
+    assert refused.value.message == "the API key is not valid"  # deployed: nothing about other keys
+    saved = use_environment(GATEWAY_DEMO_KEY_HINT=demo["key"][-4:])
+    try:
+        with pytest.raises(AuthenticationFailed) as refused:
+            authenticate({"Authorization": f"Bearer {stale}"})
+        assert refused.value.status == 401
+        assert f"printed ends in ...{demo['key'][-4:]}, this one in ...OLD1" in refused.value.message
+        assert demo["key"][:-4] not in refused.value.message  # only the ending, never the key
+        unseen = "sk-" + "u" * 44 + demo["key"][-4:]  # as if the printed key were not in the store
+        with pytest.raises(AuthenticationFailed) as refused:
+            authenticate({"Authorization": f"Bearer {unseen}"})
+        assert "ends like the demo key `make run` printed" in refused.value.message
+        assert authenticate({"Authorization": f"Bearer {demo['key']}"}).user_id == 1
+    finally:
+        use_environment(**saved)
+        clear_cache()

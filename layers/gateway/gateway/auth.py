@@ -226,6 +226,23 @@ def key_refusal(record: Mapping[str, Any] | None) -> str:
     return _REFUSALS.get(str(record.get("status")), "the API key is not active")
 
 
+def unknown_key_message(secret: str) -> str:
+    """The refusal of a key the store does not have. Under `make run` (`demo_key_hint` set) it
+    also says which key the runner printed, by its last four characters beside the sent key's:
+    every fresh start makes a new demo key, and a `KEY` exported for another start (another clone,
+    a wiped state) is the likeliest reason a "printed" key is refused (issue 33). If the sent key
+    is the printed one, it says so: then this serving process did not find a key the runner
+    stored, which must not happen, and the message asks for a report. Deployed: no hint."""
+    hint = get_settings().demo_key_hint
+    if not hint:
+        return key_refusal(None)
+    if secret.endswith(hint):
+        return (f"the API key is not valid, yet it ends like the demo key `make run` printed (...{hint}): this serving "
+                "process did not find the key the runner stored; please report it with the runner's output")
+    return (f"the API key is not valid: the demo key `make run` printed ends in ...{hint}, this one in "
+            f"...{shown(secret[-4:], 4)} (each fresh start makes a new demo key: export KEY from this start's banner)")
+
+
 def authenticate(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | None = None) -> Principal:
     """The caller's principal, or `AuthenticationFailed` for a missing, unknown, expired or revoked key."""
     secret = extract_key(headers, query)
@@ -234,7 +251,9 @@ def authenticate(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | N
                                    code="missing_api_key")
     key_hash = keys.hash_secret(secret)
     record = _load_key(key_hash)
-    if record is None or record.get("status") != "active":
+    if record is None:
+        raise AuthenticationFailed(unknown_key_message(secret))
+    if record.get("status") != "active":
         raise AuthenticationFailed(key_refusal(record))
     now = int(time.time())
     expires_at = int(record.get("expires_at") or 0)

@@ -37,6 +37,9 @@ class Settings:
     # Set by the local runner: base URL of the built-in simulated upstreams, used when no
     # channels document is configured.
     simulator_url: str = ""
+    # Set by the local runner: the last characters of the demo key it printed. A key it does not
+    # know is refused naming them beside the sent key's own (`auth.unknown_key_message`).
+    demo_key_hint: str = ""
     # Public base URL of this gateway, for links it hands out (image URLs, task results).
     public_url: str = ""
     key_cache_seconds: float = 5.0
@@ -98,7 +101,8 @@ ENVIRONMENT = {
     "channel_keys_secret": "GATEWAY_CHANNEL_KEYS_SECRET", "channel_keys_needed": "GATEWAY_CHANNEL_KEYS_NEEDED",
     "channel_key_prefix": "GATEWAY_CHANNEL_KEY_PREFIX",
     "channels_refresh_seconds": "GATEWAY_CHANNELS_REFRESH_SECONDS",
-    "simulator_url": "GATEWAY_SIMULATOR_URL", "public_url": "GATEWAY_PUBLIC_URL",
+    "simulator_url": "GATEWAY_SIMULATOR_URL", "demo_key_hint": "GATEWAY_DEMO_KEY_HINT",
+    "public_url": "GATEWAY_PUBLIC_URL",
     "key_cache_seconds": "GATEWAY_KEY_CACHE_SECONDS", "ledger_retention_days": "GATEWAY_LEDGER_RETENTION_DAYS",
     "callback_signing_secret": "GATEWAY_CALLBACK_SECRET",
     "result_link_secret": "GATEWAY_RESULT_LINK_SECRET",
