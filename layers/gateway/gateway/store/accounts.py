@@ -32,6 +32,7 @@ import zlib
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as day_time
+from decimal import Decimal
 from typing import Any
 
 from gateway import keys
@@ -45,8 +46,31 @@ def user_pk(user_id: int) -> str:
     return f"USER#{user_id}"
 
 
-#: A user id no user ever has: the profile an unknown name's sign-in reads (the same read as a known one's).
-NO_USER = -1
+#: The item an unknown name's sign-in reads where a known name's reads its profile (`sign_in_record`):
+#: shaped like the profile of the last user given a password (the same attribute names and types,
+#: strings of the same lengths, no one's data), so both reads find an item as large and parse
+#: it alike. Written whenever a password is set: by the time any name can sign in, it exists.
+SIGN_IN_DECOY_KEY = {"pk": "SIGNIN-DECOY", "sk": "DECOY"}
+
+
+def sign_in_decoy(profile: dict[str, Any]) -> dict[str, Any]:
+    """A profile's shape with no one's data: strings as as many `x`, numbers 0, the rest (flags)
+    as they are; no TTL attribute (a 0 there would have DynamoDB delete the item)."""
+    def blank(value: Any) -> Any:
+        if isinstance(value, str):
+            return "x" * len(value)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float, Decimal)):
+            return 0
+        if isinstance(value, dict):
+            return {name: blank(inner) for name, inner in value.items()}
+        if isinstance(value, list):
+            return [blank(inner) for inner in value]
+        return value
+
+    shape = {name: blank(value) for name, value in profile.items() if name not in ("pk", "sk", "expires_ttl")}
+    return {**shape, **SIGN_IN_DECOY_KEY}
 
 
 def username_pk(username: str) -> str:
@@ -671,6 +695,12 @@ class AccountsRepository:
             if is_condition_failure(exc):
                 raise ValueError(f"username '{user['username']}' already signs in as another user") from None
             raise
+        try:  # never worth failing a password change for: without it, only the two sign-in reads differ in size
+            profile = self.raw_user(user_id, consistent=True)
+            if profile is not None:
+                self._db.put_item(TableName=self.table, Item=to_item(sign_in_decoy(profile)))
+        except Exception:
+            pass
 
     def note_sign_in(self, user_id: int, at: int, address: str) -> None:
         """`last_login_at` and `last_login_ip` of the account record."""
@@ -685,11 +715,13 @@ class AccountsRepository:
 
     def sign_in_record(self, username: str) -> tuple[int | None, dict[str, Any] | None]:
         """The user a sign-in names and its profile item, in the same two reads whether the name
-        exists or not (an unknown name reads the profile of `NO_USER`, which never exists): the
-        store's work does not tell a known name from an unknown one."""
+        exists or not (an unknown name reads `SIGN_IN_DECOY_KEY`, an item as large as a profile):
+        the store's work does not tell a known name from an unknown one."""
         user_id = self.user_id_for_username(username)
-        profile = self.raw_user(NO_USER if user_id is None else user_id, consistent=True)
-        return (user_id, profile) if user_id is not None else (None, None)
+        if user_id is None:
+            self._get(SIGN_IN_DECOY_KEY["pk"], SIGN_IN_DECOY_KEY["sk"], consistent=True)
+            return None, None
+        return user_id, self.raw_user(user_id, consistent=True)
 
     def put_session(self, token_hash: str, user_id: int, expires_at: int) -> None:
         self._db.put_item(TableName=self.table, Item=to_item({
