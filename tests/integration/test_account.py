@@ -125,3 +125,10 @@ def test_user_self_needs_the_token_and_user_to_match(account_fn, demo, lambda_co
 def test_account_routes_need_a_key(account_fn, store, lambda_context):
     status, body = get(account_fn, lambda_context, "/v1/dashboard/billing/usage")
     assert status == 401 and body["error"]["type"] == "authentication_error"
+
+
+def test_open_reservations_are_indexed_under_every_shard_the_sweeper_reads_and_no_other():
+    from gateway.store.accounts import HOLD_SHARDS, hold_index_keys, hold_shard
+
+    shards = {hold_index_keys(f"r{n}", 1_800_000_000)["gsi1pk"] for n in range(200)}
+    assert shards == {hold_shard(number) for number in range(HOLD_SHARDS)}

@@ -142,3 +142,34 @@ def test_a_ranges_day_totals_count_what_an_open_lease_settled_on_its_first_and_l
     # and a model the lease never served counts nothing on it: neither units nor requests
     assert accounts.usage(6, start=midnight - timedelta(days=1), end=midnight + timedelta(days=2, microseconds=-1),
                           model="m-large") == UsageTotal(0, 0)
+
+
+def test_a_day_a_model_did_not_spend_on_counts_nothing_for_it(accounts, monkeypatch):
+    """A day's totals item holds the counters of whatever spent that day: a model that did not
+    spend then has no counter there, which reads as nothing (0 units, 0 requests)."""
+    accounts.create_user(username="fay", quota=10**9, user_id=6)
+    key = authenticate({"x-api-key": accounts.create_key(6, name="k")[0]})
+    monkeypatch.setattr(billing, "datetime", _Clock)
+    for day, model in ((0, "m-small"), (1, "m-large")):
+        _Clock.at = DAY0 + timedelta(days=day, hours=12)
+        billing.settle(billing.reserve(key, 1000, model=model, route="test", reservation_id=f"fay{day}"), 300 + day)
+    start, end = DAY0, DAY0 + timedelta(days=2) - timedelta(microseconds=1)  # two whole days: their totals
+    for model, units in (("m-small", 300), ("m-large", 301)):
+        assert accounts.usage(6, start=start, end=end, model=model) == UsageTotal(units, 1)
+
+
+def test_a_days_totals_outlive_it_by_the_ledgers_retention(accounts, monkeypatch):
+    from gateway.store.accounts import days_pk
+    from tests.conftest import use_environment
+
+    accounts.create_user(username="gus", quota=10**9, user_id=7)
+    key = authenticate({"x-api-key": accounts.create_key(7, name="k")[0]})
+    monkeypatch.setattr(billing, "datetime", _Clock)
+    _Clock.at = DAY0 + timedelta(hours=12)
+    saved = use_environment(GATEWAY_LEDGER_RETENTION_DAYS="30")
+    try:
+        billing.settle(billing.reserve(key, 1000, model="m-small", route="test", reservation_id="gus0"), 300)
+    finally:
+        use_environment(**saved)
+    day = accounts._get(days_pk(7), DAY0.date().isoformat(), consistent=True)
+    assert day is not None and day["expires_ttl"] == int((DAY0 + timedelta(days=1 + 30)).timestamp())
