@@ -858,7 +858,7 @@ class AccountsRepository:
         sort key to continue after (None when the path is exhausted). The account's own path reads
         every ledger shard (`ledger_pks`); a position is a sort key, the same in every shard."""
         index, pk_name, sk_name = path
-        partitions = ledger_pks(user_id) if path == LOG_BY_USER else [partition]
+        partitions = ledger_pks(user_id) if index is None else [partition]  # the account's own path: no index
         top = min(high, below(start_after)) if start_after else high
         filtered = bool(filter_expression) or count_only
 
