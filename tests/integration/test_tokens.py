@@ -47,19 +47,20 @@ def test_a_created_key_is_shown_once_and_listed_newest_first_in_new_apis_shape(a
     assert authenticate({"Authorization": f"Bearer {token['key']}"}).user_id == 2
 
 
-def test_a_user_never_sees_or_touches_another_users_key(account_fn, users, lambda_context):
-    _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "mine"})
+@pytest.mark.parametrize("owner,intruder", [(2, 1), (1, 2)])  # a key of a higher user id, and of a lower one
+def test_a_user_never_sees_or_touches_another_users_key(account_fn, users, lambda_context, owner, intruder):
+    _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[owner], {"name": "mine"})
     theirs = created["data"]["id"]
-    _, listed = call(account_fn, lambda_context, "GET", "/api/token/", users[1])
+    _, listed = call(account_fn, lambda_context, "GET", "/api/token/", users[intruder])
     assert theirs not in [t["id"] for t in listed["data"]["items"]]
     for method, path, body, query in (
             ("PUT", "/api/token/", {"id": theirs, "name": "stolen"}, None),
             ("PUT", "/api/token/", {"id": theirs, "status": 2}, {"status_only": "true"}),
             ("DELETE", f"/api/token/{theirs}", None, None)):
-        status, answer = call(account_fn, lambda_context, method, path, users[1], body, query)
+        status, answer = call(account_fn, lambda_context, method, path, users[intruder], body, query)
         assert status == 404 and answer["success"] is False and "no key" in answer["message"], (method, answer)
-    _, mine = call(account_fn, lambda_context, "GET", "/api/token/", users[2])
-    assert [t["name"] for t in mine["data"]["items"]] == ["mine"]
+    _, mine = call(account_fn, lambda_context, "GET", "/api/token/", users[owner])
+    assert [(t["name"], t["status"]) for t in mine["data"]["items"] if t["id"] == theirs] == [("mine", 1)]
 
 
 @pytest.mark.parametrize("body,field", [

@@ -923,9 +923,9 @@ class AccountsRepository:
             else start.date() + timedelta(days=1)
         last = None if end is None else end.date() if end.time() == _LAST_INSTANT else end.date() - timedelta(days=1)
         partial: list[tuple[datetime, datetime]] = []
-        if start and end and start.date() == end.date() and (first is None or first > end.date()
-                                                              or last is None or last < start.date()):
-            partial.append((start, end))  # one day, not whole: its entries only
+        # A range no whole day fits in (start <= end here): one day, not whole; its entries only.
+        if start and end and first is not None and last is not None and (first > end.date() or last < start.date()):
+            partial.append((start, end))
         else:
             if start and start.time() != _FIRST_INSTANT:
                 partial.append((start, _day_end(start.date())))
