@@ -37,7 +37,15 @@ from typing import Any
 
 from gateway import keys
 from gateway.settings import get_settings
-from gateway.store.aws import client, from_item, is_condition_failure, query_all, to_item, to_values
+from gateway.store.aws import (
+    cancellation_reasons,
+    client,
+    from_item,
+    is_condition_failure,
+    query_all,
+    to_item,
+    to_values,
+)
 
 PROFILE = "PROFILE"
 
@@ -760,11 +768,8 @@ class AccountsRepository:
                 "ConditionExpression": condition, "ExpressionAttributeValues": to_values(values)}})
         try:
             self._db.transact_write_items(TransactItems=items)
-        except Exception as exc:
-            if getattr(exc, "response", {}).get("Error", {}).get("Code") != "TransactionCanceledException":
-                raise
-            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]  # type: ignore[attr-defined]
-            refused = [i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"]
+        except Exception as exc:  # anything but a counter's refusal (a throttle, a conflict) goes up
+            refused = [i for i, code in enumerate(cancellation_reasons(exc)) if code == "ConditionalCheckFailed"]
             if not refused:
                 raise
             return refused[0]
