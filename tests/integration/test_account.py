@@ -132,3 +132,19 @@ def test_open_reservations_are_indexed_under_every_shard_the_sweeper_reads_and_n
 
     shards = {hold_index_keys(f"r{n}", 1_800_000_000)["gsi1pk"] for n in range(200)}
     assert shards == {hold_shard(number) for number in range(HOLD_SHARDS)}
+
+
+def test_a_keys_balances_are_read_strongly_consistent(demo, accounts, monkeypatch):
+    """What users read as a key's quota (its record and its open leases) is never a replica's
+    stale view: each read of the record is consistent."""
+    from gateway import keys
+    from gateway.store.accounts import AccountsRepository
+
+    real = AccountsRepository._get
+
+    def stale_replica(self, pk, sk, consistent=False):
+        return None if sk == "KEY" and not consistent else real(self, pk, sk, consistent)
+
+    monkeypatch.setattr(AccountsRepository, "_get", stale_replica)
+    key = accounts.get_key(keys.hash_secret(demo["key"]))
+    assert key is not None and key["user_id"] == 1
