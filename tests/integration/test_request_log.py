@@ -370,3 +370,21 @@ def test_admin_logs_lists_a_users_entries_by_key_and_since(demo, history, keys, 
     assert admin.main(["logs", "--user", "1", "--key", keys["other"].key_id]) == 1
     with pytest.raises(SystemExit):
         admin.run(["logs", "--user", "1", "--since", "last tuesday"])
+
+
+def test_a_filtered_read_of_one_models_log_is_one_query(demo, history, keys, monkeypatch):
+    """One model's log is one partition: a filtered read of it is a single Query (the account's
+    own log spans the ledger's shards and first reads their keys to find where to stop)."""
+    from gateway.store.aws import client
+
+    db = client("dynamodb")
+    real, indexes = db.query, []
+
+    def counted(**params):
+        indexes.append(params.get("IndexName"))
+        return real(**params)
+
+    monkeypatch.setattr(db, "query", counted)
+    page = requestlog.read(1, requestlog.LogQuery({"model_name": "m-small", "type": "5", "page_size": "100"}))
+    assert [i["request_id"] for i in page["items"]] == expected(history, model="m-small", type=5)
+    assert indexes == ["gsi2"]

@@ -139,6 +139,10 @@ def test_a_ranges_day_totals_count_what_an_open_lease_settled_on_its_first_and_l
     midnight = datetime(first.year, first.month, first.day, tzinfo=UTC)
     assert accounts.usage(6, start=midnight - timedelta(days=1), end=midnight + timedelta(days=2, microseconds=-1)) \
         == UsageTotal(40, 1)
+    # and not the usage of whole days that end the day before; a range with no end counts them
+    assert accounts.usage(6, start=midnight - timedelta(days=3), end=midnight - timedelta(microseconds=1)) \
+        == UsageTotal()
+    assert accounts.usage(6, start=midnight - timedelta(days=1)) == UsageTotal(40, 1)
     # and a model the lease never served counts nothing on it: neither units nor requests
     assert accounts.usage(6, start=midnight - timedelta(days=1), end=midnight + timedelta(days=2, microseconds=-1),
                           model="m-large") == UsageTotal(0, 0)
