@@ -148,3 +148,19 @@ def test_a_keys_balances_are_read_strongly_consistent(demo, accounts, monkeypatc
     monkeypatch.setattr(AccountsRepository, "_get", stale_replica)
     key = accounts.get_key(keys.hash_secret(demo["key"]))
     assert key is not None and key["user_id"] == 1
+
+
+def test_an_invitation_code_is_found_by_a_strongly_consistent_read(demo, accounts, monkeypatch):
+    """A code handed out a moment ago (the inviter's page, then the sign-up) finds its user even
+    where a replica has not caught up: the code's pointer is read consistently."""
+    from gateway.store.accounts import AccountsRepository
+
+    user = accounts.create_user(username="inviter", quota=0)
+    code = accounts.get_user(int(user["id"]), consistent=True)["aff_code"]
+    real = AccountsRepository._get
+
+    def stale_replica(self, pk, sk, consistent=False):
+        return None if sk == "AFF" and not consistent else real(self, pk, sk, consistent)
+
+    monkeypatch.setattr(AccountsRepository, "_get", stale_replica)
+    assert accounts.user_id_for_aff_code(code) == int(user["id"])
