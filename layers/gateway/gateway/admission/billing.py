@@ -66,7 +66,7 @@ from gateway.store.accounts import (
     reservation_pk,
     user_pk,
 )
-from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
+from gateway.store.aws import cancellation_reasons, client, from_item, is_condition_failure, to_item, to_values
 
 steps.register(limits.step())  # rate limits and budgets: the admission step of every hold
 
@@ -237,7 +237,7 @@ def transact(writes: list[dict[str, Any]], *, attempts: int = _CONFLICT_ATTEMPTS
             _db().transact_write_items(TransactItems=writes)
             return
         except Exception as exc:
-            reasons = _reasons(exc)
+            reasons = cancellation_reasons(exc)
             if not _ASK_AGAIN.intersection(reasons) or "ConditionalCheckFailed" in reasons:
                 raise
             observability.incident("TransactionConflicts")
@@ -249,13 +249,9 @@ def transact(writes: list[dict[str, Any]], *, attempts: int = _CONFLICT_ATTEMPTS
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _reasons(exc: Exception) -> list[str | None]:
-    return [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
-
-
 def _refused(exc: Exception) -> set[int]:
     """The positions, in the transaction, of the writes whose condition failed."""
-    return {i for i, code in enumerate(_reasons(exc)) if code == "ConditionalCheckFailed"}
+    return {i for i, code in enumerate(cancellation_reasons(exc)) if code == "ConditionalCheckFailed"}
 
 
 def get_reservation(reservation_id: str) -> Reservation | None:

@@ -70,7 +70,15 @@ from gateway.store.accounts import (
     quota_debit,
     user_pk,
 )
-from gateway.store.aws import client, from_item, is_condition_failure, store_call_ahead, to_item, to_values
+from gateway.store.aws import (
+    cancellation_reasons,
+    client,
+    from_item,
+    is_condition_failure,
+    store_call_ahead,
+    to_item,
+    to_values,
+)
 
 # New holds go on a lease for this long after its grant; then it drains and is folded.
 WINDOW_SECONDS = 5.0
@@ -331,7 +339,7 @@ class LeasePool:
         except Exception as exc:
             if not is_condition_failure(exc):
                 raise
-            reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
+            reasons = cancellation_reasons(exc)
             # The lease id is this call's own: a lease item already there was put by an earlier
             # attempt of this grant whose answer was lost (`transact` asks again after a
             # cancellation, with a new client token): it is granted.
@@ -577,7 +585,7 @@ def fold(user_id: int, lease_id: str, *, reason: str) -> bool:
         except Exception as exc:
             if not is_condition_failure(exc):
                 raise
-            reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
+            reasons = cancellation_reasons(exc)
             if len(reasons) > 2 and reasons[2] == "ConditionalCheckFailed" and reasons[0] != "ConditionalCheckFailed":
                 _drop_key_write(writes)
                 transact(writes, attempts=_FOLD_ATTEMPTS)

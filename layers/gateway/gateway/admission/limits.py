@@ -272,12 +272,14 @@ def _write_once(update: dict[str, Any], attempts: int = 6) -> bool:
     it. A cancellation for a conflict with another transaction or for throughput is asked again."""
     import random
 
+    from gateway.store.aws import cancellation_reasons
+
     for attempt in range(attempts):
         try:
             _db().transact_write_items(TransactItems=[{"Update": update}])
             return True
         except Exception as exc:
-            reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
+            reasons = cancellation_reasons(exc)
             if reasons[:1] == ["ConditionalCheckFailed"]:
                 return False
             if not {"TransactionConflict", "ThrottlingError"}.intersection(reasons) or attempt == attempts - 1:

@@ -406,8 +406,7 @@ class AccountsRepository:
                 "UpdateExpression": "ADD quota :u", "ConditionExpression": "attribute_exists(pk)",
                 "ExpressionAttributeValues": to_values({":u": int(units)})}}])
         except Exception as exc:
-            reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
-            if reasons[:1] == ["ConditionalCheckFailed"]:
+            if cancellation_reasons(exc)[:1] == ["ConditionalCheckFailed"]:
                 raise UserNotFound(user_id) from None
             raise
         return int((self.get_user(user_id, consistent=True) or {}).get("quota", 0))  # its open leases included
