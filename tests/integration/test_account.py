@@ -134,33 +134,20 @@ def test_open_reservations_are_indexed_under_every_shard_the_sweeper_reads_and_n
     assert shards == {hold_shard(number) for number in range(HOLD_SHARDS)}
 
 
-def test_a_keys_balances_are_read_strongly_consistent(demo, accounts, monkeypatch):
+def test_a_keys_balances_are_read_strongly_consistent(demo, accounts, stale_replica):
     """What users read as a key's quota (its record and its open leases) is never a replica's
     stale view: each read of the record is consistent."""
     from gateway import keys
-    from gateway.store.accounts import AccountsRepository
 
-    real = AccountsRepository._get
-
-    def stale_replica(self, pk, sk, consistent=False):
-        return None if sk == "KEY" and not consistent else real(self, pk, sk, consistent)
-
-    monkeypatch.setattr(AccountsRepository, "_get", stale_replica)
+    stale_replica("KEY")
     key = accounts.get_key(keys.hash_secret(demo["key"]))
     assert key is not None and key["user_id"] == 1
 
 
-def test_an_invitation_code_is_found_by_a_strongly_consistent_read(demo, accounts, monkeypatch):
+def test_an_invitation_code_is_found_by_a_strongly_consistent_read(demo, accounts, stale_replica):
     """A code handed out a moment ago (the inviter's page, then the sign-up) finds its user even
     where a replica has not caught up: the code's pointer is read consistently."""
-    from gateway.store.accounts import AccountsRepository
-
     user = accounts.create_user(username="inviter", quota=0)
     code = accounts.get_user(int(user["id"]), consistent=True)["aff_code"]
-    real = AccountsRepository._get
-
-    def stale_replica(self, pk, sk, consistent=False):
-        return None if sk == "AFF" and not consistent else real(self, pk, sk, consistent)
-
-    monkeypatch.setattr(AccountsRepository, "_get", stale_replica)
+    stale_replica("AFF")
     assert accounts.user_id_for_aff_code(code) == int(user["id"])

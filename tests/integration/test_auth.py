@@ -66,18 +66,11 @@ def test_a_key_looked_up_before_it_was_stored_works_as_soon_as_it_is(accounts, k
 
 
 def test_a_miss_of_the_eventually_consistent_read_is_read_again_consistently(demo, accounts, key_cache_on,
-                                                                             monkeypatch):
+                                                                             stale_replica):
     """DynamoDB may not show a key written a moment ago to an eventually consistent read (a key
     created by POST /api/token/ and used at once): that miss is checked with a consistent read
     before the key is refused, and never remembered."""
-    from gateway.store.accounts import AccountsRepository
-
-    real = AccountsRepository._get
-
-    def stale_replica(self, pk, sk, consistent=False):
-        return None if sk == "KEY" and not consistent else real(self, pk, sk, consistent)
-
-    monkeypatch.setattr(AccountsRepository, "_get", stale_replica)
+    stale_replica("KEY")
     assert authenticate({"Authorization": f"Bearer {demo['key']}"}).user_id == 1
 
 
