@@ -149,7 +149,7 @@ class GatewayApp:
         key checked before the body is read, the whole body (its event at most 6 MB, within the body
         timeout) before an instance is lent, instances lent fairly across principals."""
         from gateway import auth, keys
-        from gateway.errors import GatewayError
+        from gateway.errors import GatewayError, unexpected
         from gateway.store.aws import here_unless_it_waits
 
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
@@ -159,6 +159,10 @@ class GatewayApp:
                 await here_unless_it_waits(_check_key, pairs, scope.get("query_string", b""))
             except GatewayError as error:
                 await self._refuse(send, scope["path"], error, request_id)
+                return
+            except Exception as exc:  # as the function's own error mapping answers it (gateway.asgi)
+                self.log(f"key check failed: {exc!r}")
+                await self._refuse(send, scope["path"], unexpected(exc), request_id)
                 return
         body = await self._read_body(scope, receive, send, request_id)
         if body is None:

@@ -183,6 +183,38 @@ def query_all(params: dict[str, Any], db: Any = None) -> list[dict[str, Any]]:
         params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
 
+# Why an AWS call fails that time cures: the codes botocore's standard retry mode retries as
+# throttling or transient (botocore/retries/standard.py, ThrottledRetryableChecker and
+# TransientRetryableChecker), and the cancellation reasons TransactWriteItems' API reference
+# names for throughput and for a concurrent transaction on the same item.
+_THROTTLED_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+    "TooManyRequestsException", "ProvisionedThroughputExceededException", "TransactionInProgressException",
+    "RequestLimitExceeded", "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown",
+    "PriorRequestNotComplete", "EC2ThrottledException", "RequestTimeout", "RequestTimeoutException",
+})
+_PASSING_REASONS = frozenset({"ThrottlingError", "TransactionConflict"})
+
+
+def passing_failure(exc: BaseException) -> bool:
+    """Whether `exc` is an AWS call that still failed, once botocore's retries ran out, for a reason
+    that passes with time: throttled, the service's own 5xx, the connection lost or timed out, or a
+    transaction cancelled for throughput or a concurrent one. Asking again later is the answer to
+    those, not a report of a fault of ours."""
+    from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+
+    if isinstance(exc, (ConnectionError, HTTPClientError)):
+        return True
+    if not isinstance(exc, ClientError):
+        return False
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    code = exc.response.get("Error", {}).get("Code", "")
+    if status >= 500 or status == 429 or code in _THROTTLED_CODES:
+        return True
+    reasons = set(cancellation_reasons(exc)) - {"", "None"}
+    return code == "TransactionCanceledException" and bool(reasons) and reasons <= _PASSING_REASONS
+
+
 def cancellation_reasons(exc: Exception) -> list[str]:
     """The codes of a cancelled transaction's items, in their order (empty for any other error)."""
     return [str(r.get("Code") or "") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
