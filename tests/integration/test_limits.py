@@ -325,3 +325,73 @@ def test_what_is_left_is_never_shown_below_zero_in_either_dialects_headers():
     state = (("tokens", 1000, -5, 1_800_000_060),)
     assert limits.anthropic_headers(state)["anthropic-ratelimit-tokens-remaining"] == "0"
     assert limits.openai_headers(state, now=1_800_000_000)["x-ratelimit-remaining-tokens"] == "0"
+
+
+def _request(user, units: int = 1) -> steps.AdmissionRequest:
+    return steps.AdmissionRequest(principal(user), units, "m-small", "test", uuid.uuid4().hex)
+
+
+def test_a_request_served_from_the_instances_slice_names_what_is_left_of_the_minute(user, accounts, frozen):
+    limit("--key", user["key_id"], "--rpm", "200", accounts=accounts)  # slices of 10
+    step = limits.LimitStep()
+    first, second = _request(user), _request(user)
+    step.enter(first)  # one write takes 10: 190 left to take, 9 in this instance's slice
+    step.enter(second)  # from the slice, no write
+    end = int(datetime(2026, 11, 24, 12, 1, 0, tzinfo=UTC).timestamp())
+    assert first.notes["ratelimit"] == (("requests", 200, 199, end),)
+    assert second.notes["ratelimit"] == (("requests", 200, 198, end),)
+
+
+def test_a_users_limits_are_read_once_per_period_per_instance(user, accounts, frozen, monkeypatch):
+    monkeypatch.setattr(limits, "USER_LIMITS_SECONDS", 3600.0)
+    limit("--user", "7", "--rpm", "1", accounts=accounts)
+    step = limits.LimitStep()
+    step.enter(_request(user))
+    admin.run(["set-limits", "--user", "7", "--rpm", "5"], accounts=accounts)
+    # this instance read the user's limits a moment ago: the raise reaches it after the period
+    with pytest.raises(RateLimited):
+        step.enter(_request(user))
+    limits.LimitStep().enter(_request(user))  # admitted: a fresh instance reads 5
+
+
+def test_the_last_request_of_a_minute_is_admitted_when_less_than_a_slice_is_left(user, accounts, frozen):
+    limit("--key", user["key_id"], "--rpm", "100", accounts=accounts)  # slices of 5
+    scope = limits.limit_scope(key_id=user["key_id"])
+    minute = "RPM#" + limits.window_ids(frozen["now"])["minute"]
+    limits._add(scope, minute, "taken", 99)  # other instances took 99
+    request = _request(user)
+    limits.LimitStep().enter(request)  # 5 do not fit: it takes the 1 left
+    assert limits._counter(scope, minute, "taken") == 100 and request.notes["ratelimit"][0][2] == 0
+    with pytest.raises(RateLimited):
+        limits.LimitStep().enter(_request(user))
+
+
+def test_a_minute_found_spent_leaves_nothing_to_give_back(user, accounts, frozen):
+    limit("--key", user["key_id"], "--rpm", "1", accounts=accounts)
+    step = limits.LimitStep()
+    step.enter(_request(user))
+    with pytest.raises(RateLimited):
+        step.enter(_request(user))  # the minute is spent: remembered, refused locally for a second
+    minute = limits.window_ids(frozen["now"])["minute"]
+    (scope, _), mine = next(iter(step._slices.items()))
+    with step._lock:
+        step._return_idle(mine.used_at + 60, minute)  # long idle: what it holds goes back
+    assert limits._counter(scope, "RPM#" + minute, "taken") == 1
+
+
+def test_a_charge_above_its_hold_counts_once_on_the_budget_when_it_fits(user, accounts, frozen):
+    limit("--user", "7", "--budget-usd", "1", "--budget-period", "daily", accounts=accounts)  # 500000 units
+    held = attempt(principal(user), 100_000)
+    assert billing.settle(held, 300_000)
+    left = limits.shown(accounts.raw_user(7), limits.limit_scope(user_id=7), frozen["now"])["budget_left_usd"]
+    assert left == 0.4
+
+
+def test_a_charge_above_its_hold_past_the_budget_fills_it_to_the_limit_and_no_further(user, accounts, frozen):
+    limit("--user", "7", "--budget-usd", "1", "--budget-period", "daily", accounts=accounts)  # 500000 units
+    assert billing.settle(attempt(principal(user), 350_000), 350_000)
+    held = attempt(principal(user), 100_000)  # 450000 spent or held
+    assert billing.settle(held, 300_000)  # 200000 above its hold; 50000 of the budget left
+    scope = limits.limit_scope(user_id=7)
+    window = "BUDGET#" + limits.window_ids(frozen["now"])["daily"]
+    assert limits._counter(scope, window, "spent") == 500_000

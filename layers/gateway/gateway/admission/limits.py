@@ -448,15 +448,16 @@ class LimitStep:
         for scope, minute in held.tokens:  # the tokens billed replace the hold (none when refused or refunded)
             used = tokens_used if tokens_used is not None and units else 0
             _add(scope, minute, "tokens", used - tokens)
+        above = charged - hold  # what the charge passes its hold by (below it: what goes back)
         for scope, window in held.budgets:
-            if charged <= hold:
-                _add(scope, window, "spent", charged - hold)
+            if above <= 0:
+                _add(scope, window, "spent", above)
             else:  # above the hold: as far as the budget goes
                 limit = self._budget_of(scope)
-                if limit and _add(scope, window, "spent", charged - hold, at_most=limit) is None:
+                if limit and _add(scope, window, "spent", above, at_most=limit) is None:
                     spent = _counter(scope, window, "spent")
                     if limit > spent:
-                        _add(scope, window, "spent", min(limit - spent, charged - hold), at_most=limit)
+                        _add(scope, window, "spent", min(limit - spent, above), at_most=limit)
         for scope in held.parallel:
             _add(scope, "PAR", "inflight", -1, extra={"touched_at": int(time.time())})
 
