@@ -395,3 +395,20 @@ def test_a_charge_above_its_hold_past_the_budget_fills_it_to_the_limit_and_no_fu
     scope = limits.limit_scope(user_id=7)
     window = "BUDGET#" + limits.window_ids(frozen["now"])["daily"]
     assert limits._counter(scope, window, "spent") == 500_000
+
+
+def test_a_tpm_hold_settled_after_its_minutes_counter_expired_leaves_a_counter_that_expires(user, accounts, frozen):
+    from gateway.store.aws import client, from_item, to_item
+
+    limit("--key", user["key_id"], "--tpm", "1000", accounts=accounts)
+    held = billing.reserve_request(principal(user), 100, model="m-small", route="test",
+                                   request_id=uuid.uuid4().hex, tokens=600)
+    scope = limits.limit_scope(key_id=user["key_id"])
+    key = to_item({"pk": scope, "sk": "TPM#" + limits.window_ids(frozen["now"])["minute"]})
+    table = limits._table()
+    client("dynamodb").delete_item(TableName=table, Key=key)  # as DynamoDB's TTL does, minutes later
+    frozen["now"] = datetime(2026, 11, 24, 12, 14, 0, tzinfo=UTC)  # a long stream ends
+    billing.settle(held, 50, detail={"input_tokens": 100, "output_tokens": 50})
+    item = from_item(client("dynamodb").get_item(TableName=table, Key=key, ConsistentRead=True)["Item"])
+    assert item["tokens"] == 150 - 600
+    assert item["expires_ttl"] == int(frozen["now"].timestamp()) + 180

@@ -447,7 +447,9 @@ class LimitStep:
         charged = units or 0
         for scope, minute in held.tokens:  # the tokens billed replace the hold (none when refused or refunded)
             used = tokens_used if tokens_used is not None and units else 0
-            _add(scope, minute, "tokens", used - tokens)
+            # (a stream may end minutes after its minute, its counter gone by TTL: the write makes
+            # it again, so it carries a TTL too)
+            _add(scope, minute, "tokens", used - tokens, expires=int(clock().timestamp()) + _MINUTE_TTL_SECONDS)
         above = charged - hold  # what the charge passes its hold by (below it: what goes back)
         for scope, window in held.budgets:
             if above <= 0:
