@@ -412,3 +412,71 @@ def test_a_tpm_hold_settled_after_its_minutes_counter_expired_leaves_a_counter_t
     item = from_item(client("dynamodb").get_item(TableName=table, Key=key, ConsistentRead=True)["Item"])
     assert item["tokens"] == 150 - 600
     assert item["expires_ttl"] == int(frozen["now"].timestamp()) + 180
+
+
+@pytest.fixture
+def stale_limit_replica(monkeypatch):
+    """From here on, an eventually consistent read of a limit counter finds nothing, as a replica
+    that has not caught up with the writes; strongly consistent reads see the table."""
+    real = limits._db()
+
+    class Replica:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def get_item(self, **params):
+            if params["Key"]["pk"]["S"].startswith("LIMIT#") and not params.get("ConsistentRead"):
+                return {}
+            return real.get_item(**params)
+
+    monkeypatch.setattr(limits, "_db", lambda: Replica())
+
+
+def test_a_parallel_count_left_by_dead_requests_is_dropped_once_older_than_a_request_can_run(
+        user, accounts, frozen, stale_limit_replica):
+    from gateway.admission.ledger import REQUEST_HOLD_SECONDS
+
+    limit("--key", user["key_id"], "--max-parallel", "1", accounts=accounts)
+    # a moment 5 s before a power of two's boundary, so that the times on either side differ in
+    # their high bits as well as by the seconds between them
+    start = (int(datetime(2026, 11, 24, 12, 0, tzinfo=UTC).timestamp()) // 2048 + 1) * 2048 - 5
+    frozen["now"] = datetime.fromtimestamp(start, UTC)
+    step = limits.LimitStep()
+    step.enter(_request(user))  # counted, then its function dies: never leaves
+    scope = limits.limit_scope(key_id=user["key_id"])
+    for later in (10, REQUEST_HOLD_SECONDS):  # it may still be running: the count stands
+        frozen["now"] = datetime.fromtimestamp(start + later, UTC)
+        with pytest.raises(RateLimited):
+            step.enter(_request(user))
+    frozen["now"] = datetime.fromtimestamp(start + REQUEST_HOLD_SECONDS + 1, UTC)
+    step.enter(_request(user))  # no request runs that long: the count starts afresh with this one
+    assert limits._item(scope, "PAR") | {"pk": None, "sk": None} == {
+        "pk": None, "sk": None, "inflight": 1, "touched_at": start + REQUEST_HOLD_SECONDS + 1}
+
+
+def test_a_minute_found_spent_is_asked_again_after_a_second(user, accounts, frozen, stale_limit_replica):
+    limit("--key", user["key_id"], "--rpm", "100", accounts=accounts)
+    scope = limits.limit_scope(key_id=user["key_id"])
+    minute = "RPM#" + limits.window_ids(frozen["now"])["minute"]
+    limits._add(scope, minute, "taken", 100)  # other instances took the minute
+    step = limits.LimitStep()
+    with pytest.raises(RateLimited):
+        step.enter(_request(user))
+    limits._add(scope, minute, "taken", -1)  # one of them gives back one request it did not use
+    (_, mine), = step._slices.items()
+    with pytest.raises(RateLimited):  # within the second: refused here, without a write
+        step.enter(_request(user))
+    mine.full_until -= 1.0  # the second has passed
+    step.enter(_request(user))
+    assert limits._counter(scope, minute, "taken") == 100
+
+
+def test_a_charge_above_its_hold_never_lowers_a_budget_the_operator_lowered_below_its_spending(
+        user, accounts, frozen):
+    limit("--user", "7", "--budget-usd", "1", "--budget-period", "daily", accounts=accounts)  # 500000 units
+    held = attempt(principal(user), 100_000)
+    assert billing.settle(attempt(principal(user), 300_000), 300_000)  # 400000 spent or held
+    limit("--user", "7", "--budget-usd", "0.5", "--budget-period", "daily", accounts=accounts)  # 250000
+    assert billing.settle(held, 200_000)  # above its hold, and the budget is past its new limit
+    window = "BUDGET#" + limits.window_ids(frozen["now"])["daily"]
+    assert limits._counter(limits.limit_scope(user_id=7), window, "spent") == 400_000

@@ -231,12 +231,16 @@ def _db() -> Any:
     return client("dynamodb")
 
 
-def _counter(scope: str, sk: str, name: str) -> int:
+def _item(scope: str, sk: str) -> dict[str, Any]:
+    """A counter item as it is now (a strongly consistent read: it decides admissions), or {}."""
     from gateway.store.aws import from_item, to_item
 
-    item = from_item(_db().get_item(TableName=_table(), Key=to_item({"pk": scope, "sk": sk}),
+    return from_item(_db().get_item(TableName=_table(), Key=to_item({"pk": scope, "sk": sk}),
                                     ConsistentRead=True).get("Item")) or {}
-    return int(item.get(name) or 0)
+
+
+def _counter(scope: str, sk: str, name: str) -> int:
+    return int(_item(scope, sk).get(name) or 0)
 
 
 def _add(scope: str, sk: str, name: str, amount: int, *, at_most: int | None = None,
@@ -461,7 +465,7 @@ class LimitStep:
                     if limit > spent:
                         _add(scope, window, "spent", min(limit - spent, above), at_most=limit)
         for scope in held.parallel:
-            _add(scope, "PAR", "inflight", -1, extra={"touched_at": int(time.time())})
+            _add(scope, "PAR", "inflight", -1, extra={"touched_at": int(clock().timestamp())})
 
     def _budget_of(self, scope: str) -> int:
         from gateway.store.accounts import AccountsRepository
@@ -557,13 +561,11 @@ class LimitStep:
 
     def _enter_parallel(self, scope: str, whose: str, limit: int, held: _Held) -> None:
         from gateway.admission.ledger import REQUEST_HOLD_SECONDS
-        from gateway.store.aws import from_item, to_item, to_values
+        from gateway.store.aws import to_item, to_values
 
-        now = int(time.time())
+        now = int(clock().timestamp())
         if _add(scope, "PAR", "inflight", 1, at_most=limit, extra={"touched_at": now}) is None:
-            item = from_item(_db().get_item(TableName=_table(), Key=to_item({"pk": scope, "sk": "PAR"}),
-                                            ConsistentRead=True).get("Item")) or {}
-            stale = int(item.get("touched_at") or 0)
+            stale = int(_item(scope, "PAR").get("touched_at") or 0)
             if now - stale <= REQUEST_HOLD_SECONDS:
                 raise RateLimited(f"{whose} max_parallel of {limit} concurrent requests is reached; "
                                   "retry when one of them has finished", headers={"Retry-After": "1"})
