@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError
 from gateway.admission import billing
 from gateway.auth import authenticate
 from gateway.errors import RateLimited
+from gateway.store import aws
 
 
 def _conflict() -> ClientError:
@@ -69,7 +70,7 @@ def test_a_conflict_that_never_clears_is_a_429_to_retry_and_moves_nothing(princi
     before = accounts.get_user(1, consistent=True)["quota"]
     conflicting = _Conflicting(billing._db(), 1000)
     monkeypatch.setattr(billing, "_db", lambda: conflicting)
-    monkeypatch.setattr(billing.time, "sleep", lambda _: None)
+    monkeypatch.setattr(aws.time, "sleep", lambda _: None)
     with pytest.raises(RateLimited) as caught:
         billing.reserve(principal, 700, model="m-small", route="/v1/chat/completions",
                         reservation_id="conflict-forever")
@@ -82,8 +83,8 @@ def test_the_pause_before_each_new_attempt_doubles(principal, accounts, monkeypa
     conflicting = _Conflicting(billing._db(), 3)
     monkeypatch.setattr(billing, "_db", lambda: conflicting)
     bounds: list[float] = []
-    monkeypatch.setattr(billing.random, "uniform", lambda low, high: bounds.append(high) or 0.0)
-    monkeypatch.setattr(billing.time, "sleep", lambda _: None)
+    monkeypatch.setattr(aws.random, "uniform", lambda low, high: bounds.append(high) or 0.0)
+    monkeypatch.setattr(aws.time, "sleep", lambda _: None)
     billing.reserve(principal, 10, model="m-small", route="/v1/chat/completions", reservation_id="conflict-pauses")
     # Then the pauses grow 10 ms, 20 ms, 40 ms: contention eases instead of hammering the item
     assert bounds == [0.01, 0.02, 0.04]
@@ -95,7 +96,7 @@ def test_a_reservation_that_conflicts_on_all_but_its_last_attempt_still_goes_thr
     before = accounts.get_user(1, consistent=True)["quota"]
     conflicting = _Conflicting(billing._db(), billing._CONFLICT_ATTEMPTS - 1)
     monkeypatch.setattr(billing, "_db", lambda: conflicting)
-    monkeypatch.setattr(billing.time, "sleep", lambda _: None)
+    monkeypatch.setattr(aws.time, "sleep", lambda _: None)
     # When it reserves
     reservation = billing.reserve(principal, 70, model="m-small", route="/v1/chat/completions",
                                   reservation_id="conflict-last-attempt")
@@ -108,7 +109,7 @@ def test_a_reservation_that_conflicts_on_all_but_its_last_attempt_still_goes_thr
 def test_a_conflict_that_never_clears_is_asked_six_times_in_all(principal, accounts, monkeypatch):
     conflicting = _Conflicting(billing._db(), 1000)
     monkeypatch.setattr(billing, "_db", lambda: conflicting)
-    monkeypatch.setattr(billing.time, "sleep", lambda _: None)
+    monkeypatch.setattr(aws.time, "sleep", lambda _: None)
     with pytest.raises(RateLimited):
         billing.reserve(principal, 700, model="m-small", route="/v1/chat/completions", reservation_id="six")
     assert conflicting.conflicts == 1000 - 6

@@ -102,3 +102,31 @@ def test_a_budget_hold_and_its_give_back_whose_answers_were_lost_count_once(user
     item = from_item(client("dynamodb").get_item(TableName="AccountsTable", ConsistentRead=True, Key=to_item(
         {"pk": "LIMIT#U#7", "sk": window})).get("Item"))
     assert int(item["spent"]) == 20_000 and faults.counts.token_replays == 2
+
+
+def test_account_writes_cancelled_for_throughput_are_asked_again(user, accounts, faults):
+    # Every transaction of the accounts store goes through `store.aws.transact`: a key, a top-up,
+    # a password, each cancelled once for throughput (`ThrottlingError`), then applied once.
+    faults.plan("TransactWriteItems", "throttle")
+    key, record = accounts.create_key(7, name="made-while-throttled")
+    assert authenticate({"Authorization": f"Bearer {key}"}).key_id == record["key_id"]
+    faults.plan("TransactWriteItems", "throttle")
+    assert accounts.add_user_quota(7, 5000) == 100 * USD + 5000
+    faults.plan("TransactWriteItems", "throttle")
+    accounts.set_password(7, "a-password-hash")
+    assert accounts.raw_user(7, consistent=True)["password_hash"] == "a-password-hash"
+    assert faults.counts.throttled == 3
+
+
+def test_a_transaction_cancelled_for_throughput_every_time_is_raised_after_six_attempts(accounts, faults,
+                                                                                        monkeypatch):
+    from gateway.store import aws
+
+    monkeypatch.setattr(aws.time, "sleep", lambda _: None)
+    for _ in range(aws.TRANSACT_ATTEMPTS):
+        faults.plan("TransactWriteItems", "throttle")
+    accounts.create_user(username="bo", user_id=8, quota=0)
+    with pytest.raises(Exception) as raised:
+        accounts.add_user_quota(8, 5000)
+    assert aws.cancellation_reasons(raised.value) == ["ThrottlingError"] and aws.passing_failure(raised.value)
+    assert faults.counts.throttled == aws.TRANSACT_ATTEMPTS and accounts.raw_user(8, consistent=True)["quota"] == 0

@@ -29,7 +29,6 @@ A durable reservation's steps are each one DynamoDB transaction over the account
 
 from __future__ import annotations
 
-import random
 import time
 import uuid
 from collections.abc import Iterator
@@ -66,7 +65,17 @@ from gateway.store.accounts import (
     reservation_pk,
     user_pk,
 )
-from gateway.store.aws import cancellation_reasons, client, from_item, is_condition_failure, to_item, to_values
+from gateway.store.aws import (
+    ASK_AGAIN,
+    TRANSACT_ATTEMPTS,
+    cancellation_reasons,
+    client,
+    from_item,
+    is_condition_failure,
+    to_item,
+    to_values,
+)
+from gateway.store.aws import transact as aws_transact
 
 steps.register(limits.step())  # rate limits and budgets: the admission step of every hold
 
@@ -221,32 +230,25 @@ def _claim(request_id: str) -> None:
 
 
 # DynamoDB cancels a transaction that meets another one on the same item (a user's profile and
-# day totals are in every reservation and settlement of that user): asked again, it goes through.
-# It also cancels one whose table or index is over its throughput for the moment (the reason
-# `ThrottlingError`, TransactWriteItems' API reference), which botocore does not retry itself.
-_CONFLICT_ATTEMPTS = 6
-_ASK_AGAIN = frozenset({"TransactionConflict", "ThrottlingError"})
+# day totals are in every reservation and settlement of that user), or whose table is over its
+# throughput for the moment: `store.aws.transact` asks it again.
+_CONFLICT_ATTEMPTS = TRANSACT_ATTEMPTS
 
 
 def transact(writes: list[dict[str, Any]], *, attempts: int = _CONFLICT_ATTEMPTS) -> None:
-    """One transaction, asked again (with a short random pause) while it is cancelled only for a
-    conflict with another transaction or for throughput; a failed condition or anything else is
-    raised at once, so neither is ever read as "already closed" or "quota too low"."""
-    for attempt in range(attempts):
-        try:
-            _db().transact_write_items(TransactItems=writes)
-            return
-        except Exception as exc:
-            reasons = cancellation_reasons(exc)
-            if not _ASK_AGAIN.intersection(reasons) or "ConditionalCheckFailed" in reasons:
-                raise
-            observability.incident("TransactionConflicts")
-            if attempt == attempts - 1:
-                observability.incident("AccountBusy")
-                raise RateLimited("the account is busy with other requests at this moment; retry",
-                                  code="account_busy", headers={"Retry-After": "1"}) from None
-            time.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    """One transaction (`store.aws.transact`): asked again while it is cancelled only for a conflict
+    or for throughput, a failed condition or anything else raised at once, so neither is ever read
+    as "already closed" or "quota too low"; still cancelled after `attempts`, a 429 to retry."""
+    try:
+        aws_transact(_db(), writes, attempts=attempts,
+                     asked_again=lambda: observability.incident("TransactionConflicts"))
+    except Exception as exc:
+        reasons = cancellation_reasons(exc)
+        if not ASK_AGAIN.intersection(reasons) or "ConditionalCheckFailed" in reasons:
+            raise
+        observability.incident("AccountBusy")
+        raise RateLimited("the account is busy with other requests at this moment; retry",
+                          code="account_busy", headers={"Retry-After": "1"}) from None
 
 
 def _refused(exc: Exception) -> set[int]:

@@ -271,25 +271,18 @@ def _add(scope: str, sk: str, name: str, amount: int, *, at_most: int | None = N
     return _counter(scope, sk, name) if read else amount
 
 
-def _write_once(update: dict[str, Any], attempts: int = 6) -> bool:
-    """One conditional update applied exactly once (see `_add`); False when its condition refused
-    it. A cancellation for a conflict with another transaction or for throughput is asked again."""
-    import random
+def _write_once(update: dict[str, Any]) -> bool:
+    """One conditional update applied exactly once (see `_add`; a cancellation for a conflict or
+    for throughput asked again, `store.aws.transact`); False when its condition refused it."""
+    from gateway.store.aws import cancellation_reasons, transact
 
-    from gateway.store.aws import cancellation_reasons
-
-    for attempt in range(attempts):
-        try:
-            _db().transact_write_items(TransactItems=[{"Update": update}])
-            return True
-        except Exception as exc:
-            reasons = cancellation_reasons(exc)
-            if reasons[:1] == ["ConditionalCheckFailed"]:
-                return False
-            if not {"TransactionConflict", "ThrottlingError"}.intersection(reasons) or attempt == attempts - 1:
-                raise
-            time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    try:
+        transact(_db(), [{"Update": update}])
+    except Exception as exc:
+        if cancellation_reasons(exc)[:1] == ["ConditionalCheckFailed"]:
+            return False
+        raise
+    return True
 
 
 @dataclass

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.settings import get_settings
-from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
+from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values, transact
 
 OPTIONS_KEY = {"pk": "OPTION", "sk": "SITE"}
 CODES_INDEX_PK = "REDEMPTIONS"
@@ -88,7 +88,7 @@ class CommerceRepository:
 
     def put_code(self, code: dict[str, Any]) -> None:
         """A new code and its id pointer, together (a code never exists without its pointer)."""
-        self._db.transact_write_items(TransactItems=[
+        transact(self._db, [
             {"Put": {"TableName": self.table, "Item": to_item({**code_key(code["key"]), **code_index(code["id"]),
                                                                **code}),
                      "ConditionExpression": "attribute_not_exists(pk)"}},

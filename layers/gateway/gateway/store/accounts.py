@@ -45,6 +45,7 @@ from gateway.store.aws import (
     query_all,
     to_item,
     to_values,
+    transact,
 )
 
 PROFILE = "PROFILE"
@@ -401,7 +402,7 @@ class AccountsRepository:
         botocore's retry, so it goes as a one-item transaction, which DynamoDB applies once per
         `ClientRequestToken` (botocore makes one per call and keeps it for its retries)."""
         try:
-            self._db.transact_write_items(TransactItems=[{"Update": {
+            transact(self._db, [{"Update": {
                 "TableName": self.table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
                 "UpdateExpression": "ADD quota :u", "ConditionExpression": "attribute_exists(pk)",
                 "ExpressionAttributeValues": to_values({":u": int(units)})}}])
@@ -428,7 +429,7 @@ class AccountsRepository:
         if old and old != token_hash:  # the old token now only says it was replaced
             writes.append({"Put": {"TableName": self.table, "Item": to_item(
                 {"pk": f"ACCESS#{old}", "sk": "ACCESS", "user_id": user_id, "replaced_at": int(time.time())})}})
-        self._db.transact_write_items(TransactItems=writes)
+        transact(self._db, writes)
 
     def user_id_for_access_token(self, token: str) -> int | None:
         """The user whose current system access token this is, else None."""
@@ -466,7 +467,7 @@ class AccountsRepository:
             **({"group": group} if group else {}),
             "gsi1pk": f"{user_pk(user_id)}#KEYS", "gsi1sk": f"{now:012d}#{key_id}",
         }
-        self._db.transact_write_items(TransactItems=[
+        transact(self._db, [
             {"Put": {"TableName": self.table, "Item": to_item(record),
                      "ConditionExpression": "attribute_not_exists(pk)"}},
             {"Put": {"TableName": self.table, "Item": to_item(
@@ -647,7 +648,7 @@ class AccountsRepository:
         record = self.get_key(key_hash) or {}
         kept = ("key_id", "user_id", "name", "created_at", "gsi1pk", "gsi1sk")
         remains: dict[str, Any] = {name: record[name] for name in kept if name in record}
-        self._db.transact_write_items(TransactItems=[
+        transact(self._db, [
             {"Put": {"TableName": self.table, "Item": to_item(
                 {**remains, "pk": key_pk(key_hash), "sk": "KEY", "key_id": key_id, "status": "deleted",
                  "deleted_at": int(time.time())}),
@@ -689,7 +690,7 @@ class AccountsRepository:
         if user is None:
             raise UserNotFound(user_id)
         try:
-            self._db.transact_write_items(TransactItems=[
+            transact(self._db, [
                 {"Put": {"TableName": self.table, "Item": to_item(
                     {"pk": username_pk(user["username"]), "sk": "USERNAME", "user_id": user_id}),
                     "ConditionExpression": "attribute_not_exists(pk) OR user_id = :u",
@@ -766,7 +767,7 @@ class AccountsRepository:
                 "UpdateExpression": "ADD attempts :one SET last_at = :now, expires_ttl = :ttl",
                 "ConditionExpression": condition, "ExpressionAttributeValues": to_values(values)}})
         try:
-            self._db.transact_write_items(TransactItems=items)
+            transact(self._db, items)
         except Exception as exc:  # anything but a counter's refusal (a throttle, a conflict) goes up
             refused = [i for i, code in enumerate(cancellation_reasons(exc)) if code == "ConditionalCheckFailed"]
             if not refused:

@@ -6,7 +6,9 @@ LocalStack; deployed, it is unset and they reach real AWS.
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -193,7 +195,6 @@ _THROTTLED_CODES = frozenset({
     "RequestLimitExceeded", "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown",
     "PriorRequestNotComplete", "EC2ThrottledException", "RequestTimeout", "RequestTimeoutException",
 })
-_PASSING_REASONS = frozenset({"ThrottlingError", "TransactionConflict"})
 
 
 def passing_failure(exc: BaseException) -> bool:
@@ -212,7 +213,33 @@ def passing_failure(exc: BaseException) -> bool:
     if status >= 500 or status == 429 or code in _THROTTLED_CODES:
         return True
     reasons = set(cancellation_reasons(exc)) - {"", "None"}
-    return code == "TransactionCanceledException" and bool(reasons) and reasons <= _PASSING_REASONS
+    return code == "TransactionCanceledException" and bool(reasons) and reasons <= ASK_AGAIN
+
+
+# The reasons DynamoDB cancels a transaction for that pass (TransactWriteItems' API reference): a
+# conflict with another transaction on one of its items, and throughput. botocore retries neither.
+ASK_AGAIN = frozenset({"TransactionConflict", "ThrottlingError"})
+TRANSACT_ATTEMPTS = 6
+
+
+def transact(db: Any, writes: list[dict[str, Any]], *, attempts: int = TRANSACT_ATTEMPTS,
+             asked_again: Callable[[], None] | None = None) -> None:
+    """One `TransactWriteItems` through `db`, asked again after a short random pause while DynamoDB
+    cancels it only for a conflict or for throughput (`ASK_AGAIN`); a failed condition, any other
+    error, and the last cancellation once `attempts` are spent, are raised. A cancelled transaction
+    applied nothing, so asking again applies it at most once. `asked_again` is told each time."""
+    for attempt in range(attempts):
+        try:
+            db.transact_write_items(TransactItems=writes)
+            return
+        except Exception as exc:
+            reasons = cancellation_reasons(exc)
+            if not ASK_AGAIN.intersection(reasons) or "ConditionalCheckFailed" in reasons or attempt == attempts - 1:
+                raise
+            if asked_again is not None:
+                asked_again()
+            time.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def cancellation_reasons(exc: Exception) -> list[str]:
