@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from botocore.exceptions import ClientError
 
 from gateway import admin, auth
 from gateway.admission import billing, leases, limits
@@ -126,7 +127,56 @@ def test_a_transaction_cancelled_for_throughput_every_time_is_raised_after_six_a
     for _ in range(aws.TRANSACT_ATTEMPTS):
         faults.plan("TransactWriteItems", "throttle")
     accounts.create_user(username="bo", user_id=8, quota=0)
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(ClientError) as raised:
         accounts.add_user_quota(8, 5000)
     assert aws.cancellation_reasons(raised.value) == ["ThrottlingError"] and aws.passing_failure(raised.value)
     assert faults.counts.throttled == aws.TRANSACT_ATTEMPTS and accounts.raw_user(8, consistent=True)["quota"] == 0
+
+
+def _ledger(user_id: int) -> dict[str, int]:
+    """The user's ledger entries, by request id: their units."""
+    from gateway.store.accounts import ledger_pks
+    from gateway.store.aws import query_all
+
+    return {entry["request_id"]: int(entry["units"]) for pk in ledger_pks(user_id)
+            for entry in query_all({"TableName": "AccountsTable", "KeyConditionExpression": "pk = :p",
+                                    "ExpressionAttributeValues": {":p": {"S": pk}}, "ConsistentRead": True})
+            if "request_id" in entry}
+
+
+def _used(accounts) -> int:
+    leases.pool().fold_idle(force=True)
+    return int(accounts.raw_user(7, consistent=True)["used_quota"])
+
+
+@pytest.mark.parametrize("first", ["lost_answer", "throttle"])
+def test_a_close_whose_count_on_the_lease_still_fails_after_botocores_retries_is_billed_once(
+        user, accounts, faults, monkeypatch, first):
+    # Given a close whose lease write meets four faults in a row (botocore's every attempt): the
+    # first applied but its answer lost, or all four throttled (nothing applied)
+    from gateway.store import aws
+
+    monkeypatch.setattr(aws.time, "sleep", lambda _: None)
+    held = billing.reserve_request(user, 1000, model="m-small", route="test", request_id="close-1")
+    for fault in (first, "throttle", "throttle", "throttle"):
+        faults.plan("UpdateItem", fault)
+    # When it settles
+    assert billing.settle(held, 600)
+    # Then the lease counted it once and its ledger entry is written: the bill follows the answer
+    assert _ledger(7) == {"close-1": 600} and _used(accounts) == 600
+    assert quota(accounts) == 100 * USD - 600
+
+
+def test_entries_whose_write_failed_are_written_before_the_next_batch_replaces_them(user, accounts, faults):
+    # Given a close whose lease counted it but whose ledger entry could not be written (BatchWriteItem
+    # throttled at every attempt of botocore's)
+    first = billing.reserve_request(user, 1000, model="m-small", route="test", request_id="entry-1")
+    second = billing.reserve_request(user, 1000, model="m-small", route="test", request_id="entry-2")
+    for _ in range(4):
+        faults.plan("BatchWriteItem", "throttle")
+    with pytest.raises(ClientError):
+        billing.settle(first, 300)
+    # When the lease's next close is written
+    assert billing.settle(second, 200)
+    # Then both entries are there, each once, and the account is billed exactly their sum
+    assert _ledger(7) == {"entry-1": 300, "entry-2": 200} and _used(accounts) == 500

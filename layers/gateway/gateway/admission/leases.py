@@ -29,7 +29,10 @@ and the same for a limited key (`remain_quota`, its leases, `used_quota`).
   2. the ledger entries (`BatchWriteItem`; writing one again is the same entry).
   Because one lease's batches are written one after another, only its `last_entries` can be
   missing when its holder dies between the two writes; whoever folds the lease writes them
-  first. A price above the hold takes at most the lease's free units (the rest is the entry's
+  first. A first write still failing after botocore's retries may have been applied all the
+  same: the lease is read to see whether it counts the batch, and it is asked again if not
+  (`_BATCH_ATTEMPTS`). Entries whose write failed are written before the next batch replaces
+  them (`Lease.unwritten`). A price above the hold takes at most the lease's free units (the rest is the entry's
   `shortfall`): the quota never goes negative through a request.
 - **Fold** (`fold`, one transaction, once): the lease closes (conditioned on being open and on
   `spent` being what was read), the profile gets `granted − spent` back into `quota` and `spent`
@@ -43,6 +46,7 @@ usage and the subscription include every request the moment its close is written
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 import uuid
@@ -75,6 +79,7 @@ from gateway.store.aws import (
     client,
     from_item,
     is_condition_failure,
+    passing_failure,
     store_call_ahead,
     to_item,
     to_values,
@@ -91,6 +96,9 @@ SLICE_HOLDS = 64
 _FOLD_ATTEMPTS = 12
 # Closes written in one batch at most (the lease item carries them all until they are written).
 MAX_BATCH = 50
+# A batch's count on the lease is asked this many times (each with botocore's own retries) while
+# DynamoDB throttles or fails it: the answer is already out, the bill must follow it.
+_BATCH_ATTEMPTS = 6
 # How long a batch of closes waits for the closes of the lease's other open holds to join it:
 # two writes saved for each that does, against this much more time to the last byte.
 LINGER_SECONDS = 0.008
@@ -129,6 +137,8 @@ class Lease:
     queue: list[_Close] = field(default_factory=list)
     flushing: bool = False
     turn: threading.Condition = field(default_factory=threading.Condition)
+    # The entries of the last batch when their write failed after the lease counted them.
+    unwritten: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def free(self) -> int:
@@ -492,21 +502,37 @@ def _write_batch(lease: Lease, batch: list[_Close]) -> None:
                               **{f":c{n}": amount for n, amount in enumerate(counters.values())}}
     additions = ", ".join(["spent :u", "requests :r", *(f"#c{n} :c{n}" for n in range(len(counters)))])
     pk_sk = lease_key(lease.user_id, lease.lease_id)
+    if lease.unwritten:  # an earlier batch's entries, counted but not written: before this batch replaces them
+        _put_entries(lease.unwritten)
+        lease.unwritten = []
+    for attempt in range(_BATCH_ATTEMPTS):
+        try:
+            _db().update_item(
+                TableName=_table(), Key=to_item(pk_sk),
+                UpdateExpression=f"SET last_batch = :batch, last_entries = :entries ADD {additions}",
+                ConditionExpression="#s = :open AND last_batch <> :batch AND spent <= :max",
+                ExpressionAttributeNames=names, ExpressionAttributeValues=to_values(values))
+            break
+        except Exception as exc:
+            refused = is_condition_failure(exc)
+            if not refused and (not passing_failure(exc) or attempt == _BATCH_ATTEMPTS - 1):
+                raise
+            # Refused, or still failing after botocore's retries, the write may have been applied
+            # all the same (its answer lost on the way): the lease says whether it counts this batch.
+            found = from_item(_db().get_item(TableName=_table(), Key=to_item(pk_sk),
+                                             ConsistentRead=True).get("Item")) or {}
+            if found.get("last_batch") == batch_id:
+                break
+            if refused:
+                raise RuntimeError(f"lease {lease.lease_id} refused a batch of {len(batch)} closes: status "
+                                   f"{found.get('status')}, spent {found.get('spent')} of {found.get('granted')}"
+                                   ) from None
+            time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
     try:
-        _db().update_item(
-            TableName=_table(), Key=to_item(pk_sk),
-            UpdateExpression=f"SET last_batch = :batch, last_entries = :entries ADD {additions}",
-            ConditionExpression="#s = :open AND last_batch <> :batch AND spent <= :max",
-            ExpressionAttributeNames=names, ExpressionAttributeValues=to_values(values))
-    except Exception as exc:
-        if not is_condition_failure(exc):
-            raise
-        found = from_item(_db().get_item(TableName=_table(), Key=to_item(pk_sk), ConsistentRead=True).get("Item")) or {}
-        if found.get("last_batch") != batch_id:
-            raise RuntimeError(f"lease {lease.lease_id} refused a batch of {len(batch)} closes: status "
-                               f"{found.get('status')}, spent {found.get('spent')} of {found.get('granted')}") from None
-        # Counted already: the answer to the first try was lost on the way.
-    _put_entries(items)
+        _put_entries(items)
+    except BaseException:
+        lease.unwritten = items  # the lease carries them: the next batch or the fold writes them
+        raise
 
 
 # What a lease carries of each entry of its last batch leaves out the index keys (rebuilt from
