@@ -159,6 +159,18 @@ def queues(aws, functions, tasks_env) -> Queues:
 
 
 @pytest.fixture
+def faults(store):
+    """Faults below the gateway (`gateway_local.faults`), none drawn at random: a test plans each
+    one where it means it (`faults.plan("GetItem", "throttle")`); off again after the test."""
+    from gateway_local.faults import Faults
+
+    injected = Faults()
+    store.use_faults(injected)
+    yield injected
+    store.use_faults(None)
+
+
+@pytest.fixture
 def stale_replica(monkeypatch):
     """`stale_replica("KEY", ...)`: from then on, an eventually consistent read of an accounts
     item with one of these sort keys finds nothing, as a replica that has not caught up with a

@@ -9,7 +9,6 @@ import pytest
 from gateway.admission import idempotency
 from gateway.auth import authenticate
 from gateway.errors import Conflict, GatewayError, InvalidRequest, RateLimited
-from gateway_local.faults import Faults
 
 T0 = 1_800_000_000
 
@@ -17,14 +16,6 @@ T0 = 1_800_000_000
 @pytest.fixture
 def principal(demo):
     return authenticate({"Authorization": f"Bearer {demo['key']}"})
-
-
-@pytest.fixture
-def faults(store):
-    injected = Faults()
-    store.use_faults(injected)
-    yield injected
-    store.use_faults(None)
 
 
 class Runs:

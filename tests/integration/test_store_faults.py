@@ -15,18 +15,9 @@ from gateway import admin, auth
 from gateway.admission import billing, leases, limits
 from gateway.auth import authenticate
 from gateway.store.aws import client, from_item, to_item
-from gateway_local.faults import Faults
 from tests.integration.money_support import open_reservations
 
 USD = 500_000
-
-
-@pytest.fixture
-def faults(store):
-    injected = Faults()
-    store.use_faults(injected)
-    yield injected
-    store.use_faults(None)
 
 
 @pytest.fixture

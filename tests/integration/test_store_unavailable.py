@@ -58,14 +58,6 @@ def test_an_aws_failure_that_passes_with_time_is_told_from_a_fault_of_ours(error
     assert (answered.status, answered.headers.get("Retry-After")) == ((503, "1") if passing else (500, None))
 
 
-@pytest.fixture
-def faults(store):
-    injected = Faults()
-    store.use_faults(injected)
-    yield injected
-    store.use_faults(None)
-
-
 def _throttle_the_next_key_reads(faults: Faults) -> None:
     for _ in range(ATTEMPTS):
         faults.plan("GetItem", "throttle")

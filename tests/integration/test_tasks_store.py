@@ -9,20 +9,11 @@ from botocore.exceptions import ClientError
 
 from gateway.errors import NotFound
 from gateway.store.tasks import OPEN_SHARDS, Task, TasksRepository, open_shard
-from gateway_local.faults import Faults
 
 
 @pytest.fixture
 def tasks(store):
     return TasksRepository()
-
-
-@pytest.fixture
-def faults(store):
-    injected = Faults()
-    store.use_faults(injected)
-    yield injected
-    store.use_faults(None)
 
 
 def new(task_id: str = "t-1", owner: str = "1", **fields) -> Task:
