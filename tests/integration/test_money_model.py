@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gateway.admission import billing, leases
-from gateway.auth import Principal, authenticate
+from gateway.auth import USER_DISABLED, Principal, authenticate
 from gateway.errors import AuthenticationFailed, InsufficientQuota
 from gateway.settings import get_settings
 from gateway.store.accounts import key_pk, lease_pks
@@ -39,6 +39,9 @@ class Clock:
     def advance(self, seconds: float) -> None:
         self.wall += seconds
         self.mono += seconds
+
+    def sleep(self, seconds: float) -> None:  # a pause before asking DynamoDB again passes at once
+        self.advance(seconds)
 
 
 @dataclass
@@ -585,3 +588,64 @@ def test_a_grant_other_instances_keep_outrunning_halves_its_ask_three_times_then
         billing.reserve_request(principal, 1_000, model="m-small", route="test", request_id="outrun", pool=pool)
     assert len(asked) == 3 and asked[0] > 10_000 and asked[1:] == [5_000, 5_000]
     assert accounts.get_user(USER, consistent=True)["quota"] == 100_000 and leases.open_leases(USER) == []
+
+
+def test_a_lease_is_renewed_in_the_background_in_the_last_second_of_its_window(store, accounts, clock):
+    # Given a lease with nearly all of it free
+    principal, pool = _settled_in_one_window(accounts, "late", 1)
+    assert len(leases.open_leases(USER)) == 1
+    # When a hold comes in the last second of its window
+    clock.advance(leases.WINDOW_SECONDS - leases.RENEW_SECONDS / 2)
+    billing.reserve_request(principal, 10, model="m-small", route="test", request_id="late-1", pool=pool)
+    pool.wait_renewals()
+    # Then the next lease is granted in the background
+    assert len(leases.open_leases(USER)) == 2
+
+
+def test_a_second_hold_under_an_open_requests_id_is_refused_and_takes_nothing(store, accounts, clock):
+    principal, pool = _settled_in_one_window(accounts, "twice", 1)
+    first = billing.reserve_request(principal, 10, model="m-small", route="test", request_id="same", pool=pool)
+    with pytest.raises(billing.Conflict):
+        billing.reserve_request(principal, 10, model="m-small", route="test", request_id="same", pool=pool)
+    (lease,) = [lease for leases_ in pool._leases.values() for lease in leases_]
+    assert (lease.held, lease.holds) == (10, 1)  # the first hold's alone
+    assert billing.settle(first, 10, pool=pool)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_grant_refused_for_a_disabled_user_says_so_whatever_its_keys_status(store, accounts, clock, when):
+    # Disabling a user disables its keys; a key made after that is active, its user still disabled.
+    accounts.create_user(username="off", quota=10_000, user_id=USER)
+    if when == "before":
+        principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+        accounts.set_user_enabled(USER, False)  # after the key cache read the key
+    else:
+        accounts.set_user_enabled(USER, False)
+        principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    with pytest.raises(AuthenticationFailed) as refused:
+        billing.reserve_request(principal, 10, model="m-small", route="test", request_id="off-1",
+                                pool=leases.LeasePool(holder="one"))
+    assert refused.value.message == USER_DISABLED
+
+
+def test_a_price_above_the_hold_past_the_lease_records_what_went_unpaid(store, accounts, clock):
+    # Given a user whose whole quota (1000) is one request's hold, so its lease has no more
+    accounts.create_user(username="edge", quota=1000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    pool = leases.LeasePool(holder="one")
+    held = billing.reserve_request(principal, 1000, model="m-small", route="test", request_id="edge-1", pool=pool)
+    # When the real price is 5000
+    assert billing.settle(held, 5000, pool=pool)
+    pool.release_all()
+    # Then it is charged the 1000 there were, and the entry says 4000 went unpaid
+    (entry,) = accounts.ledger(USER)
+    assert (entry["units"], entry["shortfall"]) == (1000, 4000)
+    assert accounts.get_user(USER, consistent=True)["quota"] == 0
+
+
+def test_reading_an_account_with_its_leases_gives_up_after_five_rereads(store, accounts, monkeypatch):
+    # (a lease granted or folded between every pair of reads, for ever: the last read is answered)
+    reads = []
+    monkeypatch.setattr(leases, "open_leases", lambda user_id: reads.append(1) or [{"lease_id": str(len(reads))}])
+    result, found = leases.with_open_leases(USER, lambda: "profile")
+    assert result == "profile" and len(reads) == 1 + 5

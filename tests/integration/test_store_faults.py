@@ -126,13 +126,9 @@ def test_a_transaction_cancelled_for_throughput_every_time_is_raised_after_six_a
 
 def _ledger(user_id: int) -> dict[str, int]:
     """The user's ledger entries, by request id: their units."""
-    from gateway.store.accounts import ledger_pks
-    from gateway.store.aws import query_all
+    from gateway.store.accounts import AccountsRepository
 
-    return {entry["request_id"]: int(entry["units"]) for pk in ledger_pks(user_id)
-            for entry in query_all({"TableName": "AccountsTable", "KeyConditionExpression": "pk = :p",
-                                    "ExpressionAttributeValues": {":p": {"S": pk}}, "ConsistentRead": True})
-            if "request_id" in entry}
+    return {entry["request_id"]: int(entry["units"]) for entry in AccountsRepository().ledger(user_id)}
 
 
 def _used(accounts) -> int:
@@ -171,3 +167,18 @@ def test_entries_whose_write_failed_are_written_before_the_next_batch_replaces_t
     assert billing.settle(second, 200)
     # Then both entries are there, each once, and the account is billed exactly their sum
     assert _ledger(7) == {"entry-1": 300, "entry-2": 200} and _used(accounts) == 500
+
+
+def test_a_close_whose_count_on_the_lease_never_goes_through_writes_no_entry(user, accounts, faults, monkeypatch):
+    # Given a close whose lease write is throttled at every attempt of every round (six rounds of
+    # botocore's four)
+    from gateway.store import aws
+
+    monkeypatch.setattr(aws.time, "sleep", lambda _: None)
+    held = billing.reserve_request(user, 1000, model="m-small", route="test", request_id="never-1")
+    for _ in range(leases._BATCH_ATTEMPTS * 4):
+        faults.plan("UpdateItem", "throttle")
+    # Then the close fails, and nothing says the request was billed that the lease did not count
+    with pytest.raises(ClientError):
+        billing.settle(held, 600)
+    assert "never-1" not in _ledger(7) and faults.counts.throttled == leases._BATCH_ATTEMPTS * 4
