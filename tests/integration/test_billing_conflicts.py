@@ -94,7 +94,7 @@ def test_a_reservation_that_conflicts_on_all_but_its_last_attempt_still_goes_thr
                                                                                       monkeypatch):
     # Given a reservation whose first five transactions (of six allowed) meet a conflict
     before = accounts.get_user(1, consistent=True)["quota"]
-    conflicting = _Conflicting(billing._db(), billing._CONFLICT_ATTEMPTS - 1)
+    conflicting = _Conflicting(billing._db(), aws.TRANSACT_ATTEMPTS - 1)
     monkeypatch.setattr(billing, "_db", lambda: conflicting)
     monkeypatch.setattr(aws.time, "sleep", lambda _: None)
     # When it reserves

@@ -66,9 +66,9 @@ from gateway.store.accounts import (
     user_pk,
 )
 from gateway.store.aws import (
-    ASK_AGAIN,
     TRANSACT_ATTEMPTS,
     cancellation_reasons,
+    cancelled_to_ask_again,
     client,
     from_item,
     is_condition_failure,
@@ -229,22 +229,17 @@ def _claim(request_id: str) -> None:
                        code="duplicate_request") from None
 
 
-# DynamoDB cancels a transaction that meets another one on the same item (a user's profile and
-# day totals are in every reservation and settlement of that user), or whose table is over its
-# throughput for the moment: `store.aws.transact` asks it again.
-_CONFLICT_ATTEMPTS = TRANSACT_ATTEMPTS
-
-
-def transact(writes: list[dict[str, Any]], *, attempts: int = _CONFLICT_ATTEMPTS) -> None:
-    """One transaction (`store.aws.transact`): asked again while it is cancelled only for a conflict
-    or for throughput, a failed condition or anything else raised at once, so neither is ever read
-    as "already closed" or "quota too low"; still cancelled after `attempts`, a 429 to retry."""
+def transact(writes: list[dict[str, Any]], *, attempts: int = TRANSACT_ATTEMPTS) -> None:
+    """One transaction (`store.aws.transact`). DynamoDB cancels one that meets another on the same
+    item (a user's profile and day totals are in every reservation and settlement of that user) or
+    whose table is over its throughput for the moment: it is asked again. A failed condition or
+    anything else is raised at once, so neither is ever read as "already closed" or "quota too
+    low"; still cancelled after `attempts`, a 429 to retry."""
     try:
         aws_transact(_db(), writes, attempts=attempts,
                      asked_again=lambda: observability.incident("TransactionConflicts"))
     except Exception as exc:
-        reasons = cancellation_reasons(exc)
-        if not ASK_AGAIN.intersection(reasons) or "ConditionalCheckFailed" in reasons:
+        if not cancelled_to_ask_again(exc):
             raise
         observability.incident("AccountBusy")
         raise RateLimited("the account is busy with other requests at this moment; retry",

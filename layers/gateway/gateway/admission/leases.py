@@ -32,8 +32,8 @@ and the same for a limited key (`remain_quota`, its leases, `used_quota`).
   first. A first write still failing after botocore's retries may have been applied all the
   same: the lease is read to see whether it counts the batch, and it is asked again if not
   (`_BATCH_ATTEMPTS`). Entries whose write failed are written before the next batch replaces
-  them (`Lease.unwritten`). A price above the hold takes at most the lease's free units (the rest is the entry's
-  `shortfall`): the quota never goes negative through a request.
+  them (`Lease.unwritten`). A price above the hold takes at most the lease's free units (the
+  rest is the entry's `shortfall`): the quota never goes negative through a request.
 - **Fold** (`fold`, one transaction, once): the lease closes (conditioned on being open and on
   `spent` being what was read), the profile gets `granted − spent` back into `quota` and `spent`
   into `used_quota` and `request_count`, the key likewise, the day totals get the lease's day

@@ -212,14 +212,21 @@ def passing_failure(exc: BaseException) -> bool:
     code = exc.response.get("Error", {}).get("Code", "")
     if status >= 500 or status == 429 or code in _THROTTLED_CODES:
         return True
-    reasons = set(cancellation_reasons(exc)) - {"", "None"}
-    return code == "TransactionCanceledException" and bool(reasons) and reasons <= ASK_AGAIN
+    return cancelled_to_ask_again(exc)
 
 
 # The reasons DynamoDB cancels a transaction for that pass (TransactWriteItems' API reference): a
 # conflict with another transaction on one of its items, and throughput. botocore retries neither.
 ASK_AGAIN = frozenset({"TransactionConflict", "ThrottlingError"})
 TRANSACT_ATTEMPTS = 6
+
+
+def cancelled_to_ask_again(exc: BaseException) -> bool:
+    """Whether `exc` is a transaction DynamoDB cancelled only for a conflict or for throughput
+    (`ASK_AGAIN`; an item with nothing wrong says `None`): it applied nothing, and asked again it
+    may go through."""
+    reasons = set(cancellation_reasons(exc)) - {"", "None"}
+    return bool(reasons) and reasons <= ASK_AGAIN
 
 
 def transact(db: Any, writes: list[dict[str, Any]], *, attempts: int = TRANSACT_ATTEMPTS,
@@ -233,8 +240,7 @@ def transact(db: Any, writes: list[dict[str, Any]], *, attempts: int = TRANSACT_
             db.transact_write_items(TransactItems=writes)
             return
         except Exception as exc:
-            reasons = cancellation_reasons(exc)
-            if not ASK_AGAIN.intersection(reasons) or "ConditionalCheckFailed" in reasons or attempt == attempts - 1:
+            if not cancelled_to_ask_again(exc) or attempt == attempts - 1:
                 raise
             if asked_again is not None:
                 asked_again()
@@ -242,6 +248,6 @@ def transact(db: Any, writes: list[dict[str, Any]], *, attempts: int = TRANSACT_
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def cancellation_reasons(exc: Exception) -> list[str]:
+def cancellation_reasons(exc: BaseException) -> list[str]:
     """The codes of a cancelled transaction's items, in their order (empty for any other error)."""
     return [str(r.get("Code") or "") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
