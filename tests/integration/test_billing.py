@@ -357,11 +357,16 @@ def test_a_task_that_took_the_last_units_of_user_and_key_settles_under_its_hold(
     assert closed_as("all-in", billing.SETTLED, 500)
 
 
-def test_the_sweeper_writes_nothing_for_a_reservation_it_reads_as_closed(limited, accounts):
-    # Given a settled reservation that the hold index still lists (an index copy behind the table)
+@pytest.mark.parametrize("outcome", ["settled", "refunded"])
+def test_the_sweeper_writes_nothing_for_a_reservation_it_reads_as_closed(limited, accounts, outcome):
+    # Given a settled (or refunded) reservation that the hold index still lists (an index copy
+    # behind the table)
     reservation = billing.reserve(limited, 100, model="m-small", route="test", reservation_id="behind",
                                   hold_seconds=1)
-    billing.settle(reservation, 40)
+    if outcome == "settled":
+        billing.settle(reservation, 40)
+    else:
+        billing.refund(reservation)
     record = reservation_record("behind")
     billing._db().put_item(TableName=billing._table(), Item=billing.to_item(
         {**record, **billing.hold_index_keys("behind", int(record["hold_until"]))}))
@@ -370,7 +375,7 @@ def test_the_sweeper_writes_nothing_for_a_reservation_it_reads_as_closed(limited
     counts = billing.sweep_stale(now=time.time() + 60)
     # Then it is counted as closed without a refund's transaction, and nothing moved
     assert counts["already_closed"] == 1 and counts["refunded"] == 0 and transactions == []
-    assert accounts.get_user(7, consistent=True)["quota"] == 960
+    assert accounts.get_user(7, consistent=True)["quota"] == (960 if outcome == "settled" else 1000)
 
 
 def test_a_settlement_above_the_hold_of_a_closed_reservation_is_one_refused_write(accounts):
