@@ -185,10 +185,9 @@ def query_all(params: dict[str, Any], db: Any = None) -> list[dict[str, Any]]:
         params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
 
-# Why an AWS call fails that time cures: the codes botocore's standard retry mode retries as
+# Error codes of an AWS call that time cures: those botocore's standard retry mode retries as
 # throttling or transient (botocore/retries/standard.py, ThrottledRetryableChecker and
-# TransientRetryableChecker), and the cancellation reasons TransactWriteItems' API reference
-# names for throughput and for a concurrent transaction on the same item.
+# TransientRetryableChecker). A cancelled transaction's reasons: `ASK_AGAIN`.
 _THROTTLED_CODES = frozenset({
     "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
     "TooManyRequestsException", "ProvisionedThroughputExceededException", "TransactionInProgressException",
