@@ -117,3 +117,27 @@ def test_the_local_runners_key_check_answers_503_in_the_envelope_not_a_bare_500(
     assert faults.counts.throttled == ATTEMPTS
     assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
     assert refused.json()["error"]["status"] == "UNAVAILABLE" and refused.headers["x-request-id"]
+
+
+def test_a_fault_of_ours_still_answers_500_to_report_in_both_kinds_of_function(demo, app, monkeypatch, lambda_context):
+    from gateway import auth
+    from tests.conftest import load_function
+
+    def broken(key_hash):
+        raise KeyError("quota")
+
+    monkeypatch.setattr(auth, "_load_key", broken)
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            return await client.post("/v1/chat/completions", headers={"authorization": f"Bearer {demo['key']}"},
+                                     json=CHAT)
+
+    streamed = anyio.run(scenario)
+    buffered = load_function("account").lambda_handler(api_event("GET", "/v1/dashboard/billing/subscription", headers={
+        "Authorization": f"Bearer {demo['key']}"}), lambda_context)
+    assert streamed.status_code == 500 and "retry-after" not in streamed.headers
+    assert streamed.json()["error"]["message"].startswith("internal error; quote the request id")
+    assert buffered["statusCode"] == 500
+    assert json.loads(buffered["body"])["error"]["message"].startswith("internal error; quote the request id")

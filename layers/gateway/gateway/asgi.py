@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway import auth, observability
 from gateway.api.answers import Inbound
-from gateway.errors import GatewayError, NotFound, dialect_for_path, render, unexpected
+from gateway.errors import GatewayError, NotFound, dialect_for_path, render
 from gateway.observability import logger
 
 
@@ -144,14 +144,7 @@ async def _http_error(request: Request, error: HTTPException) -> Response:
 
 
 async def _unexpected(request: Request, error: Exception) -> Response:
-    observability.note_error(error)
-    answered = unexpected(error)
-    if answered.status == 500:
-        logger.exception("unexpected error", extra={"request_id": request_id(request)})
-    else:
-        logger.warning("AWS call failed after its retries", extra={"request_id": request_id(request),
-                                                                   "error": repr(error)})
-    return error_response(request, answered)
+    return error_response(request, observability.answer_unexpected(error, request_id=request_id(request)))
 
 
 # Starlette types each handler for Exception; these take the subclass they are registered for.

@@ -15,7 +15,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 from gateway import auth, observability
-from gateway.errors import Dialect, GatewayError, InvalidRequest, NotFound, dialect_for_path, render, unexpected
+from gateway.errors import Dialect, GatewayError, InvalidRequest, NotFound, dialect_for_path, render
 from gateway.observability import logger
 
 
@@ -81,13 +81,7 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.exception_handler(Exception)
     def _unexpected(error: Exception) -> Response:
-        observability.note_error(error)
-        answered = unexpected(error)
-        if answered.status == 500:
-            logger.exception("unexpected error")
-        else:
-            logger.warning("AWS call failed after its retries", extra={"error": repr(error)})
-        return error_response(app, answered)
+        return error_response(app, observability.answer_unexpected(error))
 
     return app
 

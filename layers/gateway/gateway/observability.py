@@ -33,9 +33,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
+
+if TYPE_CHECKING:
+    from gateway.errors import GatewayError
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "gateway"
 logger = Logger(service=SERVICE)
@@ -140,6 +143,21 @@ def error_class_of(error: BaseException) -> str:
 def note_error(error: BaseException) -> None:
     """The class of the error a request is answered with (read by `count_answer` callers)."""
     _context().error_class = error_class_of(error)
+
+
+def answer_unexpected(error: Exception, **extra: Any) -> GatewayError:
+    """The `GatewayError` that answers an error no code raised on purpose (`errors.unexpected`),
+    noted for the request's metrics and logged: a fault of ours with its traceback, an AWS call
+    that still failed after botocore's retries as a warning. Called from an exception handler."""
+    from gateway.errors import unexpected
+
+    note_error(error)
+    answered = unexpected(error)
+    if answered.status == 500:
+        logger.exception("unexpected error", extra=extra)
+    else:
+        logger.warning("AWS call failed after its retries", extra={**extra, "error": repr(error)})
+    return answered
 
 
 def noted_error_class() -> str | None:
