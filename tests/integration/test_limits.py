@@ -480,3 +480,28 @@ def test_a_charge_above_its_hold_never_lowers_a_budget_the_operator_lowered_belo
     assert billing.settle(held, 200_000)  # above its hold, and the budget is past its new limit
     window = "BUDGET#" + limits.window_ids(frozen["now"])["daily"]
     assert limits._counter(limits.limit_scope(user_id=7), window, "spent") == 400_000
+
+
+@pytest.mark.parametrize("name", ["rpm", "tpm", "max_parallel"])
+def test_an_owner_may_tighten_an_operators_limit_down_to_one_never_clear_or_raise_it(name):
+    operator = limits.Limits(**{name: 10})
+    assert [limits.Limits(**{name: n}).loosening(operator) for n in (1, 10)] == [[], []]
+    for loosened in (0, 11):
+        ((field, rule),) = limits.Limits(**{name: loosened}).loosening(operator)
+        assert field == name and "may be lowered, not raised or cleared" in rule
+
+
+def test_a_tpm_hold_names_what_the_minute_has_left_after_every_hold_in_it_and_expires(user, accounts, frozen):
+    from gateway.store.aws import client, from_item, to_item
+
+    limit("--key", user["key_id"], "--tpm", "1000", accounts=accounts)
+    first = billing.reserve_request(principal(user), 100, model="m-small", route="test",
+                                    request_id=uuid.uuid4().hex, tokens=300)
+    second = billing.reserve_request(principal(user), 100, model="m-small", route="test",
+                                     request_id=uuid.uuid4().hex, tokens=200)
+    end = int(datetime(2026, 11, 24, 12, 1, 0, tzinfo=UTC).timestamp())
+    assert (first.ratelimit, second.ratelimit) == ((("tokens", 1000, 700, end),), (("tokens", 1000, 500, end),))
+    key = to_item({"pk": limits.limit_scope(key_id=user["key_id"]),
+                   "sk": "TPM#" + limits.window_ids(frozen["now"])["minute"]})
+    item = from_item(client("dynamodb").get_item(TableName=limits._table(), Key=key, ConsistentRead=True)["Item"])
+    assert item["expires_ttl"] == int(frozen["now"].timestamp()) + 180
