@@ -230,7 +230,7 @@ def test_a_token_count_is_sent_in_vertexs_own_shape(account, cache, sim_url):
 
 
 def test_the_probes_of_cooling_vertex_channels_reach_vertex_with_a_token(account, cache, sim_url, monkeypatch):
-    from gateway.routing import probes
+    from gateway.tasks import probes
 
     catalog = Catalog.from_document({"channels": [
         vertex_channel(account, base_url=sim_url),

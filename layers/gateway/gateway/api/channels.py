@@ -341,7 +341,7 @@ def test_channel(ref: str, store: ChannelStore | None = None) -> dict[str, Any]:
     latency and what the upstream said. new-api's answer: `success`, `message`, `time` (seconds).
     A disabled channel is tested too (to see whether to enable it); the outcome is recorded as a
     probe (a cooling channel that answers is healthy again)."""
-    from gateway.routing.probes import check
+    from gateway.tasks.probes import check
 
     _, channel, record, _ = _find(ref, store or ChannelStore())
     if channel is None:

@@ -24,11 +24,11 @@ from gateway.formats import CONTENT, MESSAGES, convert_request
 from gateway.formats.usage import Usage
 from gateway.observability import logger
 from gateway.routing.channels import Channel, get_catalog
+from gateway.routing.failover import first_success_async
 from gateway.upstreams.base import Timeouts, UpstreamError
 from gateway.upstreams.clients import client_for
 from gateway.upstreams.content import ContentClient
 from gateway.upstreams.messages import MessagesClient
-from gateway.upstreams.verdict import first_success_async
 
 ROUTE = "/v1/messages/count_tokens"
 SOURCE_HEADER = "x-gateway-token-count"

@@ -49,6 +49,7 @@ from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, us
 from gateway.observability import logger
 from gateway.prices import Price, token_cost
 from gateway.routing.channels import Channel, get_catalog
+from gateway.routing.failover import first_success_async
 from gateway.routing.outbound import client as http_client
 from gateway.settings import get_settings
 from gateway.sse import encode
@@ -56,7 +57,6 @@ from gateway.store.aws import here_unless_it_waits
 from gateway.tokens import estimate_value_tokens
 from gateway.upstreams.base import EventStream, Timeouts, UpstreamError
 from gateway.upstreams.clients import client_for
-from gateway.upstreams.verdict import first_success_async
 
 # The output a request may generate when it sets no limit of its own, for the reservation only:
 # the settlement is always the real usage.

@@ -345,16 +345,6 @@ def _order(channels: list[Channel], prefer: str | None) -> list[Channel]:
     return ordered
 
 
-def report_failure(channel: Channel, exc: object) -> None:
-    """A failed attempt that counts against `channel` (a retryable error, a timeout, refused credentials)."""
-    health.book().failed(channel.name, health.Failure.of(exc))
-
-
-def report_success(channel: Channel) -> None:
-    """A served request: brings back a channel that was cooling (writes nothing otherwise)."""
-    health.book().succeeded(channel.name)
-
-
 def _parse_text(text: str, source: str) -> dict[str, Any]:
     import yaml
 
