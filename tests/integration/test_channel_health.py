@@ -166,7 +166,8 @@ def test_a_task_channel_refusing_the_key_keeps_its_tasks_and_is_probed_by_a_poll
     # Given a delta task submitted, then its channel's upstream key refused
     from dataclasses import replace
 
-    from gateway.routing.channels import Catalog, get_catalog
+    from gateway.routing.catalog import Catalog
+    from gateway.routing.channels import get_catalog
     from gateway.tasks import engine, probes
     from tests.integration.test_video import DELTA, submit
 

@@ -4,7 +4,8 @@ import pytest
 
 from gateway.errors import NotFound
 from gateway.routing import channels, failover
-from gateway.routing.channels import Catalog, ChannelsConfigError
+from gateway.routing.catalog import Catalog
+from gateway.routing.channel import ChannelsConfigError
 from gateway.upstreams.errors import UpstreamError
 
 DOC = {

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from gateway.routing import health
-from gateway.routing.channels import Catalog
+from gateway.routing.catalog import Catalog
 from gateway.routing.failover import first_success, first_success_async, record_failure
 from gateway.routing.health import HealthBook, Policy
 from gateway.tasks import adapter as task_adapter

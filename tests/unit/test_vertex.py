@@ -15,7 +15,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gateway.routing.channels import Catalog, ChannelsConfigError
+from gateway.routing.catalog import Catalog
+from gateway.routing.channel import ChannelsConfigError
 from gateway.tasks import adapter as task_adapter
 from gateway.tasks.families import family_of
 from gateway.tasks.families.delta.adapter import VertexDeltaAdapter

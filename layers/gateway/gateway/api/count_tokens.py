@@ -23,7 +23,8 @@ from gateway.api.text import TEXT_PROTOCOLS, BufferedAnswer, Inbound, TextCall, 
 from gateway.formats import CONTENT, MESSAGES, convert_request
 from gateway.formats.usage import Usage
 from gateway.observability import logger
-from gateway.routing.channels import Channel, get_catalog
+from gateway.routing.channel import Channel
+from gateway.routing.channels import get_catalog
 from gateway.routing.failover import first_success_async
 from gateway.upstreams.base import Timeouts, UpstreamError
 from gateway.upstreams.clients import client_for

@@ -42,7 +42,8 @@ from gateway.multipart import check_request_size, parse_multipart
 from gateway.observability import logger
 from gateway.prices import unit_cost
 from gateway.routing import outbound
-from gateway.routing.channels import Channel, get_catalog
+from gateway.routing.channel import Channel
+from gateway.routing.channels import get_catalog
 from gateway.routing.failover import first_success
 from gateway.schemas.images import (
     EditRequest,

@@ -48,7 +48,8 @@ from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter,
 from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
 from gateway.observability import logger
 from gateway.prices import Price, token_cost
-from gateway.routing.channels import Channel, get_catalog
+from gateway.routing.channel import Channel
+from gateway.routing.channels import get_catalog
 from gateway.routing.failover import first_success_async
 from gateway.routing.outbound import client as http_client
 from gateway.settings import get_settings

@@ -21,7 +21,7 @@ from gateway.upstreams.errors import UpstreamError, is_account
 from gateway.upstreams.verdict import exhausted_error, relayed_error
 
 if TYPE_CHECKING:
-    from gateway.routing.channels import Channel
+    from gateway.routing.channel import Channel
 
 T = TypeVar("T")
 

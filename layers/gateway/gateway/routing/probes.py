@@ -19,7 +19,9 @@ from typing import Any
 
 from gateway.observability import logger
 from gateway.routing import health
-from gateway.routing.channels import Catalog, Channel, get_catalog
+from gateway.routing.catalog import Catalog
+from gateway.routing.channel import Channel
+from gateway.routing.channels import get_catalog
 from gateway.routing.failover import counts_against_channel
 from gateway.routing.outbound import run, sync_client
 from gateway.upstreams.base import Timeouts

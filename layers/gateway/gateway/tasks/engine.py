@@ -35,7 +35,8 @@ from gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable
 from gateway.observability import logger
 from gateway.prices import Price
 from gateway.routing import health
-from gateway.routing.channels import Channel, get_catalog
+from gateway.routing.channel import Channel
+from gateway.routing.channels import get_catalog
 from gateway.routing.failover import counts_against_channel, first_success, report_failure, report_success
 from gateway.routing.outbound import sync_client
 from gateway.settings import get_settings

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.routing import health, probes
-from gateway.routing.channels import Catalog, Channel
+from gateway.routing.catalog import Catalog
+from gateway.routing.channel import Channel
 from gateway.routing.outbound import sync_client
 from gateway.tasks.adapter import poll
 from gateway.tasks.families import family_of
