@@ -57,11 +57,11 @@ class CountAnswer(BufferedAnswer):
 
 
 def _prepare(inbound: Inbound) -> tuple[TextCall, list[Channel], Any, billing.Reservation]:
-    from gateway.schemas import text as schemas
+    from gateway.schemas.text.messages import MessagesRequest
     from gateway.validation import parse_json, parse_model
 
     principal = auth.authenticate(inbound.headers, inbound.query)
-    request = parse_model(schemas.MessagesRequest, parse_json(inbound.body))
+    request = parse_model(MessagesRequest, parse_json(inbound.body))
     principal.require_model(request.model)
     body = request.model_dump(exclude_unset=True)
     call = TextCall(COUNT, MESSAGES, ROUTE, request.model, body, stream=False, include_usage=False,
