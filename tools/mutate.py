@@ -81,6 +81,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
                                             "tests/unit/formats/test_streams.py"]),
     "verdict": (f"{LAYER}/upstreams/verdict.py", ["tests/unit/test_verdict.py", "tests/unit/test_upstream_errors.py",
                                                   "tests/unit/test_channels.py"]),
+    # What a failed attempt does to its channel, and the failover walk (once verdict's second half).
+    "failover": (f"{LAYER}/routing/failover.py", ["tests/unit/test_verdict.py", "tests/unit/test_upstream_errors.py",
+                                                  "tests/unit/test_channels.py"]),
 }
 
 

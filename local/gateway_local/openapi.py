@@ -50,7 +50,8 @@ _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError",
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
     from gateway.api.channels import request_schemas
-    from gateway.schemas import account, commerce, images, plants, text, tokens
+    from gateway.schemas import account, commerce, images, plants, tokens
+    from gateway.schemas.text import chat, content, embeddings, messages, responses
     from gateway.tasks.families.alpha import schema as alpha
     from gateway.tasks.families.beta.schema import BetaRequest
     from gateway.tasks.families.delta.schema import DeltaVideoRequest
@@ -63,17 +64,17 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/plants"): ("application/json", plants.NewPlant),
         ("POST", "/api/token"): ("application/json", tokens.NewToken),
         ("PUT", "/api/token"): ("application/json", [tokens.TokenUpdate, tokens.TokenStatus]),
-        ("POST", "/v1/chat/completions"): ("application/json", text.ChatRequest),
-        ("POST", "/v1/messages"): ("application/json", text.MessagesRequest),
-        ("POST", "/v1/responses"): ("application/json", text.ResponsesRequest),
-        ("POST", "/v1/responses/compact"): ("application/json", text.ResponsesRequest),
-        ("POST", "/v1/embeddings"): ("application/json", text.EmbeddingsRequest),
+        ("POST", "/v1/chat/completions"): ("application/json", chat.ChatRequest),
+        ("POST", "/v1/messages"): ("application/json", messages.MessagesRequest),
+        ("POST", "/v1/responses"): ("application/json", responses.ResponsesRequest),
+        ("POST", "/v1/responses/compact"): ("application/json", responses.ResponsesRequest),
+        ("POST", "/v1/embeddings"): ("application/json", embeddings.EmbeddingsRequest),
         ("POST", "/v1/images/generations"): ("application/json",
                                              [images.IotaGenerationRequest, images.ThetaGenerationRequest]),
         ("POST", "/v1/images/edits"): ("multipart/form-data", None),
         ("POST", "/v1/video/generations"): ("application/json", [DeltaVideoRequest, ZetaVideoRequest]),
         ("POST", "/v1/videos"): ("application/json", EpsilonVideoRequest),
-        ("POST", "/v1/messages/count_tokens"): ("application/json", text.MessagesRequest),
+        ("POST", "/v1/messages/count_tokens"): ("application/json", messages.MessagesRequest),
         ("POST", "/alpha/v1/videos/text2video"): ("application/json", alpha.Text2VideoRequest),
         ("POST", "/alpha/v1/videos/image2video"): ("application/json", alpha.Image2VideoRequest),
         ("POST", "/alpha/v1/videos/omni-video"): ("application/json", alpha.OmniVideoRequest),
@@ -113,7 +114,7 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     models[("POST", "/api/channel")] = ("application/json", new_channel)
     models[("PUT", "/api/channel")] = ("application/json", channel_change)
     for action in CONTENT_ACTIONS:
-        models[("POST", f"/v1beta/models/{{model}}:{action}")] = ("application/json", text.CONTENT_ACTIONS[action])
+        models[("POST", f"/v1beta/models/{{model}}:{action}")] = ("application/json", content.CONTENT_ACTIONS[action])
     return models
 
 

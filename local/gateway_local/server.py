@@ -548,7 +548,8 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
     from gateway.settings import reload_settings
 
     reload_settings()
-    from gateway.routing.channels import ChannelsConfigError, check_at_start
+    from gateway.routing.channel import ChannelsConfigError
+    from gateway.routing.channels import check_at_start
 
     try:
         check_at_start()

@@ -12,7 +12,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from gateway.api import count_tokens, models, text
-from gateway.routing.channels import Catalog, reset_catalog
+from gateway.routing.catalog import Catalog
+from gateway.routing.channels import reset_catalog
 from tests.channel_health_support import FakeUpstreams
 from tests.conftest import load_function, serve_asgi, use_environment
 from tests.integration.images_support import UPSTREAMS, hits

@@ -146,8 +146,8 @@ def test_two_instances_share_the_state_through_the_table(store):
 
 def test_every_task_channel_is_probed_by_its_own_protocol_and_comes_back(tasks_env, monkeypatch):
     # Given every task protocol's simulator channel cooling, its period over
-    from gateway.routing import probes
     from gateway.routing.channels import get_catalog
+    from gateway.tasks import probes
 
     clock = Clock()
     monkeypatch.setattr(health.book(), "clock", clock)
@@ -166,9 +166,9 @@ def test_a_task_channel_refusing_the_key_keeps_its_tasks_and_is_probed_by_a_poll
     # Given a delta task submitted, then its channel's upstream key refused
     from dataclasses import replace
 
-    from gateway.routing import probes
-    from gateway.routing.channels import Catalog, get_catalog
-    from gateway.tasks import engine
+    from gateway.routing.catalog import Catalog
+    from gateway.routing.channels import get_catalog
+    from gateway.tasks import engine, probes
     from tests.integration.test_video import DELTA, submit
 
     status, answer = submit(functions, lambda_context, DELTA, demo["key"])

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from gateway.routing.channels import ChannelsConfigError, get_catalog
+from gateway.routing.channel import ChannelsConfigError
+from gateway.routing.channels import get_catalog
 from gateway.store.aws import client
 from tests.conftest import load_function, use_environment
 
@@ -103,19 +104,19 @@ def test_a_function_that_needs_no_keys_never_reads_the_keys_secret(keys_secret):
 
 
 def test_while_one_thread_rereads_the_document_the_others_go_on_with_the_one_in_force(keys_secret):
-    from gateway.routing import channels
+    from gateway.routing import document
 
     client("ssm").put_parameter(Name="/gateway/channels", Type="String", Value=json.dumps(DOCUMENT), Overwrite=True)
     saved = use_environment(**{**NO_SOURCE, "GATEWAY_CHANNELS_PARAMETER": "/gateway/channels",
                                "GATEWAY_CHANNEL_KEYS_SECRET": keys_secret})
     try:
         first = get_catalog()
-        channels._cached = (0.0, first)  # due for a re-read
-        with channels._lock:  # another thread is re-reading it
+        document._cached = (0.0, first)  # due for a re-read
+        with document._lock:  # another thread is re-reading it
             assert get_catalog() is first
         # a re-read that fails (the parameter is gone) keeps the catalog in force
         client("ssm").delete_parameter(Name="/gateway/channels")
         assert get_catalog() is first
-        assert channels._cached[0] > 0.0  # and waits the minute before trying again
+        assert document._cached[0] > 0.0  # and waits the minute before trying again
     finally:
         use_environment(**saved)

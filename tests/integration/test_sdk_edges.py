@@ -18,7 +18,8 @@ import pytest
 from gateway.api import count_tokens, text, video
 from gateway.auth import authenticate
 from gateway.errors import InvalidRequest, NotFound
-from gateway.routing.channels import ChannelsConfigError, check_at_start
+from gateway.routing.channel import ChannelsConfigError
+from gateway.routing.channels import check_at_start
 from gateway.store.accounts import AccountsRepository
 from gateway.store.tasks import Task, TasksRepository
 from gateway_local.server import simulators_app

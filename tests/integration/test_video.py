@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from gateway.routing.channels import SIMULATOR_KEYS
+from gateway.routing.catalog import SIMULATOR_KEYS
 from gateway_local.simulators.delta import MP4_BYTES
 from tests.conftest import api_event, use_environment
 from tests.integration.money_support import assert_nothing_held, put_in_group

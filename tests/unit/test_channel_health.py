@@ -7,10 +7,10 @@ import pytest
 
 from gateway.errors import Unavailable
 from gateway.routing import health
-from gateway.routing.channels import Catalog
+from gateway.routing.catalog import Catalog
+from gateway.routing.failover import first_success
 from gateway.routing.health import COOLING, DISABLED, HEALTHY, Failure, HealthBook, Policy
 from gateway.upstreams.errors import UpstreamError
-from gateway.upstreams.verdict import first_success
 from tests.unit.health_support import Clock, MemoryHealthStore
 
 DOC = {"channels": [

@@ -3,8 +3,9 @@ from collections import Counter
 import pytest
 
 from gateway.errors import NotFound
-from gateway.routing import channels
-from gateway.routing.channels import Catalog, ChannelsConfigError
+from gateway.routing import channels, failover
+from gateway.routing.catalog import Catalog
+from gateway.routing.channel import ChannelsConfigError
 from gateway.upstreams.errors import UpstreamError
 
 DOC = {
@@ -40,16 +41,16 @@ def test_priority_first_then_weighted_random_inside_a_priority():
 def test_a_cooling_channel_is_skipped_while_another_serves_the_model():
     catalog = Catalog.from_document(DOC)
     for _ in range(3):
-        channels.report_failure(catalog.named("main"), UpstreamError(500, "down"))
+        failover.report_failure(catalog.named("main"), UpstreamError(500, "down"))
     assert [c.name for c in catalog.candidates("m-small", ["chat", "messages"])] == ["spare", "fallback"]
     assert [c.name for c in catalog.candidates("m-large", ["chat"])] == ["main"]  # nothing else serves it
 
 
 def test_a_channel_that_keeps_failing_over_is_cooled_down_for_the_next_requests():
     # Given two channels of one priority, one of which answers every attempt with a 503
+    from gateway.routing.failover import first_success
     from gateway.settings import get_settings
     from gateway.upstreams.errors import UpstreamError
-    from gateway.upstreams.verdict import first_success
 
     catalog = Catalog.from_document(DOC)
     failing = catalog.candidates("m-small", ["chat"])[0].name

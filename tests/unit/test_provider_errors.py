@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from gateway.routing import health
-from gateway.routing.channels import Catalog
+from gateway.routing.catalog import Catalog
+from gateway.routing.failover import first_success, first_success_async, record_failure
 from gateway.routing.health import HealthBook, Policy
 from gateway.tasks import adapter as task_adapter
 from gateway.tasks.families.alpha.adapter import AlphaAdapter
@@ -36,7 +37,7 @@ from gateway.upstreams.content import ContentClient
 from gateway.upstreams.errors import ACCOUNT, CAPACITY, CLIENT, UPSTREAM, UpstreamError
 from gateway.upstreams.messages import ERRORS as MESSAGES
 from gateway.upstreams.messages import MessagesClient
-from gateway.upstreams.verdict import exhausted_error, first_success, first_success_async, record_failure
+from gateway.upstreams.verdict import exhausted_error
 from gateway_local.simulators import alpha, chat, content, delta, gamma, imgtask, messages, zeta
 from tests.unit.health_support import Clock
 from tests.unit.video.conftest import asgi_client

@@ -5,8 +5,8 @@ import httpx
 import pytest
 
 from gateway.errors import InvalidRequest, RateLimited, UpstreamFailed
+from gateway.routing.failover import first_success
 from gateway.upstreams.errors import UpstreamError, parse_retry_after, retryable_status
-from gateway.upstreams.verdict import first_success
 
 
 class Channel:
@@ -90,7 +90,7 @@ def test_the_summary_of_every_channel_failing_names_the_last_failure():
 def test_the_async_walk_tries_every_channel_unless_told_there_is_no_time():
     import asyncio
 
-    from gateway.upstreams.verdict import first_success_async
+    from gateway.routing.failover import first_success_async
 
     async def attempt(channel):
         return channel.name

@@ -3,8 +3,9 @@
 import pytest
 
 from gateway.errors import InvalidRequest, NotFound, PayloadTooLarge, RateLimited, UpstreamFailed, UpstreamTimeout
+from gateway.routing.failover import record_failure
 from gateway.upstreams.errors import UpstreamError
-from gateway.upstreams.verdict import exhausted_error, record_failure, relayed_error
+from gateway.upstreams.verdict import exhausted_error, relayed_error
 
 
 class _Channel:

@@ -15,7 +15,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gateway.routing.channels import Catalog, ChannelsConfigError
+from gateway.routing.catalog import Catalog
+from gateway.routing.channel import ChannelsConfigError
 from gateway.tasks import adapter as task_adapter
 from gateway.tasks.families import family_of
 from gateway.tasks.families.delta.adapter import VertexDeltaAdapter
@@ -230,7 +231,7 @@ def test_a_token_count_is_sent_in_vertexs_own_shape(account, cache, sim_url):
 
 
 def test_the_probes_of_cooling_vertex_channels_reach_vertex_with_a_token(account, cache, sim_url, monkeypatch):
-    from gateway.routing import probes
+    from gateway.tasks import probes
 
     catalog = Catalog.from_document({"channels": [
         vertex_channel(account, base_url=sim_url),

@@ -536,7 +536,7 @@ def read_endpoint_file(path: Path) -> dict[str, Any]:
 # The stack outputs the command line reads, and the variable each one sets.
 STACK_OUTPUTS = {"AccountsTableName": "ACCOUNTS_TABLE"}
 # The stack parameters naming the channels document's source, and the variable each one sets (the
-# secret's before the parameter's: routing/channels.py reads a channels secret first).
+# secret's before the parameter's: routing/document.py reads a channels secret first).
 STACK_CHANNEL_SOURCES = {"ChannelsParameterName": "GATEWAY_CHANNELS_PARAMETER",
                          "ChannelsSecretName": "GATEWAY_CHANNELS_SECRET"}
 

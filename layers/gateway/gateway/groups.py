@@ -9,7 +9,7 @@ profile's `can_use_self_group`. The group of a request is fixed when its key is 
 (`auth.authenticate`, cached for the key cache's seconds), so a change takes effect within them
 and never in the middle of a request: its hold and its settlement use the same ratio
 (`prices.with_ratio`, applied by `admission.billing` only). A channel may serve only some groups
-(`groups:` in the channels document, `routing.channels.Channel.serves_group`).
+(`groups:` in the channels document, `routing.channel.Channel.serves_group`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.errors import InvalidRequest
-from gateway.schemas.text import ChatRequest, EmbeddingsRequest, ResponsesRequest
+from gateway.schemas.text.chat import ChatRequest
+from gateway.schemas.text.embeddings import EmbeddingsRequest
+from gateway.schemas.text.responses import ResponsesRequest
 from gateway.sse import DONE, encode
 from gateway.validation import parse_model
 from gateway_local.simulators import rules

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.errors import GatewayError, InvalidRequest
-from gateway.schemas.text import (
+from gateway.schemas.text.content import (
     CONTENT_ACTIONS,
     BatchEmbedContentsRequest,
     ContentRequest,

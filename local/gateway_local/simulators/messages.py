@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.errors import InvalidRequest
-from gateway.schemas.text import MessagesRequest
+from gateway.schemas.text.messages import MessagesRequest
 from gateway.sse import encode
 from gateway.tokens import estimate_value_tokens
 from gateway.validation import parse_model

@@ -18,7 +18,7 @@ from gateway.api.models import (
 from gateway.auth import Principal
 from gateway.errors import Dialect, InvalidRequest, NotFound
 from gateway.prices import Price
-from gateway.routing.channels import Catalog
+from gateway.routing.catalog import Catalog
 
 
 def principal(allowed: tuple[str, ...] | None = None) -> Principal:

@@ -15,7 +15,7 @@ from gateway.auth import Principal
 from gateway.errors import InvalidRequest, NotFound, UpstreamFailed
 from gateway.formats.usage import Usage
 from gateway.prices import SHIPPED, usd_to_units
-from gateway.routing.channels import Channel
+from gateway.routing.channel import Channel
 from gateway.tokens import estimate_tokens
 from tests.stand_in_support import stand_in
 

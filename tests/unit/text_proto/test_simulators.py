@@ -11,7 +11,8 @@ import time
 import httpx
 import pytest
 
-from gateway.schemas.text import ChatRequest, MessagesRequest
+from gateway.schemas.text.chat import ChatRequest
+from gateway.schemas.text.messages import MessagesRequest
 from gateway.sse import SSEParser
 from gateway.tokens import estimate_tokens
 from gateway_local.simulators._text import tokenize

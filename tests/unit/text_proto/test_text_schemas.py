@@ -6,18 +6,11 @@ import copy
 import pytest
 
 from gateway.errors import InvalidRequest, NotFound
-from gateway.schemas.text import (
-    DEFAULT_MAX_TOKENS,
-    EMBEDDING_MAX_INPUT_TOKENS,
-    ChatRequest,
-    ContentRequest,
-    CountTokensRequest,
-    EmbedContentRequest,
-    EmbeddingsRequest,
-    MessagesRequest,
-    ResponsesRequest,
-    parse_model_action,
-)
+from gateway.schemas.text.chat import ChatRequest
+from gateway.schemas.text.content import ContentRequest, CountTokensRequest, EmbedContentRequest, parse_model_action
+from gateway.schemas.text.embeddings import EMBEDDING_MAX_INPUT_TOKENS, EmbeddingsRequest
+from gateway.schemas.text.messages import DEFAULT_MAX_TOKENS, MessagesRequest
+from gateway.schemas.text.responses import ResponsesRequest
 from gateway.tokens import MEDIA_TOKENS, estimate_tokens
 from gateway.validation import parse_model
 

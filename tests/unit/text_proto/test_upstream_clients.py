@@ -15,6 +15,7 @@ from gateway.upstreams.base import EventStream, Timeouts, UpstreamError, parse_r
 from gateway.upstreams.chat import ChatClient
 from gateway.upstreams.content import ContentClient
 from gateway.upstreams.messages import MessagesClient
+from gateway.upstreams.verdict import final_error
 
 from .conftest import simulators_app
 
@@ -146,7 +147,7 @@ def test_a_missing_key_is_a_401_that_is_not_retried_and_blames_the_channel(proto
     error = run(scenario())
     assert error.status == 401 and not error.retryable and error.body
     assert error.message.startswith("upstream answered 401: ")
-    assert isinstance(error.to_gateway_error(), UpstreamFailed)  # never the client's key: a 502
+    assert isinstance(final_error(error), UpstreamFailed)  # never the client's key: a 502
 
 
 async def _plain_call(client):
@@ -169,7 +170,7 @@ def test_429_from_a_failing_channel_is_retryable_with_its_retry_after(protocol):
 
     error = run(scenario())
     assert error.status == 429 and error.retryable and error.retry_after == 1.0
-    gateway_error = error.to_gateway_error()
+    gateway_error = final_error(error)
     assert isinstance(gateway_error, RateLimited) and gateway_error.headers == {"Retry-After": "1"}
 
 
@@ -190,7 +191,7 @@ def test_500_asked_by_directive_is_retryable(protocol):
             return caught.value
 
     error = run(scenario())
-    assert error.status == 500 and error.retryable and isinstance(error.to_gateway_error(), UpstreamFailed)
+    assert error.status == 500 and error.retryable and isinstance(final_error(error), UpstreamFailed)
 
 
 def test_a_refused_stream_fails_when_opened_before_any_event():
@@ -217,7 +218,7 @@ def test_a_bad_request_is_not_retried_and_becomes_the_clients_400():
 
     error = run(scenario())
     assert error.status == 400 and not error.retryable
-    assert isinstance(error.to_gateway_error(), InvalidRequest) and "temperature" in error.message
+    assert isinstance(final_error(error), InvalidRequest) and "temperature" in error.message
 
 
 def test_a_cut_answer_is_a_retryable_failure():
@@ -391,7 +392,7 @@ def test_first_byte_timeout_on_a_slow_stream(sim_url, monkeypatch):
 
     error = run(scenario())
     assert error.timed_out and error.retryable and "within 0.3s" in error.message
-    assert isinstance(error.to_gateway_error(), UpstreamTimeout)
+    assert isinstance(final_error(error), UpstreamTimeout)
 
 
 def test_total_timeout_on_a_slow_plain_call(sim_url, monkeypatch):
@@ -429,7 +430,7 @@ def test_a_plain_call_unanswered_within_the_first_byte_time_times_out_then(sim_u
     # When a non-streamed call is made, then it fails at the first-byte time as a timeout (a 504)
     error = run(scenario())
     assert error.timed_out and error.retryable and "within 0.3s" in error.message
-    assert isinstance(error.to_gateway_error(), UpstreamTimeout)
+    assert isinstance(final_error(error), UpstreamTimeout)
 
 
 def test_a_plain_answer_within_the_first_byte_time_arrives(sim_url, monkeypatch):

@@ -4,7 +4,8 @@ import httpx
 import pytest
 
 from gateway.errors import PermissionDenied
-from gateway.routing.channels import Catalog, Channel
+from gateway.routing.catalog import Catalog
+from gateway.routing.channel import Channel
 from gateway.tasks import links
 from gateway.tasks.adapter import UNIFIED, poll, send
 from gateway.tasks.families.beta import PUBLIC_STATUS

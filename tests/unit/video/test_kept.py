@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from gateway.routing.channels import Channel
+from gateway.routing.channel import Channel
 from gateway.tasks import kept
 from gateway.upstreams.errors import UpstreamError
 

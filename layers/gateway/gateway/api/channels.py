@@ -4,7 +4,7 @@
 id), `GET /api/channel/{id}`, `POST /api/channel/` (a new channel), `PUT /api/channel/` (a
 change: `id` and the fields to change; `status` 1 enables, 2 disables), `DELETE
 /api/channel/{id}`, `GET /api/channel/test/{id}` (one probe: latency and what the upstream
-said). The body uses the channels document's field names (`routing/channels.spec_model`, the
+said). The body uses the channels document's field names (`routing/channel.spec_model`, the
 same rules) plus `key`, the upstream key: written once, kept in the key store
 (`routing/channel_keys`), never answered again; only its last four characters are shown.
 
@@ -30,8 +30,10 @@ from typing import Any
 
 from gateway.errors import Conflict, InvalidRequest, NotFound, shown
 from gateway.routing import channel_keys, health
+from gateway.routing.catalog import Catalog
+from gateway.routing.channel import Channel, spec_model
 from gateway.routing.channel_store import ChannelRecord, ChannelStore, StaleChannel
-from gateway.routing.channels import Catalog, Channel, get_catalog, reread_added, spec_model
+from gateway.routing.channels import get_catalog, reread_added
 from gateway.validation import parse_json, parse_model
 
 PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
@@ -341,7 +343,7 @@ def test_channel(ref: str, store: ChannelStore | None = None) -> dict[str, Any]:
     latency and what the upstream said. new-api's answer: `success`, `message`, `time` (seconds).
     A disabled channel is tested too (to see whether to enable it); the outcome is recorded as a
     probe (a cooling channel that answers is healthy again)."""
-    from gateway.routing.probes import check
+    from gateway.tasks.probes import check
 
     _, channel, record, _ = _find(ref, store or ChannelStore())
     if channel is None:

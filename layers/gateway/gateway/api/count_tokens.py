@@ -23,12 +23,13 @@ from gateway.api.text import TEXT_PROTOCOLS, BufferedAnswer, Inbound, TextCall, 
 from gateway.formats import CONTENT, MESSAGES, convert_request
 from gateway.formats.usage import Usage
 from gateway.observability import logger
-from gateway.routing.channels import Channel, get_catalog
+from gateway.routing.channel import Channel
+from gateway.routing.channels import get_catalog
+from gateway.routing.failover import first_success_async
 from gateway.upstreams.base import Timeouts, UpstreamError
 from gateway.upstreams.clients import client_for
 from gateway.upstreams.content import ContentClient
 from gateway.upstreams.messages import MessagesClient
-from gateway.upstreams.verdict import first_success_async
 
 ROUTE = "/v1/messages/count_tokens"
 SOURCE_HEADER = "x-gateway-token-count"
@@ -56,11 +57,11 @@ class CountAnswer(BufferedAnswer):
 
 
 def _prepare(inbound: Inbound) -> tuple[TextCall, list[Channel], Any, billing.Reservation]:
-    from gateway.schemas import text as schemas
+    from gateway.schemas.text.messages import MessagesRequest
     from gateway.validation import parse_json, parse_model
 
     principal = auth.authenticate(inbound.headers, inbound.query)
-    request = parse_model(schemas.MessagesRequest, parse_json(inbound.body))
+    request = parse_model(MessagesRequest, parse_json(inbound.body))
     principal.require_model(request.model)
     body = request.model_dump(exclude_unset=True)
     call = TextCall(COUNT, MESSAGES, ROUTE, request.model, body, stream=False, include_usage=False,

@@ -4,7 +4,7 @@ One request, after its body has passed the rules of `schemas/images.py`:
 
 1. the key may use the model (`require_model`), a channel serves it, it has a price (`Catalog.serving`);
 2. the worst case, price per image x `n`, is reserved before any upstream call;
-3. the channels are tried in order (`verdict.first_success`): a connection error, a timeout, a
+3. the channels are tried in order (`failover.first_success`): a connection error, a timeout, a
    408, 409, 429 or 5xx moves on to the next one; any other answer is the upstream's verdict on
    the request and ends it;
 4. success settles to the images actually returned x price (never above the reservation);
@@ -42,7 +42,9 @@ from gateway.multipart import check_request_size, parse_multipart
 from gateway.observability import logger
 from gateway.prices import unit_cost
 from gateway.routing import outbound
-from gateway.routing.channels import Channel, get_catalog
+from gateway.routing.channel import Channel
+from gateway.routing.channels import get_catalog
+from gateway.routing.failover import first_success
 from gateway.schemas.images import (
     EditRequest,
     GenerationRequest,
@@ -52,7 +54,6 @@ from gateway.schemas.images import (
 )
 from gateway.settings import get_settings
 from gateway.upstreams.images import ImagesClient
-from gateway.upstreams.verdict import first_success
 
 PROTOCOLS = ("chat",)  # the chat dialect carries the images endpoints
 GENERATION_ROUTE = "/v1/images/generations"

@@ -27,7 +27,9 @@ from gateway import auth
 from gateway.auth import Principal
 from gateway.errors import Dialect, InvalidRequest, NotFound
 from gateway.prices import Price
-from gateway.routing.channels import PROTOCOLS, Catalog, get_catalog
+from gateway.routing.catalog import Catalog
+from gateway.routing.channel import PROTOCOLS
+from gateway.routing.channels import get_catalog
 
 TEXT_PROTOCOLS = ("chat", "messages", "content")
 EMBEDDING_PROTOCOLS = ("chat", "content")

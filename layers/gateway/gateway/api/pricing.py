@@ -23,7 +23,9 @@ from gateway import groups
 from gateway.api.models import describe, kind_of
 from gateway.errors import AuthenticationFailed, PermissionDenied
 from gateway.prices import OPTION_FIELDS, UNITS_PER_USD, Price
-from gateway.routing.channels import ANY_MODEL, Catalog, get_catalog
+from gateway.routing.catalog import Catalog
+from gateway.routing.channel import ANY_MODEL
+from gateway.routing.channels import get_catalog
 
 # A price field and whether it is a text model's rate that falls back to another.
 _UNIT_FIELDS = ("per_image", "per_extra_megapixel", "image_input_per_million", "per_second", "per_call")

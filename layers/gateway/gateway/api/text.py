@@ -2,7 +2,7 @@
 
 One request, in order:
 
-1. the key (any SDK's place), then the body against the dialect's rules (`schemas/text.py`):
+1. the key (any SDK's place), then the body against the dialect's rules (`schemas/text/`):
    a broken rule is a 4xx in the dialect's envelope and nothing is charged;
 2. the key may use the model, the model has a price, a channel serves it;
 3. the worst case, the prompt estimate plus the output limit of every choice asked for (`n`,
@@ -48,7 +48,9 @@ from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter,
 from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
 from gateway.observability import logger
 from gateway.prices import Price, token_cost
-from gateway.routing.channels import Channel, get_catalog
+from gateway.routing.channel import Channel
+from gateway.routing.channels import get_catalog
+from gateway.routing.failover import first_success_async
 from gateway.routing.outbound import client as http_client
 from gateway.settings import get_settings
 from gateway.sse import encode
@@ -56,7 +58,6 @@ from gateway.store.aws import here_unless_it_waits
 from gateway.tokens import estimate_value_tokens
 from gateway.upstreams.base import EventStream, Timeouts, UpstreamError
 from gateway.upstreams.clients import client_for
-from gateway.upstreams.verdict import first_success_async
 
 # The output a request may generate when it sets no limit of its own, for the reservation only:
 # the settlement is always the real usage.
@@ -116,27 +117,23 @@ class TextCall:
 # ---------------------------------------------------------------------------------------------
 # Parsing: each route's body into a TextCall, with the spec's rules.
 
-def _schemas():
-    from gateway.schemas import text as schemas  # pydantic only once a body is parsed
-
-    return schemas
-
-
 def parse_call(operation: str, dialect: str, inbound: Inbound) -> TextCall:
+    # pydantic only once a body is parsed
+    from gateway.schemas.text import chat, content, embeddings, messages, responses
     from gateway.validation import parse_json, parse_model
 
-    schemas = _schemas()
     data = parse_json(inbound.body)
     if operation == EMBED:
-        request = parse_model(schemas.EmbeddingsRequest, data)
-        return TextCall(EMBED, CHAT, inbound.path, request.model, request.model_dump(exclude_unset=True),
-                        stream=False, include_usage=False, input_tokens=request.estimate_input_tokens(),
+        inputs = parse_model(embeddings.EmbeddingsRequest, data)
+        return TextCall(EMBED, CHAT, inbound.path, inputs.model, inputs.model_dump(exclude_unset=True),
+                        stream=False, include_usage=False, input_tokens=inputs.estimate_input_tokens(),
                         output_tokens=0)
+    request: content.ContentRequest | chat.ChatRequest | messages.MessagesRequest | responses.ResponsesRequest
     if dialect == CONTENT:
-        model, action = schemas.parse_model_action(inbound.proxy or "")  # 404 for an unknown action
+        model, action = content.parse_model_action(inbound.proxy or "")  # 404 for an unknown action
         route = f"/v1beta/models/{{model}}:{action}"
         if action in _CONTENT_METHODS:
-            body = parse_model(schemas.CONTENT_ACTIONS[action], data).model_dump(exclude_unset=True)
+            body = parse_model(content.CONTENT_ACTIONS[action], data).model_dump(exclude_unset=True)
             tokens = estimate_value_tokens(body) if action != COUNT_TOKENS else 0
             return TextCall(action, CONTENT, route, model, body, stream=False, include_usage=False,
                             input_tokens=tokens, output_tokens=0)
@@ -144,10 +141,11 @@ def parse_call(operation: str, dialect: str, inbound: Inbound) -> TextCall:
         if stream and inbound.query.get("alt") != "sse":
             raise InvalidRequest("alt: must be sse (this gateway streams content generation as Server-Sent Events)",
                                  param="alt")
-        request = parse_model(schemas.ContentRequest, data)
+        request = parse_model(content.ContentRequest, data)
     else:
-        request = parse_model({CHAT: schemas.ChatRequest, MESSAGES: schemas.MessagesRequest,
-                               RESPONSES: schemas.ResponsesRequest}[dialect], data)
+        dialects: dict[str, type[chat.ChatRequest | messages.MessagesRequest | responses.ResponsesRequest]] = {
+            CHAT: chat.ChatRequest, MESSAGES: messages.MessagesRequest, RESPONSES: responses.ResponsesRequest}
+        request = parse_model(dialects[dialect], data)
         model, stream, route = request.model, bool(request.stream), inbound.path
         if operation == COMPACT and stream:
             raise InvalidRequest("stream: a compaction is not streamed", param="stream")

@@ -8,7 +8,7 @@ Manager has no conditional write), a deleted channel's key goes with its secret,
 function's grant is one ARN pattern. Ids are never reused, so a deleted secret still in its
 recovery window never blocks a new channel's name.
 
-The key is written here and read back only by the catalog (`routing/channels`), always at the
+The key is written here and read back only by the channels in force (`routing/channels`), always at the
 version the channel's record names (its `key_version`, the secret's VersionId): a change whose
 record write lost a race leaves a version nobody reads, never a key the record does not name. No
 answer of the API ever carries a key (`last_four` is what people see). Everything else talks to

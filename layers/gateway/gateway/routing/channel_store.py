@@ -8,7 +8,7 @@
 `spec` is the channel's entry as the channels document writes it (name, protocol, base_url,
 models, model_map, priority, weight, poll_hosts and any field the document gains), minus its key,
 as JSON: the catalog builds the channel from it with the document's own rules
-(`Catalog.channel_of`), so a field added to the document reaches these channels unchanged. The key
+(`routing/channel.channel_of`), so a field added to the document reaches these channels unchanged. The key
 itself is in the key store (`routing/channel_keys`), named by `key_ref`. Every write is
 conditioned (a new name on the name being free, a change or a delete on the item's `version`):
 two operators never overwrite each other's change unseen.

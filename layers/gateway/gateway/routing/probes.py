@@ -1,33 +1,41 @@
-"""The sweeper's probes: one cheap call per cooled-down channel whose period has ended.
+"""The probes of channels: one cheap call per cooled-down channel whose period has ended.
 
 A text channel is asked for its model list (`UpstreamClient.probe`); a task channel for a task
-that does not exist (its family adapter's poll of `PROBE_TASK_ID`): an upstream that answers
-(even 404) with the channel's credentials accepted works. A probe is never billed to anyone. What
-counts as a failure is what counts against a channel on a request (`verdict.counts_against_channel`):
-a retryable status, a timeout, no answer, refused credentials. The outcome goes to the channel's
-health (`HealthBook.probed`): back to healthy, or cooled down again for longer.
+that does not exist, by its family's adapter: a call only the tasks package can make, handed in
+as `poll_task` (`tasks/probes.py` binds it: what the sweeper and an operator's channel test call).
+An upstream that answers (even 404) with the channel's credentials accepted works. A probe is
+never billed to anyone. What counts as a failure is what counts against a channel on a request
+(`failover.counts_against_channel`): a retryable status, a timeout, no answer, refused
+credentials. The outcome goes to the channel's health (`HealthBook.probed`): back to healthy, or
+cooled down again for longer.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gateway.observability import logger
 from gateway.routing import health
-from gateway.routing.channels import Catalog, Channel, get_catalog
+from gateway.routing.catalog import Catalog
+from gateway.routing.channel import Channel
+from gateway.routing.channels import get_catalog
+from gateway.routing.failover import counts_against_channel
 from gateway.routing.outbound import run, sync_client
 from gateway.upstreams.base import Timeouts
 from gateway.upstreams.errors import UpstreamError
 
-PROBE_TASK_ID = "gateway-health-probe"
+#: A task channel's probe: its family adapter's poll of a task that does not exist, with `sender`
+#: (raises the `UpstreamError` the poll met).
+TaskPoll = Callable[[Channel, Any], object]
 #: A probe is one short call; the sweeper runs several at once.
 PROBE_TIMEOUTS = Timeouts(connect=3.0, first_byte=10.0, idle=10.0, total=10.0)
 _PARALLEL = 8
 
 
-def _exchange(channel: Channel, sender: Any) -> str:
+def _exchange(channel: Channel, sender: Any, poll_task: TaskPoll) -> str:
     """The probe's one call; what the upstream answered, in a few words (an `UpstreamError` when
     it failed)."""
     from gateway.upstreams.clients import TEXT_CLIENTS, client_for
@@ -38,24 +46,14 @@ def _exchange(channel: Channel, sender: Any) -> str:
             return await upstream.call(upstream.probe_path, method="GET")
 
         return _models_said(run(listed))
-    from gateway.tasks.adapter import poll
-    from gateway.tasks.families import family_of
-
     try:
-        poll(sender, family_of(channel.protocol).adapter_for(channel), channel.base_url, channel.api_key,
-             PROBE_TASK_ID)
+        poll_task(channel, sender)
     except UpstreamError as exc:
-        if counts_against(exc):
+        if counts_against_channel(exc):
             raise
         return f"asked for a task that does not exist, the upstream answered {exc.status or 'no'}: " \
                f"{str(exc.message)[:200]}"
     return "asked for a task that does not exist, the upstream answered it"
-
-
-def counts_against(exc: UpstreamError) -> bool:
-    from gateway.upstreams.verdict import counts_against_channel
-
-    return counts_against_channel(exc)
 
 
 def _models_said(answer: Any) -> str:
@@ -71,19 +69,20 @@ def _models_said(answer: Any) -> str:
     return f"the model list answered: {len(listed)} model{'s' if len(listed) != 1 else ''} ({shown})"
 
 
-def probe(channel: Channel, sender: Any = sync_client) -> health.Failure | None:
+def probe(channel: Channel, sender: Any = sync_client, *, poll_task: TaskPoll) -> health.Failure | None:
     """What one probe of `channel` met that counts against it, or None when it works."""
-    return check(channel, sender)[0]
+    return check(channel, sender, poll_task=poll_task)[0]
 
 
-def check(channel: Channel, sender: Any = sync_client) -> tuple[health.Failure | None, str, float]:
+def check(channel: Channel, sender: Any = sync_client, *,
+          poll_task: TaskPoll) -> tuple[health.Failure | None, str, float]:
     """One probe of `channel`: (what counts against it or None, what the upstream said, seconds
     taken). An operator's test (`GET /api/channel/test/{id}`) is this call."""
     started = time.perf_counter()
     try:
-        said = _exchange(channel, sender)
+        said = _exchange(channel, sender, poll_task)
     except UpstreamError as exc:
-        failure = health.Failure.of(exc) if counts_against(exc) else None
+        failure = health.Failure.of(exc) if counts_against_channel(exc) else None
         said = f"the upstream answered {exc.status or 'nothing'}: {str(exc.message)[:300]}"
         return failure, said, time.perf_counter() - started
     except Exception as exc:  # noqa: BLE001 - an answer the adapter cannot read is still an answer
@@ -92,7 +91,7 @@ def check(channel: Channel, sender: Any = sync_client) -> tuple[health.Failure |
     return None, said, time.perf_counter() - started
 
 
-def sweep(*, catalog: Catalog | None = None, book: health.HealthBook | None = None,
+def sweep(*, poll_task: TaskPoll, catalog: Catalog | None = None, book: health.HealthBook | None = None,
           sender: Any = sync_client) -> dict[str, int]:
     """Probes every cooling channel whose period has ended (at once, a few at a time), records
     each outcome, and writes every channel's gauge. How many were probed and how many came back."""
@@ -104,7 +103,7 @@ def sweep(*, catalog: Catalog | None = None, book: health.HealthBook | None = No
     counts = {"probed": len(due), "recovered": 0}
     if due:
         with ThreadPoolExecutor(max_workers=min(_PARALLEL, len(due)), thread_name_prefix="probe") as pool:
-            outcomes = list(pool.map(lambda channel: probe(channel, sender), due))
+            outcomes = list(pool.map(lambda channel: probe(channel, sender, poll_task=poll_task), due))
         for channel, failure in zip(due, outcomes, strict=True):
             try:
                 if book.probed(channel.name, failure).state == health.HEALTHY:

@@ -35,7 +35,9 @@ from gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable
 from gateway.observability import logger
 from gateway.prices import Price
 from gateway.routing import health
-from gateway.routing.channels import Channel, get_catalog, report_failure, report_success
+from gateway.routing.channel import Channel
+from gateway.routing.channels import get_catalog
+from gateway.routing.failover import counts_against_channel, first_success, report_failure, report_success
 from gateway.routing.outbound import sync_client
 from gateway.settings import get_settings
 from gateway.store.tasks import Task, TasksRepository, open_shard
@@ -44,7 +46,6 @@ from gateway.tasks.adapter import TERMINAL, UPSTREAM_TIMEOUT, TaskSnapshot
 from gateway.tasks.callbacks import UnsafeCallback, check_url
 from gateway.tasks.families import family_of
 from gateway.upstreams.errors import UpstreamError, is_account
-from gateway.upstreams.verdict import counts_against_channel, first_success
 
 SUBMITTED = "submitted"
 # What one poll may take: the upstream call's timeouts (`adapter.UPSTREAM_TIMEOUT`) and a few AWS calls.

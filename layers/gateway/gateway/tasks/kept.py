@@ -27,7 +27,7 @@ from gateway.tasks.adapter import Sender, send
 from gateway.upstreams.errors import UpstreamError
 
 if TYPE_CHECKING:
-    from gateway.routing.channels import Channel
+    from gateway.routing.channel import Channel
     from gateway.store.tasks import Task
 
 #: Redirects followed when fetching a result (a download endpoint may answer with one).

@@ -2,8 +2,8 @@
 
 An adapter or client never raises a client-facing `GatewayError`: it raises `UpstreamError`
 saying what happened (the status, a message without the upstream key, whether another channel
-may be tried, whose fault it is), and `gateway.upstreams.verdict` alone decides what the client
-is answered.
+may be tried, whose fault it is): `gateway.upstreams.verdict` alone decides what the client is
+answered (`final_error`), and `gateway.routing.failover` what follows for the channel.
 
 **Whose fault** (`UpstreamError.fault`), one of four words:
 
@@ -29,8 +29,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from gateway.errors import GatewayError
 
 if TYPE_CHECKING:  # channel health imports this module: no HTTP client on its cold start
     import httpx
@@ -121,12 +119,6 @@ class UpstreamError(Exception):
             return (f"the upstream refused the gateway's own credentials or account (upstream status "
                     f"{self.status}); this is not a problem with your key")
         return self.message
-
-    def to_gateway_error(self) -> GatewayError:
-        """The error the gateway answers once no other channel can be tried."""
-        from gateway.upstreams.verdict import exhausted_error, relayed_error
-
-        return exhausted_error([self]) if self.retryable else relayed_error(self)
 
 
 # ---- the providers' own error tables -----------------------------------------------------------

@@ -1,21 +1,19 @@
-"""What the gateway answers when upstream attempts fail: one rule for every family.
+"""What the client is answered when upstream attempts fail: one rule for every family.
 
 Works on the `UpstreamError` (`upstreams/errors.py`) that every client and task adapter raises:
-it carries `status`, `message`, `retryable`, `retry_after` and `timed_out`. `first_success` (and
-`first_success_async`) is the one failover walk over a request's channels that text, images and
-task submits share. Every failed attempt goes through `record_failure`, which tells the channel's
-health (`routing/health.py`) what counts against it: a retryable failure, a timeout, refused
-credentials or account. Whose fault an answer is comes from the provider's own error table beside
-each adapter (`UpstreamError.fault`, `upstreams/errors.py`): a revoked Gemini key is a 400 that is
-the channel's, not the client's.
+it carries `status`, `message`, `retryable`, `retry_after`, `timed_out` and whose `fault` it is,
+read from the provider's own error table beside each adapter (a revoked Gemini key is a 400 that
+is the channel's, not the client's). `relayed_error` is the upstream's final word on a request in
+the gateway's own error kinds; `exhausted_error` the answer once every channel was tried. What a
+failure does to the channel, and the failover walk over a request's channels, are routing's
+(`routing/failover.py`), which calls these.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from gateway.errors import (
     GatewayError,
@@ -26,12 +24,8 @@ from gateway.errors import (
     UpstreamFailed,
     UpstreamTimeout,
 )
-from gateway.observability import logger
-from gateway.routing.channels import report_failure, report_success
-from gateway.routing.health import book
 from gateway.upstreams.errors import UpstreamError, is_account
 
-T = TypeVar("T")
 _ACCOUNT_NOTE = "the upstream refused the gateway's own credentials; this is not a problem with your key"
 
 
@@ -68,25 +62,6 @@ def _relayed_kind(exc: Any) -> GatewayError:
     return InvalidRequest(exc.message, status=status, code="upstream_rejected")
 
 
-def counts_against_channel(exc: Any) -> bool:
-    """Whether a failure says something about the channel (not about the client's request): one
-    worth retrying elsewhere, a timeout, or the upstream refusing the channel's own credentials or account."""
-    return bool(exc.retryable or exc.timed_out or is_account(exc))
-
-
-def record_failure(channel: Any, exc: Any, failures: list[Any]) -> None:
-    """One failed attempt on `channel`: what counts against the channel goes to its health; a
-    failure another channel may do better (retryable, or refused credentials: nothing was done)
-    joins `failures` and the walk moves on; any other is the verdict on the request, raised."""
-    if counts_against_channel(exc):
-        report_failure(channel, exc)
-    if not (exc.retryable or is_account(exc)):
-        raise relayed_error(exc) from None
-    logger.warning("upstream attempt failed", extra={"channel": channel.name, "status": exc.status,
-                                                     "fault": getattr(exc, "fault", None), "error": exc.message})
-    failures.append(exc)
-
-
 def exhausted_error(failures: Sequence[Any], no_attempt: str = "no upstream could be tried") -> GatewayError:
     """The answer once every channel was tried and each failed in a way worth retrying."""
     if not failures:
@@ -103,45 +78,6 @@ def exhausted_error(failures: Sequence[Any], no_attempt: str = "no upstream coul
     return UpstreamFailed(summary)
 
 
-async def _inline(call: Callable[[], None]) -> None:
-    call()
-
-
-async def first_success_async(channels: Sequence[Any], attempt: Callable[[Any], Awaitable[T]], *,
-                              can_try: Callable[[], bool] = lambda: True,
-                              no_attempt: str = "no upstream could be tried",
-                              offload: Callable[[Callable[[], None]], Awaitable[None]] = _inline) -> tuple[T, Any]:
-    """Tries `attempt(channel)` on each channel in order until one answers; that answer and its
-    channel. A failure worth retrying moves on (while `can_try()`); any other is the verdict.
-    `offload` runs the health bookkeeping that may write to the store (an event loop passes
-    `anyio.to_thread.run_sync`, so a write never blocks it); a success on a healthy channel has none."""
-    failures: list[UpstreamError] = []
-    for channel in channels:
-        if not can_try():
-            break
-        try:
-            answer = await attempt(channel)
-        except UpstreamError as exc:
-            await offload(functools.partial(record_failure, channel, exc, failures))
-            continue
-        if book().needs_success_write(channel.name):
-            await offload(functools.partial(report_success, channel))
-        return answer, channel
-    raise exhausted_error(failures, no_attempt)
-
-
-def first_success(channels: Sequence[Any], attempt: Callable[[Any], T], *,
-                  can_try: Callable[[], bool] = lambda: True,
-                  no_attempt: str = "no upstream could be tried") -> tuple[T, Any]:
-    """`first_success_async` for a synchronous `attempt`."""
-    async def now(channel: Any) -> T:
-        return attempt(channel)
-
-    # With attempts that never suspend, the walk runs to its end in one step: no event loop needed.
-    walk = first_success_async(channels, now, can_try=can_try, no_attempt=no_attempt)
-    try:
-        walk.send(None)
-    except StopIteration as done:
-        return done.value
-    walk.close()
-    raise RuntimeError("a synchronous failover attempt suspended")
+def final_error(exc: UpstreamError) -> GatewayError:
+    """The error the gateway answers for `exc` once no other channel can be tried."""
+    return exhausted_error([exc]) if exc.retryable else relayed_error(exc)

@@ -31,7 +31,7 @@ from gateway.tasks.adapter import Accepted, Sender, TaskAdapter, TaskSnapshot, p
 from gateway.upstreams.errors import UpstreamError
 
 if TYPE_CHECKING:
-    from gateway.routing.channels import Channel
+    from gateway.routing.channel import Channel
     from gateway.tasks.engine import NewTask
 
 #: `task_status` of the generic result (`GET /v1/video/generations/result`), shared by every

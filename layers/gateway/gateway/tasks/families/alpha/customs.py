@@ -25,14 +25,15 @@ from typing import Any
 from gateway.auth import Principal
 from gateway.errors import InvalidRequest, NotFound
 from gateway.observability import logger
-from gateway.routing.channels import get_catalog, report_success
+from gateway.routing.channels import get_catalog
+from gateway.routing.failover import record_failure, report_success
 from gateway.settings import get_settings
 from gateway.store.accounts import user_pk
 from gateway.store.aws import client, from_item, to_item, to_values
 from gateway.tasks.adapter import send
 from gateway.tasks.families.alpha.adapter import AlphaAdapter
 from gateway.upstreams.errors import UpstreamError
-from gateway.upstreams.verdict import exhausted_error, record_failure
+from gateway.upstreams.verdict import exhausted_error
 
 _ADAPTER = AlphaAdapter()
 #: A creation task's last words (`succeed` or `failed`): no need to ask the upstream again.

@@ -16,7 +16,7 @@ from typing import Any
 
 from gateway.errors import NotFound, PayloadTooLarge, UpstreamFailed
 from gateway.multipart import MAX_BINARY_ANSWER_BYTES
-from gateway.routing.channels import Channel
+from gateway.routing.channel import Channel
 from gateway.store.results import KeptResult, ResultsStore
 from gateway.store.tasks import Task
 from gateway.tasks import kept, links

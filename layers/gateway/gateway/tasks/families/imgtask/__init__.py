@@ -28,6 +28,7 @@ from gateway.tasks import links
 from gateway.tasks.adapter import Accepted, Sender, TaskSnapshot, send
 from gateway.tasks.families.base import TaskFamily
 from gateway.tasks.families.imgtask.adapter import BASIC, EXISTS, EXTENDED, STATUSES, ImgtaskAdapter, basic_buttons
+from gateway.tasks.families.imgtask.images import keep_image  # its images are kept as they finish
 from gateway.upstreams.errors import UpstreamError
 
 #: The record's seven statuses, from the engine's unified words (the upstream's own word is
@@ -125,8 +126,6 @@ class ImgtaskFamily(TaskFamily):
                      or UpstreamError(404, "the upstream no longer lists this task", retryable=False) for task in tasks]
         if not any(isinstance(s, TaskSnapshot) and s.status == "succeeded" for s in snapshots):
             return snapshots
-        from gateway.tasks.families.imgtask.operations import keep_image  # its images are kept as they finish
-
         return [keep_image(http, channel, task, s) if isinstance(s, TaskSnapshot) and s.status == "succeeded" else s
                 for task, s in zip(tasks, snapshots, strict=True)]
 

@@ -1,0 +1,210 @@
+"""A channel: one upstream account (a protocol, a base URL, a key, the models it serves), and the
+rules of its entry in the channels document.
+
+The channels document (architecture.md, "Operator contracts") lists channels and prices:
+`routing/document.py` reads it, `routing/channels.py` keeps the channels in force (the document's,
+and those operators add through /api/channel/, `routing/channel_store.py`). Both kinds of entry
+are checked by the same rules (`spec_model`) and become a `Channel` the same way (`channel_of`).
+A channel may list `"*"` to serve any model.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from gateway.upstreams.vertex import VertexSite
+
+PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
+ANY_MODEL = "*"
+#: A channel's `variant` (imgtask only): the open-source midjourney-proxy or its extended build.
+VARIANTS = ("basic", "extended")
+
+
+@dataclass(frozen=True)
+class Channel:
+    name: str
+    protocol: str
+    base_url: str
+    api_key: str = field(repr=False)
+    models: frozenset[str]
+    model_map: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    priority: int = 0
+    weight: int = 1
+    #: Hosts the upstream may name in a polling URL of its own (`allows_poll_url`).
+    poll_hosts: frozenset[str] = frozenset()
+    #: The user groups this channel serves (`gateway.groups`); empty: every group.
+    groups: frozenset[str] = frozenset()
+    #: Which build of its protocol the upstream runs, where a protocol has several (imgtask:
+    #: `basic`, the open-source midjourney-proxy, or `extended`, the default); None: the default.
+    variant: str | None = None
+    #: A Vertex AI channel's project and region (content and delta); its key is a service-account key file.
+    vertex: VertexSite | None = None
+
+    def serves(self, model: str) -> bool:
+        return model in self.models or ANY_MODEL in self.models
+
+    def serves_group(self, group: str | None) -> bool:
+        """Whether a request of `group` may be routed here (None: any caller, the operator's views)."""
+        return group is None or not self.groups or group in self.groups
+
+    def allows_poll_url(self, url: str) -> bool:
+        """Whether the gateway may send this channel's key to `url`, a polling URL the upstream
+        named: an https URL of the base URL's host or of a `poll_hosts` entry (`api.example.com`,
+        or `*.example.com` for its subdomains). An entry written as an origin with its scheme
+        (`http://127.0.0.1:9001`) allows exactly that origin, plain http included: the local
+        runner's simulators need it; a real channel should never list one."""
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError:
+            return False
+        host = (parts.hostname or "").lower()
+        if not host or parts.username is not None or parts.password is not None:
+            return False
+        origin = f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+        if origin in self.poll_hosts:
+            return True
+        if parts.scheme != "https":
+            return False
+        base = urlsplit(self.base_url)
+        if base.scheme == "https" and (base.hostname or "").lower() == host:
+            return True
+        return any(host == entry or (entry.startswith("*.") and host.endswith(entry[1:]))
+                   for entry in self.poll_hosts if "://" not in entry)
+
+    def upstream_model(self, model: str) -> str:
+        return self.model_map.get(model, model)
+
+
+def _check_variant(protocol: str, variant: str | None) -> None:
+    if variant is not None and protocol != "imgtask":
+        raise ValueError(f"variant: only an imgtask channel has one, not a {protocol} channel")
+
+
+def _check_group(value: str) -> str:
+    """A name in a channel's `groups`, as `GroupRatio` takes names (`gateway.groups.valid_name`)."""
+    from gateway.groups import MAX_NAME, valid_name
+
+    if not valid_name(value):
+        raise ValueError(f"{value!r}: a group name has 1 to {MAX_NAME} printable characters, no spaces")
+    return value
+
+
+@functools.cache
+def document_model() -> Any:
+    """The rules of the channels document (a pydantic model of its `channels` and `prices`)."""
+    # pydantic only when a document is read (not on every cold start of every function)
+    from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+    from gateway.upstreams.vertex import valid_region
+
+    class VertexSpec(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        project: str | None = Field(None, min_length=1, pattern=r"^[a-z][a-z0-9-]{4,61}[a-z0-9]$")
+        region: str = Field(min_length=1)
+
+        @field_validator("region")
+        @classmethod
+        def _region(cls, value: str) -> str:
+            if not valid_region(value):
+                raise ValueError(f"{value!r}: a Vertex AI location, such as us-central1 or global")
+            return value
+
+    class ChannelSpec(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: str = Field(min_length=1)
+        protocol: Literal[PROTOCOLS]  # type: ignore[valid-type]
+        base_url: str | None = None
+        vertex: VertexSpec | None = None
+        api_key: str | None = None
+        api_key_env: str | None = None
+        models: list[str] = Field(min_length=1)
+        model_map: dict[str, str] = {}
+        priority: int = 0
+        weight: int = Field(1, ge=0)
+        poll_hosts: list[str] = []
+        groups: list[Annotated[str, AfterValidator(_check_group)]] = []
+
+        variant: Literal[VARIANTS] | None = None  # type: ignore[valid-type]
+
+        @field_validator("poll_hosts")
+        @classmethod
+        def _hosts(cls, values: list[str]) -> list[str]:
+            for value in values:
+                if "://" in value:
+                    parts = urlsplit(value)
+                    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+                        raise ValueError(f"{value!r}: an origin is scheme://host[:port], nothing more")
+                elif not value or "/" in value or ":" in value or "*" in value.removeprefix("*."):
+                    raise ValueError(f"{value!r}: a host name, '*.' and a domain, or an origin")
+            return [value.lower().rstrip("/") for value in values]
+
+        @field_validator("base_url")
+        @classmethod
+        def _http(cls, value: str | None) -> str | None:
+            if value is None:
+                return None
+            if not value.startswith(("http://", "https://")):
+                raise ValueError("must be an http(s) URL")
+            return value.rstrip("/")
+
+        @model_validator(mode="after")
+        def _one_key(self) -> ChannelSpec:
+            if self.api_key and self.api_key_env:
+                raise ValueError("give api_key or api_key_env, not both")
+            if self.vertex is not None and self.protocol not in ("content", "delta"):
+                raise ValueError("vertex: only the content and delta protocols have a Vertex AI flavour")
+            if self.vertex is None and not self.base_url:
+                raise ValueError("base_url: is required (a Vertex channel may leave it out)")
+            _check_variant(self.protocol, self.variant)
+            return self
+
+    class Document(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        channels: list[ChannelSpec] = []
+        prices: dict[str, dict[str, Any]] = {}
+
+        @model_validator(mode="after")
+        def _unique(self) -> Document:
+            names = [c.name for c in self.channels]
+            duplicated = sorted({n for n in names if names.count(n) > 1})
+            if duplicated:
+                raise ValueError(f"channel names must be unique: {', '.join(duplicated)}")
+            return self
+
+    return Document
+
+
+def spec_model() -> Any:
+    """The rules of one channel entry of the document (a pydantic model)."""
+    return document_model().model_fields["channels"].annotation.__args__[0]
+
+
+class ChannelsConfigError(ValueError):
+    """A channels document, or a channel's entry, that cannot be read or breaks a rule (naming where)."""
+
+
+def channel_of(spec: Any, api_key: str, source: str = "channels document") -> Channel:
+    """The channel a validated document entry (`spec_model()`) describes, with its key."""
+    site, base_url = None, spec.base_url or ""
+    if spec.vertex is not None:
+        from gateway.upstreams.vertex import VertexSite, service_account_info
+
+        try:
+            info = service_account_info(api_key)
+        except ValueError as exc:
+            raise ChannelsConfigError(f"{source}: channel {spec.name}: {exc}") from None
+        project = spec.vertex.project or info.get("project_id")
+        if not isinstance(project, str) or not project:
+            raise ChannelsConfigError(f"{source}: channel {spec.name}: vertex.project: is required (the "
+                                      "service-account key file names no project_id)")
+        site = VertexSite(project=project, region=spec.vertex.region)
+        base_url = spec.base_url or site.host_url
+    return Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
+                   models=frozenset(spec.models), model_map=dict(spec.model_map),
+                   priority=spec.priority, weight=spec.weight, poll_hosts=frozenset(spec.poll_hosts),
+                   groups=frozenset(spec.groups), variant=spec.variant, vertex=site)
