@@ -32,7 +32,8 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
-from gateway.commerce import mail, options
+from gateway import options
+from gateway.commerce import mail
 from gateway.errors import Conflict, InvalidRequest, PermissionDenied, RateLimited
 from gateway.settings import get_settings
 from gateway.store.accounts import PROFILE, AccountsRepository, user_pk

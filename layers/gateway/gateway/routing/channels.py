@@ -109,11 +109,11 @@ def _check_variant(protocol: str, variant: str | None) -> None:
 
 
 def _check_group(value: str) -> str:
-    """A name in a channel's `groups`, as `GroupRatio` takes names (`gateway.groups.valid_name`)."""
-    from gateway.groups import MAX_NAME, valid_name
+    """A name in a channel's `groups`, as `GroupRatio` takes names (`gateway.options.valid_group_name`)."""
+    from gateway.options import MAX_GROUP_NAME, valid_group_name
 
-    if not valid_name(value):
-        raise ValueError(f"{value!r}: a group name has 1 to {MAX_NAME} printable characters, no spaces")
+    if not valid_group_name(value):
+        raise ValueError(f"{value!r}: a group name has 1 to {MAX_GROUP_NAME} printable characters, no spaces")
     return value
 
 
@@ -612,7 +612,7 @@ def _priced(catalog: Catalog) -> Catalog:
     """`catalog` with the operator's prices over its own; the same object while neither changes
     (the option's parse is cached per text, so an unchanged option is the same mapping)."""
     global _priced_last
-    from gateway.commerce import options
+    from gateway import options
 
     option = options.current("ModelPrice")
     last = _priced_last
