@@ -149,7 +149,8 @@ class GatewayApp:
         key checked before the body is read, the whole body (its event at most 6 MB, within the body
         timeout) before an instance is lent, instances lent fairly across principals."""
         from gateway import auth, keys
-        from gateway.errors import GatewayError, unexpected
+        from gateway.errors import GatewayError
+        from gateway.observability import unexpected
         from gateway.store.aws import here_unless_it_waits
 
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]

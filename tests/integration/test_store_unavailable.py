@@ -14,8 +14,8 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from gateway.errors import unexpected
-from gateway.store.aws import passing_failure
+from gateway.aws_failures import passing_failure
+from gateway.observability import unexpected
 from gateway_local.faults import Faults
 from gateway_local.instances import AsgiPool
 from gateway_local.server import GatewayApp
