@@ -7,7 +7,9 @@ is a 400 naming it, and nothing is stored. Secrets (payment keys, webhook secret
 options here: they live in Secrets Manager (or the environment under `make run`).
 
 Each instance reads the options at most once per `GATEWAY_KEY_CACHE_SECONDS` (the same seconds a
-changed key or user takes to be seen); the instance that changes one sees it at once.
+changed key or user takes to be seen); the instance that changes one sees it at once. They are
+kept in one item of the accounts table (`store.options`); `groups` (a group's ratio), `commerce`
+(sign-up, top-up) and `routing` (the operator's prices) read them here.
 """
 
 from __future__ import annotations
