@@ -74,9 +74,13 @@ e2e: $(BIN)/.installed
 mutate: $(BIN)/.mutate-installed
 	$(BIN)/python tools/mutate.py
 
-## ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade, complexity); settings in pyproject.toml.
+## ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade, complexity), then import-linter: the
+## layers of the layer and of the local runner, and the siblings that must not know each other
+## ([tool.importlinter] in pyproject.toml; an import inside a function counts, one under
+## `if TYPE_CHECKING:` does not).
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
+	PYTHONPATH=layers/gateway:local $(BIN)/lint-imports
 
 ## mypy with the pydantic plugin over the layer, the local runner and each function (settings in pyproject.toml).
 typecheck: $(BIN)/.installed

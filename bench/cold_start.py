@@ -41,7 +41,7 @@ LAYER = WORK / "opt" / "python"
 RUNTIME = WORK / "runtime"
 sys.path[:0] = [str(ROOT / "local"), str(ROOT / "layers" / "gateway")]
 
-from gateway_local.emulator import load_template  # noqa: E402
+from gateway_local.template import load_template  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time

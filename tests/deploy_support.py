@@ -13,7 +13,7 @@ REGION = "us-east-1"
 
 @lru_cache(maxsize=1)
 def source_template() -> dict[str, Any]:
-    from gateway_local.emulator import load_template
+    from gateway_local.template import load_template
 
     return load_template(TEMPLATE)
 

@@ -7,9 +7,9 @@ Every route but /api/status and the webhook takes the access token or the sessio
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway import observability
+from gateway import observability, options
 from gateway.api import session
-from gateway.commerce import invitations, options, payments, redemption, signup
+from gateway.commerce import invitations, payments, redemption, signup
 from gateway.http import body_model, create_app, json_only, json_response, public_base_url, single_credential
 from gateway.multipart import event_body
 from gateway.schemas.commerce import (

@@ -32,36 +32,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import yaml
 from werkzeug.serving import make_server
 
 from gateway_local import moto_fixes
 from gateway_local.dynamo_model import DynamoModel, ModelCounts
 from gateway_local.faults import Faults, TransactionTokens
-
-
-class _CfnLoader(yaml.SafeLoader):
-    pass
-
-
-def _tag(loader: yaml.Loader, suffix: str, node: yaml.Node) -> Any:
-    """A short-form intrinsic (`!GetAtt A.Arn`) as its long form (`{"Fn::GetAtt": "A.Arn"}`)."""
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        assert isinstance(node, yaml.MappingNode)
-        value = loader.construct_mapping(node, deep=True)
-    return {"Ref" if suffix == "Ref" else f"Fn::{suffix}": value}
-
-
-_CfnLoader.add_multi_constructor("!", _tag)
-
-
-def load_template(path: Path | str) -> dict[str, Any]:
-    return yaml.load(Path(path).read_text(), Loader=_CfnLoader)
-
+from gateway_local.template import load_template
 
 # Calls that change nothing worth keeping (`state.py` saves only after some other call).
 _READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable", "ListTables",

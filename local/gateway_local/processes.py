@@ -122,7 +122,7 @@ def serve_more(template_path: str, listener: socket.socket, calls_address: str, 
     from gateway.settings import reload_settings
     from gateway.store.aws import reset_clients
     from gateway_local.emulator import route_calls_to_emulator
-    from gateway_local.server import function_pools, serving_server
+    from gateway_local.serving import function_pools, serving_server
     from gateway_local.template import read_template
 
     route_calls_to_emulator(endpoint_url, calls_address)

@@ -25,9 +25,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gateway_local.emulator import Emulator
+if TYPE_CHECKING:  # the emulator's process runs a State (`emulator._emulator_main`), never the other way
+    from gateway_local.emulator import Emulator
 
 FILE_NAME = "emulator.jsonl"
 MAX_DELAY_SECONDS = 900  # SQS refuses a longer DelaySeconds

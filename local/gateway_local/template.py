@@ -10,7 +10,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway_local.emulator import load_template
+import yaml
+
+
+class _CfnLoader(yaml.SafeLoader):
+    pass
+
+
+def _tag(loader: yaml.Loader, suffix: str, node: yaml.Node) -> Any:
+    """A short-form intrinsic (`!GetAtt A.Arn`) as its long form (`{"Fn::GetAtt": "A.Arn"}`)."""
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        assert isinstance(node, yaml.MappingNode)
+        value = loader.construct_mapping(node, deep=True)
+    return {"Ref" if suffix == "Ref" else f"Fn::{suffix}": value}
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+def load_template(path: Path | str) -> dict[str, Any]:
+    """template.yaml as it is written, its short-form intrinsics in their long form (what the
+    emulator makes its resources from, and what `read_template` reads)."""
+    return yaml.load(Path(path).read_text(), Loader=_CfnLoader)
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,9 @@ def put_in_group(accounts, user_id: int, group: str, ratios: dict[str, float]) -
     import json
     import time
 
-    from gateway.commerce import options
-    from gateway.commerce.store import CommerceRepository
+    from gateway import options
+    from gateway.store.options import OptionsRepository
 
-    CommerceRepository().put_option("GroupRatio", json.dumps(ratios), by=1, at=int(time.time()))
+    OptionsRepository().put_option("GroupRatio", json.dumps(ratios), by=1, at=int(time.time()))
     options.forget()
     accounts.set_user_fields(user_id, {"group": group})

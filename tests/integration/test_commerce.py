@@ -13,9 +13,11 @@ from collections import Counter
 
 import pytest
 
-from gateway.commerce import credits, options, redemption
+from gateway import options
+from gateway.commerce import credits, redemption
 from gateway.commerce.store import CommerceRepository
 from gateway.schemas.commerce import CODE_USED, CodeUpdate, NewCodes, Redeem
+from gateway.store.options import OptionsRepository
 from tests.conftest import ROOT, api_event
 
 
@@ -88,7 +90,7 @@ def test_a_bad_option_is_a_400_naming_it_and_changes_nothing(commerce_fn, lambda
                                                              words):
     status, answer = call(commerce_fn, lambda_context, "PUT", "/api/option", headers=OPERATOR, body=body)
     assert status == 400 and answer["success"] is False and words in answer["message"]
-    assert CommerceRepository().options() == {}
+    assert OptionsRepository().options() == {}
 
 
 def test_options_and_codes_are_the_operators_alone(commerce_fn, lambda_context, people):
@@ -100,7 +102,7 @@ def test_options_and_codes_are_the_operators_alone(commerce_fn, lambda_context, 
         assert status == 403 and answer["success"] is False, (method, path)
         status, _ = call(commerce_fn, lambda_context, method, path, body=body)
         assert status == 401, (method, path)
-    assert CommerceRepository().options() == {}
+    assert OptionsRepository().options() == {}
     assert CommerceRepository().codes_page(limit=10, before_id=None)[0] == []
 
 
@@ -416,4 +418,4 @@ def test_every_state_changing_commerce_route_refuses_a_cross_site_form_with_415(
                       body='{"key":"Notice","value":"x","name":"n","quota":1,"username":"zed","password":"a long one"}')
     answer = commerce_fn.lambda_handler(event, lambda_context)
     assert answer["statusCode"] == 415 and "application/json" in json.loads(answer["body"])["message"]
-    assert CommerceRepository().options() == {} and accounts.user_id_for_username("zed") is None
+    assert OptionsRepository().options() == {} and accounts.user_id_for_username("zed") is None

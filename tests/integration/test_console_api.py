@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gateway.api import session
-from gateway.api.session import hash_password, verify_password
+from gateway.passwords import hash_password, verify_password
 from tests.conftest import api_event, use_environment
 
 PASSWORD = "correct horse battery"

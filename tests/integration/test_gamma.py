@@ -64,8 +64,8 @@ def test_a_gamma_video_goes_from_pending_to_succeeded_and_is_settled_once(
 
 def test_a_task_is_settled_at_the_operators_price_it_was_held_at_not_one_set_meanwhile(
         tasks_env, functions, queues, demo, accounts, lambda_context, clock):
-    from gateway.commerce import options
-    from gateway.commerce.store import CommerceRepository
+    from gateway import options
+    from gateway.store.options import OptionsRepository
 
     def operator_prices(per_second: str) -> None:  # PUT /api/option/ ModelPrice, as the console saves it
         options.update({"key": "ModelPrice", "value": {"gamma2.6-i2v": {"per_second": per_second}}}, 1)
@@ -88,7 +88,7 @@ def test_a_task_is_settled_at_the_operators_price_it_was_held_at_not_one_set_mea
         assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", 2 * I2V_UNITS)]
         assert quota(accounts) == before - 2 * I2V_UNITS
     finally:
-        CommerceRepository().put_option("ModelPrice", "{}", by=1, at=int(time.time()))
+        OptionsRepository().put_option("ModelPrice", "{}", by=1, at=int(time.time()))
         options.forget()
 
 

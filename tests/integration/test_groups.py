@@ -12,8 +12,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from gateway import auth
-from gateway.commerce import options
+from gateway import auth, options
 from tests.channel_health_support import FakeUpstreams
 from tests.conftest import api_event, use_environment
 from tests.integration.money_support import assert_nothing_held

@@ -16,9 +16,8 @@ from decimal import Decimal
 import openai
 import pytest
 
-from gateway import auth
+from gateway import auth, options
 from gateway.admission import billing
-from gateway.commerce import options
 from gateway.prices import SHIPPED, Price
 from gateway.store.tasks import Task
 from gateway.tasks import engine

@@ -15,10 +15,12 @@ import httpx
 import pytest
 import stripe
 
-from gateway.commerce import credits, invitations, options, payments
+from gateway import options
+from gateway.commerce import credits, invitations, payments
 from gateway.commerce.store import CommerceRepository
 from gateway.errors import GatewayError
 from gateway.store.aws import client, to_item, to_values
+from gateway.store.options import OptionsRepository
 from gateway_local.simulators import stripe as stripe_sim
 from tests.conftest import LambdaContext, api_event, serve_asgi, use_environment
 
@@ -143,7 +145,7 @@ def test_an_order_that_could_not_be_credited_is_never_sent_to_payment(payments_o
         with pytest.raises(GatewayError, match=words):
             start(payer, accounts, amount=amount)
     # A price below Stripe's smallest charge (50 cents) is refused before Stripe is asked.
-    CommerceRepository().put_option("StripeUnitPrice", "0.1", by=1, at=0)
+    OptionsRepository().put_option("StripeUnitPrice", "0.1", by=1, at=0)
     options.forget()
     with pytest.raises(GatewayError, match="below Stripe's smallest"):
         start(payer, accounts, amount=1)
@@ -201,7 +203,7 @@ def set_inviter(invitee: int, inviter: int) -> None:
 
 
 def test_the_inviter_is_rewarded_at_the_first_payment_only(payments_on, payer, accounts):
-    CommerceRepository().put_option("QuotaForInviter", "1000000", by=1, at=0)
+    OptionsRepository().put_option("QuotaForInviter", "1000000", by=1, at=0)
     options.forget()
     set_inviter(payer, 1)
     before = accounts.raw_user(1, consistent=True)
@@ -429,7 +431,7 @@ def test_two_first_payments_racing_pay_the_inviter_once_and_both_credit(payments
     """The payer's two first orders are credited at once: the second's credit lands between the
     first's read of the payer (no reward paid yet) and its transaction. The first's reward then
     meets the profile's condition, and it is credited without the reward: one reward, both payments."""
-    CommerceRepository().put_option("QuotaForInviter", "1000000", by=1, at=0)
+    OptionsRepository().put_option("QuotaForInviter", "1000000", by=1, at=0)
     options.forget()
     set_inviter(payer, 1)
     before = accounts.raw_user(1, consistent=True)

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from gateway import options
 from gateway.api import pricing
-from gateway.commerce import options
 from gateway.prices import SHIPPED
 from tests.conftest import api_event
 from tests.integration.money_support import put_in_group

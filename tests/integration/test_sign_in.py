@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from gateway import passwords
 from gateway.api import session
 from gateway.errors import GatewayError
 from gateway.store.accounts import AccountsRepository
@@ -72,13 +73,13 @@ class _Recorder:
 
 def test_a_known_and_an_unknown_name_do_the_same_store_reads_and_the_same_scrypt(ann, accounts, monkeypatch):
     work: list[tuple] = []
-    real = session._scrypt
+    real = passwords._scrypt
 
     def scrypt(password, salt, n, r, p):
         work.append((n, r, p, len(salt)))
         return real(password, salt, n, r, p)
 
-    monkeypatch.setattr(session, "_scrypt", scrypt)
+    monkeypatch.setattr(passwords, "_scrypt", scrypt)
     seen = {}
     for name, address in (("ann", "10.0.0.2"), ("nobody", "10.0.0.3")):
         recorder = _Recorder(accounts._db)

@@ -11,10 +11,11 @@ from collections import Counter
 
 import pytest
 
-from gateway.commerce import options, signup
-from gateway.commerce.store import CommerceRepository
+from gateway import options
+from gateway.commerce import signup
 from gateway.errors import RateLimited
 from gateway.store.aws import client
+from gateway.store.options import OptionsRepository
 from tests.conftest import api_event, use_environment
 
 
@@ -29,7 +30,7 @@ def outbox(tmp_path, store):
 
 
 def set_option(key: str, value: str) -> None:
-    CommerceRepository().put_option(key, value, by=1, at=0)
+    OptionsRepository().put_option(key, value, by=1, at=0)
     options.forget()
 
 

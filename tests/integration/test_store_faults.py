@@ -112,6 +112,7 @@ def test_account_writes_cancelled_for_throughput_are_asked_again(user, accounts,
 
 def test_a_transaction_cancelled_for_throughput_every_time_is_raised_after_six_attempts(accounts, faults,
                                                                                         monkeypatch):
+    from gateway import aws_failures
     from gateway.store import aws
 
     monkeypatch.setattr(aws.time, "sleep", lambda _: None)
@@ -120,7 +121,8 @@ def test_a_transaction_cancelled_for_throughput_every_time_is_raised_after_six_a
     accounts.create_user(username="bo", user_id=8, quota=0)
     with pytest.raises(ClientError) as raised:
         accounts.add_user_quota(8, 5000)
-    assert aws.cancellation_reasons(raised.value) == ["ThrottlingError"] and aws.passing_failure(raised.value)
+    assert aws_failures.cancellation_reasons(raised.value) == ["ThrottlingError"]
+    assert aws_failures.passing_failure(raised.value)
     assert faults.counts.throttled == aws.TRANSACT_ATTEMPTS and accounts.raw_user(8, consistent=True)["quota"] == 0
 
 

@@ -3,7 +3,7 @@ a request answers 503 in its family's envelope with `Retry-After`, to be asked a
 to report (CI met one: `make test`'s fault run, a key read refused four times in a row). Each
 path that answers a request maps it alike: the streaming functions (`gateway.asgi`), the buffered
 ones (`gateway.http`), and the local runner's key check before a streaming function's body is read
-(`gateway_local.server`)."""
+(`gateway_local.serving`)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from gateway.errors import unexpected
-from gateway.store.aws import passing_failure
+from gateway.aws_failures import passing_failure
+from gateway.observability import unexpected
 from gateway_local.faults import Faults
 from gateway_local.instances import AsgiPool
-from gateway_local.server import GatewayApp
+from gateway_local.serving import GatewayApp
 from gateway_local.template import read_template
 from tests.conftest import ROOT, api_event
 from tests.integration.money_support import open_reservations

@@ -6,7 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.groups import parse_ratios, usable
+from gateway.groups import usable
+from gateway.options import parse_ratios
 from gateway.prices import with_ratio
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from gateway.multipart import MAX_REQUEST_BYTES
-from gateway_local.emulator import load_template
+from gateway_local.template import load_template
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 

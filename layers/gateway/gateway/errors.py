@@ -121,18 +121,6 @@ class Unavailable(GatewayError):
     status, kind, code = 503, "unavailable", "no_available_channel"
 
 
-def unexpected(exc: Exception) -> GatewayError:
-    """What a request answers for an error no code raised on purpose: a 503 to retry after a
-    second when an AWS call still failed, after botocore's retries, for a reason that passes
-    (`store.aws.passing_failure`: throttled, a 5xx, a lost connection); else a 500 to report."""
-    from gateway.store.aws import passing_failure
-
-    if passing_failure(exc):
-        return Unavailable("the gateway's store is briefly unavailable; retry in a moment", code="store_unavailable",
-                           headers={"Retry-After": "1"})
-    return GatewayError("internal error; quote the request id when reporting it")
-
-
 # Each dialect's own words for an error kind.
 _CHAT_TYPES = {
     "invalid_request": "invalid_request_error", "authentication": "authentication_error",

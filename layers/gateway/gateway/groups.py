@@ -2,64 +2,30 @@
 
 A user belongs to one group (`group` on the profile, `default` at sign-up); an operator prices
 each group with the site option `GroupRatio` (new-api's key and shape: a JSON object of group
-name to ratio, `{"default":1,"vip":1,"svip":1}` by default) and moves a user with
-`PUT /api/user/ {id, group}`. A key may carry a group of its own (`group` on the token), one its
-user may use (`usable`): the user's own group, and every priced group when the operator set the
-profile's `can_use_self_group`. The group of a request is fixed when its key is read
-(`auth.authenticate`, cached for the key cache's seconds), so a change takes effect within them
-and never in the middle of a request: its hold and its settlement use the same ratio
-(`prices.with_ratio`, applied by `admission.billing` only). A channel may serve only some groups
-(`groups:` in the channels document, `routing.channel.Channel.serves_group`).
+name to ratio, `{"default":1,"vip":1,"svip":1}` by default; its rule and a group name's:
+`options.parse_ratios`) and moves a user with `PUT /api/user/ {id, group}`. A key may carry a
+group of its own (`group` on the token), one its user may use (`usable`): the user's own group,
+and every priced group when the operator set the profile's `can_use_self_group`. The group of a
+request is fixed when its key is read (`auth.authenticate`, cached for the key cache's seconds),
+so a change takes effect within them and never in the middle of a request: its hold and its
+settlement use the same ratio (`prices.with_ratio`, applied by `admission.billing` only). A
+channel may serve only some groups (`groups:` in the channels document,
+`routing.channel.Channel.serves_group`).
 """
 
 from __future__ import annotations
 
-import json
-import math
 from decimal import Decimal
 from typing import Any
 
+from gateway import options
 from gateway.errors import InvalidRequest, shown
 
 DEFAULT_GROUP = "default"
-#: new-api's default GroupRatio.
-DEFAULT_RATIOS = '{"default":1,"vip":1,"svip":1}'
-MAX_GROUPS = 100
-MAX_NAME = 64
-MAX_RATIO = 1000
-
-
-def parse_ratios(text: str) -> dict[str, Decimal]:
-    """The GroupRatio option's rule: a JSON object of group names (1 to 64 printable characters)
-    to positive finite numbers (at most 1000), at most 100 groups. `ValueError` names what broke."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise ValueError("must be a JSON object of group names to ratios") from None
-    if not isinstance(value, dict) or not value:
-        raise ValueError("must be a non-empty JSON object of group names to ratios")
-    if len(value) > MAX_GROUPS:
-        raise ValueError(f"may name at most {MAX_GROUPS} groups")
-    found: dict[str, Decimal] = {}
-    for name, ratio in value.items():
-        if not valid_name(name):
-            raise ValueError(f"group '{shown(name, 40)}': a name has 1 to {MAX_NAME} printable characters, no spaces")
-        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not math.isfinite(ratio) \
-                or not 0 < ratio <= MAX_RATIO:
-            raise ValueError(f"group '{name}': the ratio must be a number more than 0 and at most {MAX_RATIO}")
-        found[name] = Decimal(str(ratio))
-    return found
-
-
-def valid_name(name: Any) -> bool:
-    return isinstance(name, str) and 0 < len(name) <= MAX_NAME and name.isprintable() and not any(
-        c.isspace() for c in name)
 
 
 def ratios() -> dict[str, Decimal]:
     """The ratios in force (the option, read at most once per key cache period per instance)."""
-    from gateway.commerce import options
-
     return options.current("GroupRatio")
 
 

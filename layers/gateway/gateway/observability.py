@@ -145,12 +145,23 @@ def note_error(error: BaseException) -> None:
     _context().error_class = error_class_of(error)
 
 
-def answer_unexpected(error: Exception, **extra: Any) -> GatewayError:
-    """The `GatewayError` that answers an error no code raised on purpose (`errors.unexpected`),
-    noted for the request's metrics and logged: a fault of ours with its traceback, an AWS call
-    that still failed after botocore's retries as a warning. Called from an exception handler."""
-    from gateway.errors import unexpected
+def unexpected(exc: Exception) -> GatewayError:
+    """What a request answers for an error no code raised on purpose: a 503 to retry after a
+    second when an AWS call still failed, after botocore's retries, for a reason that passes
+    (`aws_failures.passing_failure`: throttled, a 5xx, a lost connection); else a 500 to report."""
+    from gateway.aws_failures import passing_failure
+    from gateway.errors import GatewayError, Unavailable
 
+    if passing_failure(exc):
+        return Unavailable("the gateway's store is briefly unavailable; retry in a moment", code="store_unavailable",
+                           headers={"Retry-After": "1"})
+    return GatewayError("internal error; quote the request id when reporting it")
+
+
+def answer_unexpected(error: Exception, **extra: Any) -> GatewayError:
+    """The `GatewayError` that answers an error no code raised on purpose (`unexpected`), noted for
+    the request's metrics and logged: a fault of ours with its traceback, an AWS call that still
+    failed after botocore's retries as a warning. Called from an exception handler."""
     note_error(error)
     answered = unexpected(error)
     if answered.status == 500:

@@ -5,14 +5,17 @@ UTF-8; it nests at most `MAX_DEPTH` arrays/objects; every number is finite (`NaN
 and literals such as `1e400` that overflow a double are refused, since no upstream, DynamoDB or
 our own JSON writer can carry them); no string or key holds a lone UTF-16 surrogate (`"\\ud800"`:
 it cannot be encoded as UTF-8, so it could be neither stored nor relayed). A broken rule is a
-400 naming where in the body it was broken, before anything is reserved or stored.
+400 naming where in the body it was broken, before anything is reserved or stored. A query's
+numbers (`p`, `page_size`, a window's seconds) are read by `integer_param`, with the same 400.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, TypeVar
+import re
+from collections.abc import Mapping
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
@@ -161,3 +164,22 @@ def parse_model(model: type[M], data: Any) -> M:
 
 def parse_body(model: type[M], body: str | bytes | None) -> M:
     return parse_model(model, parse_json(body))
+
+
+@overload
+def integer_param(params: Mapping[str, Any], name: str, default: int, low: int, high: int | None) -> int: ...
+@overload
+def integer_param(params: Mapping[str, Any], name: str, default: None, low: int, high: int | None) -> int | None: ...
+def integer_param(params: Mapping[str, Any], name: str, default: int | None, low: int, high: int | None) -> int | None:
+    """A query parameter as a whole number from `low` to `high` (None: no bound), `default` when absent;
+    else a 400 naming it."""
+    if name not in params:
+        return default
+    text = str(params[name]).strip()
+    if not re.fullmatch(r"[+-]?[0-9]{1,18}", text):
+        raise InvalidRequest(f"{name}: must be an integer (got {text[:40]!r})", param=name)
+    value = int(text)
+    if value < low or (high is not None and value > high):
+        bound = f"{low} to {high}" if high is not None else f"at least {low}"
+        raise InvalidRequest(f"{name}: must be {bound} (got {value})", param=name)
+    return value

@@ -202,7 +202,7 @@ def test_an_upstream_answer_of_the_wrong_shape_is_a_retryable_poll_failure():
 def test_the_template_routes_every_imgtask_operation_to_its_function_with_the_link_secret():
     from pathlib import Path
 
-    from gateway_local.emulator import load_template
+    from gateway_local.template import load_template
 
     template = load_template(Path(__file__).resolve().parents[3] / "template.yaml")
     function = template["Resources"]["ImgtaskFunction"]["Properties"]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway_local.emulator import load_template
+from gateway_local.template import load_template
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "template.yaml"
 

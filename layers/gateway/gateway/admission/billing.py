@@ -50,6 +50,7 @@ from gateway.admission.ledger import (
     entry,
 )
 from gateway.auth import USER_DISABLED, Principal, key_refusal
+from gateway.aws_failures import cancellation_reasons, cancelled_to_ask_again
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota, RateLimited
 from gateway.observability import logger
 from gateway.prices import with_ratio
@@ -67,8 +68,6 @@ from gateway.store.accounts import (
 )
 from gateway.store.aws import (
     TRANSACT_ATTEMPTS,
-    cancellation_reasons,
-    cancelled_to_ask_again,
     client,
     from_item,
     is_condition_failure,

@@ -59,6 +59,7 @@ from gateway import observability
 from gateway.admission import steps
 from gateway.admission.ledger import LOG_CONSUME, REFUNDED, REQUEST_HOLD_SECONDS, SETTLED, Reservation, entry
 from gateway.auth import USER_DISABLED, Principal, key_refusal
+from gateway.aws_failures import cancellation_reasons, passing_failure
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
 from gateway.settings import get_settings
@@ -75,11 +76,9 @@ from gateway.store.accounts import (
     user_pk,
 )
 from gateway.store.aws import (
-    cancellation_reasons,
     client,
     from_item,
     is_condition_failure,
-    passing_failure,
     store_call_ahead,
     to_item,
     to_values,

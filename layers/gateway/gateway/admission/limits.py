@@ -274,7 +274,8 @@ def _add(scope: str, sk: str, name: str, amount: int, *, at_most: int | None = N
 def _write_once(update: dict[str, Any]) -> bool:
     """One conditional update applied exactly once (see `_add`; a cancellation for a conflict or
     for throughput asked again, `store.aws.transact`); False when its condition refused it."""
-    from gateway.store.aws import cancellation_reasons, transact
+    from gateway.aws_failures import cancellation_reasons
+    from gateway.store.aws import transact
 
     try:
         transact(_db(), [{"Update": update}])

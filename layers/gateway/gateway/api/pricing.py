@@ -73,8 +73,8 @@ def rows_for(group: str, ratio: Decimal, catalog: Catalog | None = None) -> list
 def answer(headers: Mapping[str, str]) -> dict[str, Any]:
     """GET /api/pricing: a caller with credentials is identified (bad ones are a 401, never an
     anonymous answer); one without sees the default group's prices if the operator allows."""
+    from gateway import options
     from gateway.api.session import SESSION_COOKIE, caller
-    from gateway.commerce import options
 
     signed_in = (headers.get("authorization") or "").strip() or f"{SESSION_COOKIE}=" in (headers.get("cookie") or "")
     if signed_in:

@@ -25,13 +25,14 @@ import binascii
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, overload
+from typing import Any
 
 from gateway.admission.billing import LOG_CONSUME, LOG_ERROR, LOG_REFUND, REFUNDED, SETTLED
 from gateway.admission.ledger import LOG_TOPUP
 from gateway.auth import Principal
 from gateway.errors import InvalidRequest
 from gateway.store.accounts import LOG_BY_KEY, LOG_BY_MODEL, LOG_BY_USER, AccountsRepository, usage_sk, user_pk
+from gateway.validation import integer_param
 
 PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
 MAX_EXAMINED = 1000
@@ -103,23 +104,6 @@ class LogQuery(PagedQuery):
 
 def _at(seconds: int) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
-
-
-@overload
-def integer_param(params: Mapping[str, Any], name: str, default: int, low: int, high: int | None) -> int: ...
-@overload
-def integer_param(params: Mapping[str, Any], name: str, default: None, low: int, high: int | None) -> int | None: ...
-def integer_param(params: Mapping[str, Any], name: str, default: int | None, low: int, high: int | None) -> int | None:
-    if name not in params:
-        return default
-    text = str(params[name]).strip()
-    if not re.fullmatch(r"[+-]?[0-9]{1,18}", text):
-        raise InvalidRequest(f"{name}: must be an integer (got {text[:40]!r})", param=name)
-    value = int(text)
-    if value < low or (high is not None and value > high):
-        bound = f"{low} to {high}" if high is not None else f"at least {low}"
-        raise InvalidRequest(f"{name}: must be {bound} (got {value})", param=name)
-    return value
 
 
 def _name(params: Mapping[str, Any], name: str) -> str | None:

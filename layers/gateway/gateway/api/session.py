@@ -1,6 +1,6 @@
 """Who is calling the console's JSON API: passwords, sign-in, sessions and the operator's role.
 
-- A password is stored as a salted scrypt hash (`hash_password`); the admin command line sets it
+- A password is stored as a salted scrypt hash (`passwords`); the admin command line sets it
   (`set-password`), the user changes it (`PUT /api/user/self`, the current one required).
 - `POST /api/user/login` (new-api's shape) checks a username and password and opens a session:
   a random token in an HttpOnly, SameSite=Strict cookie (Secure when the request came over https);
@@ -24,10 +24,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +32,7 @@ from typing import Any
 from gateway import keys
 from gateway.api.account import account_record, token_owner
 from gateway.errors import AuthenticationFailed, InvalidRequest, PermissionDenied, RateLimited
+from gateway.passwords import hash_password, verify_password
 from gateway.schemas.account import PasswordChange, SignIn
 from gateway.store.accounts import AccountsRepository, SignInCounter
 from gateway.validation import parse_body
@@ -43,9 +40,6 @@ from gateway.validation import parse_body
 SESSION_COOKIE = "gateway_session"
 SESSION_SECONDS = 7 * 86400
 OPERATOR_ROLE = 10
-
-# scrypt at n=2**14, r=8, p=1 (16 MiB, tens of milliseconds): the parameters travel with each hash.
-_SCRYPT_N, _SCRYPT_R, _SCRYPT_P, _SCRYPT_LEN = 2**14, 8, 1, 32
 
 SIGN_IN_WINDOW_SECONDS = 900
 #: Attempts of one name from one address per window; the first `FREE_ATTEMPTS` come without a wait,
@@ -60,39 +54,6 @@ MAX_ATTEMPTS_PER_ADDRESS = 50
 NAME_CEILING_PER_HOUR = 100
 NAME_WINDOW_SECONDS = 3600
 SLOWED_GAP_SECONDS = 60
-
-
-def hash_password(password: str) -> str:
-    salt = secrets.token_bytes(16)
-    digest = _scrypt(password, salt, _SCRYPT_N, _SCRYPT_R, _SCRYPT_P)
-    return f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}${_b64(salt)}${_b64(digest)}"
-
-
-def verify_password(password: str, stored: str | None) -> bool:
-    """Whether `password` matches the stored hash; with no hash, the same work is done (a user
-    without a password takes as long to refuse as a wrong password) and False is answered."""
-    try:
-        scheme, n, r, p, salt, digest = (stored or "").split("$")
-        if scheme != "scrypt":
-            raise ValueError(scheme)
-        expected, salt_bytes, params = _unb64(digest), _unb64(salt), (int(n), int(r), int(p))
-    except ValueError:
-        _scrypt(password, b"\0" * 16, _SCRYPT_N, _SCRYPT_R, _SCRYPT_P)
-        return False
-    return hmac.compare_digest(_scrypt(password, salt_bytes, *params), expected)
-
-
-def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
-    return hashlib.scrypt(password.encode("utf-8", "surrogatepass"), salt=salt, n=n, r=r, p=p,
-                          dklen=_SCRYPT_LEN, maxmem=64 * 1024 * 1024)
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def set_password(user_id: int, password: str, accounts: AccountsRepository | None = None) -> None:

@@ -28,9 +28,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.admission.ledger import LOG_TOPUP
+from gateway.aws_failures import cancellation_reasons
 from gateway.settings import get_settings
 from gateway.store.accounts import PROFILE, ledger_pk, usage_sk, user_pk
-from gateway.store.aws import cancellation_reasons, to_item, to_values
+from gateway.store.aws import to_item, to_values
 
 
 class ClaimFailed(Exception):

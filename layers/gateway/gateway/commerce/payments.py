@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from gateway import signing_keys
-from gateway.commerce import credits, options
+from gateway import options, signing_keys
+from gateway.commerce import credits
 from gateway.commerce.store import CommerceRepository, order_key
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Unavailable
 from gateway.observability import logger

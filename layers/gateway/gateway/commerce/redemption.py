@@ -29,6 +29,7 @@ from gateway.schemas.commerce import (
 )
 from gateway.settings import get_settings
 from gateway.store.aws import to_item, to_values
+from gateway.validation import integer_param
 
 PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
 #: Pages reach back at most this many codes (p x page_size), as the request log's do.
@@ -59,8 +60,6 @@ def create(request: NewCodes, operator_id: int, repo: CommerceRepository | None 
 
 
 def _page_params(query: Mapping[str, str] | None) -> tuple[int, int]:
-    from gateway.api.requestlog import integer_param
-
     params = {k: v for k, v in (query or {}).items() if v is not None and str(v).strip() != ""}
     page = integer_param(params, "p", 1, 1, None)
     size = integer_param(params, "page_size", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX)

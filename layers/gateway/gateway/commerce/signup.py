@@ -32,8 +32,10 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
-from gateway.commerce import mail, options
+from gateway import options
+from gateway.commerce import mail
 from gateway.errors import Conflict, InvalidRequest, PermissionDenied, RateLimited
+from gateway.passwords import hash_password
 from gateway.settings import get_settings
 from gateway.store.accounts import PROFILE, AccountsRepository, user_pk
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
@@ -156,8 +158,6 @@ def send_code(email_text: str, address: str, now: float | None = None) -> dict[s
 def register(request: Any, address: str, accounts: AccountsRepository | None = None,
              now: float | None = None) -> dict[str, Any]:
     """POST /api/user/register."""
-    from gateway.api.session import hash_password
-
     accounts = accounts or AccountsRepository()
     email = normal_email(request.email) if request.email else ""
     limit(f"addr:{address or 'unknown'}", *([f"email:{email}"] if email else []), now=now)
@@ -241,8 +241,6 @@ def send_reset(email_text: str, address: str, link_base: str, now: float | None 
 def reset(email_text: str, token: str, address: str, accounts: AccountsRepository | None = None,
           now: float | None = None) -> dict[str, Any]:
     """POST /api/user/reset {email, token}: a new random password, answered in `data`."""
-    from gateway.api.session import hash_password
-
     email = normal_email(email_text)
     limit(f"addr:{address or 'unknown'}", now=now)
     owner = _email_owner(email)

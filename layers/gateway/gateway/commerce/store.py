@@ -1,8 +1,8 @@
-"""This concern's items in the accounts table (single-table design, beside `store.accounts`).
+"""This concern's items in the accounts table (single-table design, beside `store.accounts`; the
+site options' item is `store.options`).
 
 | item | pk | sk |
 |---|---|---|
-| the site options (`options`) | `OPTION` | `SITE` (`o:<new-api option key>`: its text, one attribute each) |
 | an id counter | `COUNTER` | `REDEMPTION` |
 | a redemption code (`redemption`) | `REDEEM#<code>` | `REDEEM` (gsi1: `REDEMPTIONS` / `<id, 12 digits>`) |
 | a code's id pointer | `REDEMPTIONID#<id>` | `REDEMPTIONID` (`key`: the code) |
@@ -20,7 +20,6 @@ from typing import Any
 from gateway.settings import get_settings
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values, transact
 
-OPTIONS_KEY = {"pk": "OPTION", "sk": "SITE"}
 CODES_INDEX_PK = "REDEMPTIONS"
 
 
@@ -56,22 +55,6 @@ class CommerceRepository:
     @property
     def _db(self):
         return client("dynamodb")
-
-    # Options ----------------------------------------------------------------------------------
-
-    def options(self) -> dict[str, str]:
-        """Every option an operator has set (key -> text): one strongly consistent GetItem, so every
-        function that reads an option (a group's ratio at admission) needs GetItem only."""
-        item = from_item(self._db.get_item(TableName=self.table, Key=to_item(OPTIONS_KEY),
-                                           ConsistentRead=True).get("Item")) or {}
-        return {name[2:]: str(value) for name, value in item.items() if name.startswith("o:")}
-
-    def put_option(self, key: str, value: str, *, by: int, at: int) -> None:
-        """One option's text; the others are untouched (an attribute each, set alone)."""
-        self._db.update_item(TableName=self.table, Key=to_item(OPTIONS_KEY),
-                             UpdateExpression="SET #o = :v, updated_by = :by, updated_at = :at",
-                             ExpressionAttributeNames={"#o": f"o:{key}"},
-                             ExpressionAttributeValues=to_values({":v": value, ":by": int(by), ":at": int(at)}))
 
     # Ids ----------------------------------------------------------------------------------------
 

@@ -86,11 +86,11 @@ def _check_variant(protocol: str, variant: str | None) -> None:
 
 
 def _check_group(value: str) -> str:
-    """A name in a channel's `groups`, as `GroupRatio` takes names (`gateway.groups.valid_name`)."""
-    from gateway.groups import MAX_NAME, valid_name
+    """A name in a channel's `groups`, as `GroupRatio` takes names (`gateway.options.valid_group_name`)."""
+    from gateway.options import MAX_GROUP_NAME, valid_group_name
 
-    if not valid_name(value):
-        raise ValueError(f"{value!r}: a group name has 1 to {MAX_NAME} printable characters, no spaces")
+    if not valid_group_name(value):
+        raise ValueError(f"{value!r}: a group name has 1 to {MAX_GROUP_NAME} printable characters, no spaces")
     return value
 
 

@@ -134,7 +134,7 @@ def _priced(catalog: Catalog) -> Catalog:
     """`catalog` with the operator's prices over its own; the same object while neither changes
     (the option's parse is cached per text, so an unchanged option is the same mapping)."""
     global _priced_last
-    from gateway.commerce import options
+    from gateway import options
 
     option = options.current("ModelPrice")
     last = _priced_last

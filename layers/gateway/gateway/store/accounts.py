@@ -36,9 +36,9 @@ from decimal import Decimal
 from typing import Any
 
 from gateway import keys
+from gateway.aws_failures import cancellation_reasons
 from gateway.settings import get_settings
 from gateway.store.aws import (
-    cancellation_reasons,
     client,
     from_item,
     is_condition_failure,

@@ -15,6 +15,8 @@ from contextvars import ContextVar
 from decimal import Decimal
 from typing import Any, TypeVar, overload
 
+from gateway.aws_failures import cancelled_to_ask_again
+
 T = TypeVar("T")
 
 _lock = threading.Lock()
@@ -185,53 +187,13 @@ def query_all(params: dict[str, Any], db: Any = None) -> list[dict[str, Any]]:
         params["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
 
-# Error codes of an AWS call that time cures: those botocore's standard retry mode retries as
-# throttling or transient (botocore/retries/standard.py, ThrottledRetryableChecker and
-# TransientRetryableChecker). A cancelled transaction's reasons: `ASK_AGAIN`.
-_THROTTLED_CODES = frozenset({
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
-    "TooManyRequestsException", "ProvisionedThroughputExceededException", "TransactionInProgressException",
-    "RequestLimitExceeded", "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown",
-    "PriorRequestNotComplete", "EC2ThrottledException", "RequestTimeout", "RequestTimeoutException",
-})
-
-
-def passing_failure(exc: BaseException) -> bool:
-    """Whether `exc` is an AWS call that still failed, once botocore's retries ran out, for a reason
-    that passes with time: throttled, the service's own 5xx, the connection lost or timed out, or a
-    transaction cancelled for throughput or a concurrent one. Asking again later is the answer to
-    those, not a report of a fault of ours."""
-    from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
-
-    if isinstance(exc, (ConnectionError, HTTPClientError)):
-        return True
-    if not isinstance(exc, ClientError):
-        return False
-    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-    code = exc.response.get("Error", {}).get("Code", "")
-    if status >= 500 or status == 429 or code in _THROTTLED_CODES:
-        return True
-    return cancelled_to_ask_again(exc)
-
-
-# The reasons DynamoDB cancels a transaction for that pass (TransactWriteItems' API reference): a
-# conflict with another transaction on one of its items, and throughput. botocore retries neither.
-ASK_AGAIN = frozenset({"TransactionConflict", "ThrottlingError"})
 TRANSACT_ATTEMPTS = 6
-
-
-def cancelled_to_ask_again(exc: BaseException) -> bool:
-    """Whether `exc` is a transaction DynamoDB cancelled only for a conflict or for throughput
-    (`ASK_AGAIN`; an item with nothing wrong says `None`): it applied nothing, and asked again it
-    may go through."""
-    reasons = set(cancellation_reasons(exc)) - {"", "None"}
-    return bool(reasons) and reasons <= ASK_AGAIN
 
 
 def transact(db: Any, writes: list[dict[str, Any]], *, attempts: int = TRANSACT_ATTEMPTS,
              asked_again: Callable[[], None] | None = None) -> None:
     """One `TransactWriteItems` through `db`, asked again after a short random pause while DynamoDB
-    cancels it only for a conflict or for throughput (`ASK_AGAIN`); a failed condition, any other
+    cancels it only for a conflict or for throughput (`aws_failures.ASK_AGAIN`); a failed condition, any other
     error, and the last cancellation once `attempts` are spent, are raised. A cancelled transaction
     applied nothing, so asking again applies it at most once. `asked_again` is told each time."""
     for attempt in range(attempts):
@@ -245,8 +207,3 @@ def transact(db: Any, writes: list[dict[str, Any]], *, attempts: int = TRANSACT_
                 asked_again()
             time.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
     raise AssertionError("unreachable: the last attempt returns or raises")
-
-
-def cancellation_reasons(exc: BaseException) -> list[str]:
-    """The codes of a cancelled transaction's items, in their order (empty for any other error)."""
-    return [str(r.get("Code") or "") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]

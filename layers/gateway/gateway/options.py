@@ -7,21 +7,26 @@ is a 400 naming it, and nothing is stored. Secrets (payment keys, webhook secret
 options here: they live in Secrets Manager (or the environment under `make run`).
 
 Each instance reads the options at most once per `GATEWAY_KEY_CACHE_SECONDS` (the same seconds a
-changed key or user takes to be seen); the instance that changes one sees it at once.
+changed key or user takes to be seen); the instance that changes one sees it at once. They are
+kept in one item of the accounts table (`store.options`); `groups` (a group's ratio), `commerce`
+(sign-up, top-up) and `routing` (the operator's prices) read them here.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from gateway.errors import InvalidRequest, shown
-from gateway.groups import DEFAULT_RATIOS, parse_ratios
 from gateway.prices import UNITS_PER_USD, parse_option
 from gateway.settings import get_settings
+from gateway.store.options import OptionsRepository
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,41 @@ def _text(limit: int) -> Callable[[str], str]:
 
 _QUOTA = _int(0, UNITS_PER_USD * 1_000_000)  # quota units, up to one million USD
 
+#: new-api's default GroupRatio.
+DEFAULT_RATIOS = '{"default":1,"vip":1,"svip":1}'
+MAX_GROUPS = 100
+MAX_GROUP_NAME = 64
+MAX_RATIO = 1000
+
+
+def parse_ratios(text: str) -> dict[str, Decimal]:
+    """The GroupRatio option's rule: a JSON object of group names (1 to 64 printable characters)
+    to positive finite numbers (at most 1000), at most 100 groups. `ValueError` names what broke."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ValueError("must be a JSON object of group names to ratios") from None
+    if not isinstance(value, dict) or not value:
+        raise ValueError("must be a non-empty JSON object of group names to ratios")
+    if len(value) > MAX_GROUPS:
+        raise ValueError(f"may name at most {MAX_GROUPS} groups")
+    found: dict[str, Decimal] = {}
+    for name, ratio in value.items():
+        if not valid_group_name(name):
+            raise ValueError(f"group '{shown(name, 40)}': a name has 1 to {MAX_GROUP_NAME} printable characters, "
+                             "no spaces")
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not math.isfinite(ratio) \
+                or not 0 < ratio <= MAX_RATIO:
+            raise ValueError(f"group '{name}': the ratio must be a number more than 0 and at most {MAX_RATIO}")
+        found[name] = Decimal(str(ratio))
+    return found
+
+
+def valid_group_name(name: Any) -> bool:
+    """A group's name as GroupRatio takes it (and a channel's `groups`, `routing.channels`)."""
+    return isinstance(name, str) and 0 < len(name) <= MAX_GROUP_NAME and name.isprintable() and not any(
+        c.isspace() for c in name)
+
 #: new-api's option keys this gateway reads, with their defaults (new-api's, unless said).
 OPTIONS: dict[str, Option] = {
     "SystemName": Option("Unified AI Gateway", _text(64), public=True, describe="the site's name"),
@@ -116,8 +156,6 @@ def parse_value(key: str, value: Any) -> tuple[str, Any]:
     elif isinstance(value, str):
         text = value.strip()
     elif isinstance(value, dict) and key in ("GroupRatio", "ModelPrice"):  # the object, or its JSON text
-        import json
-
         try:
             text = json.dumps(value, separators=(",", ":"), allow_nan=False)
         except ValueError:
@@ -147,14 +185,12 @@ def forget() -> None:
 
 
 def _stored() -> dict[str, str]:
-    from gateway.commerce.store import CommerceRepository
-
     ttl = get_settings().key_cache_seconds
     now = time.monotonic()
     with _cache.lock:
         if _cache.values is not None and now - _cache.read_at < ttl:
             return _cache.values
-    values = CommerceRepository().options()
+    values = OptionsRepository().options()
     with _cache.lock:
         _cache.values, _cache.read_at = values, now
     return values
@@ -180,10 +216,8 @@ def listed() -> dict[str, Any]:
 
 def update(body: Mapping[str, Any], operator_id: int) -> dict[str, Any]:
     """PUT /api/option/ {key, value} (operators)."""
-    from gateway.commerce.store import CommerceRepository
-
     text, _ = parse_value(body.get("key"), body.get("value"))  # type: ignore[arg-type]
-    CommerceRepository().put_option(str(body["key"]), text, by=operator_id, at=int(time.time()))
+    OptionsRepository().put_option(str(body["key"]), text, by=operator_id, at=int(time.time()))
     forget()
     return {"success": True, "message": ""}
 
