@@ -15,6 +15,7 @@ from gateway import admin
 from gateway.admission import billing, leases, limits, steps
 from gateway.auth import authenticate
 from gateway.errors import InsufficientQuota, RateLimited
+from gateway.limit_values import Limits
 
 USD = 500_000
 
@@ -484,10 +485,10 @@ def test_a_charge_above_its_hold_never_lowers_a_budget_the_operator_lowered_belo
 
 @pytest.mark.parametrize("name", ["rpm", "tpm", "max_parallel"])
 def test_an_owner_may_tighten_an_operators_limit_down_to_one_never_clear_or_raise_it(name):
-    operator = limits.Limits(**{name: 10})
-    assert [limits.Limits(**{name: n}).loosening(operator) for n in (1, 10)] == [[], []]
+    operator = Limits(**{name: 10})
+    assert [Limits(**{name: n}).loosening(operator) for n in (1, 10)] == [[], []]
     for loosened in (0, 11):
-        ((field, rule),) = limits.Limits(**{name: loosened}).loosening(operator)
+        ((field, rule),) = Limits(**{name: loosened}).loosening(operator)
         assert field == name and "may be lowered, not raised or cleared" in rule
 
 

@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from gateway import keys
-from gateway.admission.limits import OPERATOR_LIMITS, PERIODS, Limits
 from gateway.api import requestlog
 from gateway.api.account import parse_date
 from gateway.errors import GatewayError
+from gateway.limit_values import OPERATOR_LIMITS, PERIODS, Limits
 from gateway.prices import UNITS_PER_USD, usd_to_units
 from gateway.store.accounts import AccountsRepository, KeyNotFound, UserNotFound
 

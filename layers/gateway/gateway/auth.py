@@ -15,8 +15,8 @@ from decimal import Decimal
 from typing import Any
 
 from gateway import groups, keys, observability
-from gateway.admission.limits import Limits
 from gateway.errors import AuthenticationFailed, NotFound, PermissionDenied, shown
+from gateway.limit_values import Limits
 from gateway.settings import get_settings
 from gateway.store.accounts import AccountsRepository
 from gateway.store.aws import store_call_ahead

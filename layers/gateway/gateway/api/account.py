@@ -13,6 +13,7 @@ from typing import Any
 from gateway.admission import limits
 from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, InvalidRequest, shown
+from gateway.limit_values import Limits
 from gateway.prices import UNITS_PER_USD, units_to_whole_usd
 from gateway.store.accounts import AccountsRepository
 
@@ -76,7 +77,7 @@ def subscription(principal: Principal, accounts: AccountsRepository | None = Non
         "object": "billing_subscription", "has_payment_method": paid, "soft_limit_usd": limit,
         "hard_limit_usd": limit, "system_hard_limit_usd": limit, "access_until": int(key.get("expires_at") or 0),
     }
-    if limits.Limits.of(key).any:  # the key's rate limits and budget, beside the spec's fields
+    if Limits.of(key).any:  # the key's rate limits and budget, beside the spec's fields
         answer["limits"] = limits.shown(key, limits.limit_scope(key_id=principal.key_id), datetime.now(UTC))
     return answer
 

@@ -9,12 +9,12 @@ from datetime import date
 from typing import Any
 
 from gateway import groups
-from gateway.admission.limits import Limits
 from gateway.api.account import spend_answer, spend_rows, spend_span
 from gateway.api.session import hash_password
 from gateway.api.tokens import changed_limits
 from gateway.errors import Conflict, InvalidRequest, NotFound, shown
 from gateway.keys import new_secret
+from gateway.limit_values import Limits
 from gateway.routing.channels import get_catalog
 from gateway.routing.health import book, channels_view
 from gateway.schemas.account import NewUser, QuotaAddition, UserLimits, UserStatus, UserUpdate

@@ -17,8 +17,8 @@ from decimal import Decimal
 from typing import Any
 
 from gateway import groups
-from gateway.admission.limits import OPERATOR_LIMITS, Limits
 from gateway.errors import Conflict, InvalidRequest, NotFound
+from gateway.limit_values import OPERATOR_LIMITS, Limits
 from gateway.prices import usd_to_units
 from gateway.schemas.tokens import LimitFields, NewToken, TokenFields, TokenStatus, TokenUpdate
 from gateway.store.accounts import AccountsRepository, KeyNotFound

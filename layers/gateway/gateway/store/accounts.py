@@ -446,7 +446,7 @@ class AccountsRepository:
                    expires_at: int = 0, allowed_models: list[str] | None = None,
                    limits: dict[str, Any] | None = None, group: str = "") -> tuple[str, dict[str, Any]]:
         """Issues a key; returns the key (shown once) and its record. `quota` None is unlimited;
-        `limits` are its limit attributes (`admission.limits.Limits.attributes`); `group` its own
+        `limits` are its limit attributes (`limit_values.Limits.attributes`); `group` its own
         group (empty: its user's, `gateway.groups`)."""
         if self.raw_user(user_id) is None:
             raise UserNotFound(user_id)
