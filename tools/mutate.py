@@ -45,6 +45,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
                  "tests/integration/test_operations.py::test_a_stale_hold_refund_is_counted_for_its_alarm",
                  # a task's close giving its budget windows back (`_close`'s `limit_budgets`)
                  "tests/integration/test_limits.py::test_a_tasks_durable_reservation_holds_on_the_budget_and_its_close_gives_back"]),
+    # The one way a money transaction is sent (asked again on a conflict, a 429 once it never clears),
+    # moved out of billing: billing's tests of it.
+    "transactions": (f"{LAYER}/admission/transactions.py",
+                     ["tests/integration/test_billing_conflicts.py", "tests/integration/test_billing.py"]),
     # The quota leases every synchronous request is held against (the "money at scale" design).
     "leases": (f"{LAYER}/admission/leases.py",
                ["tests/integration/test_money_model.py", "tests/integration/test_billing.py",
@@ -91,6 +95,7 @@ SAMPLES = {"billing": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "idempotency": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "tasks_store": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "leases": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
+           "transactions": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "engine": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            **{name: int(os.environ.get("MUTATE_SAMPLE_SLOW", "20"))
               for name in ("credits", "redemption", "payments", "signup", "invitations", "accounts")}}

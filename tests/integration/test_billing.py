@@ -329,14 +329,16 @@ def _calls(operation: str) -> list[dict]:
 
     seen: list[dict] = []
 
+    from gateway.admission import transactions
     from gateway.store import aws
 
     layer = billing.__file__.rsplit("/admission/", 1)[0]
+    shared = (aws.__file__, transactions.__file__)
 
     def note(params, **_):  # the innermost frame of the layer that made the call (through the
-        frame = sys._getframe(1)  # store's shared `transact`) is billing's
+        frame = sys._getframe(1)  # shared `transact`s) is billing's
         while frame is not None and (not frame.f_code.co_filename.startswith(layer)
-                                     or frame.f_code.co_filename == aws.__file__):
+                                     or frame.f_code.co_filename in shared):
             frame = frame.f_back
         if frame is not None and frame.f_code.co_filename == billing.__file__:
             seen.append(dict(params))

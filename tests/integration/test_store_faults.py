@@ -1,6 +1,6 @@
 """The money paths when DynamoDB throttles or loses the answer of a write it applied
 (gateway_local/faults.py, planned one fault at a time): botocore sends the same request again,
-and `billing.transact` asks a cancelled transaction again under a new client token, so a write
+and `admission.transactions.transact` asks a cancelled transaction again under a new client token, so a write
 may meet its own effect. Each must be recognised as the writer's own: held once, granted once,
 credited once, counted once, and a cancellation for throughput never read as "quota too low"."""
 

@@ -49,8 +49,9 @@ from gateway.admission.ledger import (
     Reservation,
     entry,
 )
+from gateway.admission.transactions import transact
 from gateway.auth import USER_DISABLED, Principal, key_refusal
-from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota, RateLimited
+from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
 from gateway.prices import with_ratio
 from gateway.settings import get_settings
@@ -66,16 +67,13 @@ from gateway.store.accounts import (
     user_pk,
 )
 from gateway.store.aws import (
-    TRANSACT_ATTEMPTS,
     cancellation_reasons,
-    cancelled_to_ask_again,
     client,
     from_item,
     is_condition_failure,
     to_item,
     to_values,
 )
-from gateway.store.aws import transact as aws_transact
 
 steps.register(limits.step())  # rate limits and budgets: the admission step of every hold
 
@@ -227,23 +225,6 @@ def _claim(request_id: str) -> None:
             return
         raise Conflict(f"request id {request_id} has already been used; a request is billed once under its own id",
                        code="duplicate_request") from None
-
-
-def transact(writes: list[dict[str, Any]], *, attempts: int = TRANSACT_ATTEMPTS) -> None:
-    """One transaction (`store.aws.transact`). DynamoDB cancels one that meets another on the same
-    item (a user's profile and day totals are in every reservation and settlement of that user) or
-    whose table is over its throughput for the moment: it is asked again. A failed condition or
-    anything else is raised at once, so neither is ever read as "already closed" or "quota too
-    low"; still cancelled after `attempts`, a 429 to retry."""
-    try:
-        aws_transact(_db(), writes, attempts=attempts,
-                     asked_again=lambda: observability.incident("TransactionConflicts"))
-    except Exception as exc:
-        if not cancelled_to_ask_again(exc):
-            raise
-        observability.incident("AccountBusy")
-        raise RateLimited("the account is busy with other requests at this moment; retry",
-                          code="account_busy", headers={"Retry-After": "1"}) from None
 
 
 def _refused(exc: Exception) -> set[int]:
@@ -464,4 +445,4 @@ def sweep_stale(*, now: float | None = None) -> dict[str, int]:
 
 __all__ = ["LOG_CONSUME", "LOG_ERROR", "LOG_REFUND", "REFUNDED", "REQUEST_HOLD_SECONDS", "RESERVED", "SETTLED",
            "Reservation", "get_reservation", "overdue", "refund", "reserve", "reserve_request", "settle", "sweep_stale",
-           "task_hold_seconds", "transact"]
+           "task_hold_seconds"]

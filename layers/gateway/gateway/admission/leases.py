@@ -58,6 +58,7 @@ from typing import Any
 from gateway import observability
 from gateway.admission import steps
 from gateway.admission.ledger import LOG_CONSUME, REFUNDED, REQUEST_HOLD_SECONDS, SETTLED, Reservation, entry
+from gateway.admission.transactions import transact
 from gateway.auth import USER_DISABLED, Principal, key_refusal
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
@@ -313,8 +314,6 @@ class LeasePool:
         raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to {units} units")
 
     def _grant_once(self, principal: Principal, units: int) -> Lease:
-        from gateway.admission.billing import transact
-
         lease_id = uuid.uuid4().hex
         now = int(time.time())
         hold_until = now + int(WINDOW_SECONDS) + 1 + DRAIN_SECONDS
@@ -574,8 +573,6 @@ def fold(user_id: int, lease_id: str, *, reason: str) -> bool:
     """Closes an open lease: what it did not spend goes back to the quotas, what it spent to the
     used counters and day totals, in one transaction conditioned on it being open with the spend
     read. True if this call folded it (exactly once, whoever calls: holder or sweeper)."""
-    from gateway.admission.billing import transact
-
     pk_sk = lease_key(user_id, lease_id)
     for _ in range(5):
         lease = from_item(_db().get_item(TableName=_table(), Key=to_item(pk_sk), ConsistentRead=True).get("Item"))

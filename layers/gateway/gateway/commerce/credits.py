@@ -14,7 +14,7 @@ All or nothing: a crash before the transaction changes nothing, after it everyth
 A retry of the same call after a lost answer carries botocore's `ClientRequestToken`, which
 DynamoDB treats as the same transaction for ten minutes; a later retry meets the claim's condition
 (`ClaimFailed`), and the caller answers from the source's state (the same user's code: redeemed).
-A transaction cancelled only by another transaction's conflict is asked again (`billing.transact`).
+A transaction cancelled only by another transaction's conflict is asked again (`admission.transactions.transact`).
 
 Top-up entries carry `units: 0` (nothing was spent: usage and spend never count them) and the
 credited amount in `credited_units`.
@@ -111,7 +111,7 @@ def writes(credit: Credit, claims: Sequence[dict[str, Any]], now: datetime | Non
 def apply(credit: Credit, claims: Sequence[dict[str, Any]], now: datetime | None = None) -> None:
     """Adds the credit exactly once with its claims (see the module); `ClaimFailed` or
     `ProfileRefused` when a condition fails, with nothing written."""
-    from gateway.admission.billing import transact
+    from gateway.admission.transactions import transact
 
     items = writes(credit, claims, now)
     try:
