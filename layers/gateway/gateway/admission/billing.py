@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway import observability
-from gateway.admission import leases, limits, steps
+from gateway.admission import lease_folds, leases, limits, steps
 from gateway.admission.ledger import (
     LOG_CONSUME,
     LOG_ERROR,
@@ -55,17 +55,6 @@ from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
 from gateway.prices import with_ratio
 from gateway.settings import get_settings
-from gateway.store.accounts import (
-    HOLD_SHARDS,
-    PROFILE,
-    day_total_updates,
-    hold_index_keys,
-    hold_shard,
-    key_pk,
-    quota_debit,
-    reservation_pk,
-    user_pk,
-)
 from gateway.store.aws import (
     cancellation_reasons,
     client,
@@ -74,6 +63,9 @@ from gateway.store.aws import (
     to_item,
     to_values,
 )
+from gateway.store.holds import HOLD_SHARDS, hold_index_keys, hold_shard, is_lease, quota_debit, reservation_pk
+from gateway.store.table import PROFILE, key_pk, user_pk
+from gateway.store.usage import day_total_updates
 
 steps.register(limits.step())  # rate limits and budgets: the admission step of every hold
 
@@ -394,7 +386,7 @@ def _key_counts(reservation: Reservation, units: int) -> dict[str, Any]:
 def overdue(now: float, limit: int = 100) -> Iterator[Reservation]:
     """Open reservations whose hold ran out before `now`, earliest first, shard by shard."""
     for record in _overdue_records(now, limit):
-        if not leases.is_lease(record):
+        if not is_lease(record):
             yield Reservation.from_record(record)
 
 
@@ -422,7 +414,7 @@ def sweep_stale(*, now: float | None = None) -> dict[str, int]:
     (conditioned on it being open), with the reason in its entry."""
     now = time.time() if now is None else now
     counts = {"refunded": 0, "already_closed": 0}
-    counts.update(leases.sweep(r for r in _overdue_records(now) if leases.is_lease(r)))
+    counts.update(lease_folds.sweep(r for r in _overdue_records(now) if is_lease(r)))
     for reservation in overdue(now):
         if reservation.status != RESERVED:
             counts["already_closed"] += 1  # the index copy was behind

@@ -256,7 +256,7 @@ class LimitStep:
     def user_limits(self, user_id: int) -> Limits:
         """The user's limits, read from its profile at most once per `USER_LIMITS_SECONDS` per
         instance (a change takes effect within them, as a key's does within the key cache's)."""
-        from gateway.store.accounts import PROFILE, user_pk
+        from gateway.store.table import PROFILE, user_pk
 
         now = time.monotonic()
         with self._lock:
@@ -343,13 +343,14 @@ class LimitStep:
             _add(scope, "PAR", "inflight", -1, extra={"touched_at": int(clock().timestamp())})
 
     def _budget_of(self, scope: str) -> int:
-        from gateway.store.accounts import AccountsRepository
+        from gateway.store.keys import KeysRepository
+        from gateway.store.users import UsersRepository
 
         kind, _, ident = scope.removeprefix("LIMIT#").partition("#")
         if kind == "U":
-            return Limits.of(AccountsRepository().raw_user(int(ident), consistent=True)).budget_units
-        repo = AccountsRepository()
-        return Limits.of(repo.get_key(repo.key_hash_for_id(ident), balances=False)).budget_units
+            return Limits.of(UsersRepository().raw_user(int(ident), consistent=True)).budget_units
+        repo = KeysRepository()
+        return Limits.of(repo.raw_key(repo.key_hash_for_id(ident))).budget_units
 
     def _admit_rpm(self, scope: str, whose: str, rpm: int, now: datetime) -> int:
         """Admits one request under `rpm`; what is left of the minute as this instance sees it."""

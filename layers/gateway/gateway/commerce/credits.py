@@ -29,8 +29,9 @@ from typing import Any
 
 from gateway.admission.ledger import LOG_TOPUP
 from gateway.settings import get_settings
-from gateway.store.accounts import PROFILE, ledger_pk, usage_sk, user_pk
 from gateway.store.aws import cancellation_reasons, to_item, to_values
+from gateway.store.table import PROFILE, user_pk
+from gateway.store.usage import ledger_pk, usage_sk
 
 
 class ClaimFailed(Exception):

@@ -1,4 +1,4 @@
-"""This concern's items in the accounts table (single-table design, beside `store.accounts`).
+"""This concern's items in the accounts table (single-table design, beside `store.table`).
 
 | item | pk | sk |
 |---|---|---|
