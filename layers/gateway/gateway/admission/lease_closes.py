@@ -52,7 +52,7 @@ def _db():
 
 @dataclass
 class Lease:
-    """One lease as its holder sees it."""
+    """One lease as its holder sees it, with its queue of closes (one batch written at a time)."""
 
     lease_id: str
     user_id: int
