@@ -164,15 +164,15 @@ def _price(rng: random.Random) -> int:
 def _setup(quota: int):
     from gateway import auth
     from gateway.auth import authenticate
-    from gateway.store.accounts import AccountsRepository
+    from gateway.store.keys import KeysRepository
+    from gateway.store.users import UsersRepository
 
     auth.clear_cache()
-    accounts = AccountsRepository()
-    user = accounts.create_user(username=f"bench{time.monotonic_ns()}", quota=quota)
+    user = UsersRepository().create_user(username=f"bench{time.monotonic_ns()}", quota=quota)
     user_id = int(user["id"])
     secret = "sk-bench" + os.urandom(16).hex()
-    accounts.create_key(user_id, name="bench", key=secret, quota=quota)
-    return accounts, user_id, authenticate({"authorization": f"Bearer {secret}"})
+    KeysRepository().create_key(user_id, name="bench", key=secret, quota=quota)
+    return user_id, authenticate({"authorization": f"Bearer {secret}"})
 
 
 def run_level(emulator, design: Design, offered: float, seconds: float, *, generation_ms: float, instances: int,
@@ -180,7 +180,7 @@ def run_level(emulator, design: Design, offered: float, seconds: float, *, gener
     from gateway.errors import InsufficientQuota, RateLimited
     from gateway.store.aws import client
 
-    accounts, user_id, principal = _setup(quota)
+    user_id, principal = _setup(quota)
     pools = [design.instance(n) for n in range(instances)]
     client("dynamodb").meta.events.register("before-call.dynamodb", _count_call)
     level, lock = Level(design.name, offered), threading.Lock()
@@ -241,10 +241,11 @@ def run_level(emulator, design: Design, offered: float, seconds: float, *, gener
     level.p99_ms = percentile(latencies, 0.99) * 1000 if latencies else 0.0
     level.trips_before /= max(level.ok, 1)
     # The money: what the user had = what is left + what the ledger charged + what is still held.
-    user = accounts.get_user(user_id, consistent=True) or {}
-    from gateway.store.accounts import AccountsRepository
+    from gateway.admission import balances
+    from gateway.store.usage import UsageRepository
 
-    ledger = AccountsRepository().ledger(user_id)
+    user = balances.get_user(user_id) or {}
+    ledger = UsageRepository().ledger(user_id)
     billed = sum(int(e.get("units", 0)) for e in ledger)
     left = int(user.get("quota", 0))
     level.lost_units = quota - (left + billed + design.held(user_id))

@@ -7,7 +7,9 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,6 +27,12 @@ os.environ.pop("AWS_PROFILE", None)
 from tests import iam_support  # noqa: E402 - after the environment above
 
 iam_support.install()
+
+if TYPE_CHECKING:
+    from gateway.store.keys import KeysRepository
+    from gateway.store.signin import SignInRepository
+    from gateway.store.usage import UsageRepository
+    from gateway.store.users import UsersRepository
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -64,11 +72,25 @@ def store(aws):
     yield aws
 
 
-@pytest.fixture
-def accounts(store):
-    from gateway.store.accounts import AccountsRepository
+@dataclass(frozen=True)
+class Accounts:
+    """The accounts table's rooms (`gateway.store`), a clean table under them; the balances as
+    users see them are `gateway.admission.balances`."""
 
-    return AccountsRepository()
+    users: UsersRepository
+    keys: KeysRepository
+    sign_in: SignInRepository
+    usage: UsageRepository
+
+
+@pytest.fixture
+def accounts(store) -> Accounts:
+    from gateway.store.keys import KeysRepository
+    from gateway.store.signin import SignInRepository
+    from gateway.store.usage import UsageRepository
+    from gateway.store.users import UsersRepository
+
+    return Accounts(UsersRepository(), KeysRepository(), SignInRepository(), UsageRepository())
 
 
 @pytest.fixture
@@ -77,7 +99,7 @@ def demo(accounts):
     from gateway.admin import ensure_demo_account
 
     key, token = "sk-" + "d" * 48, "demo-access-token"
-    ensure_demo_account(user_id=1, key=key, quota=500_000_000, access_token=token, accounts=accounts)
+    ensure_demo_account(user_id=1, key=key, quota=500_000_000, access_token=token)
     return {"user_id": 1, "key": key, "access_token": token}
 
 

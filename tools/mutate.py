@@ -31,6 +31,24 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutate"
 LAYER = "layers/gateway/gateway"
 
+# The tests that covered billing, the leases and the accounts table before each was split by
+# concept: each module split from one keeps its tests (`MODULES`).
+BILLING_TESTS = [
+    "tests/integration/test_billing.py", "tests/integration/test_billing_conflicts.py",
+    # the sweeper's refunds counted for their alarm
+    "tests/integration/test_operations.py::test_a_stale_hold_refund_is_counted_for_its_alarm",
+    # a task's close giving its budget windows back (`_close`'s `limit_budgets`)
+    "tests/integration/test_limits.py::test_a_tasks_durable_reservation_holds_on_the_budget_and_its_close_gives_back"]
+LEASES_TESTS = [
+    "tests/integration/test_money_model.py", "tests/integration/test_billing.py", "tests/integration/test_metering.py",
+    # a close's writes while DynamoDB throttles, fails or loses answers
+    "tests/integration/test_store_faults.py"]
+ACCOUNTS_TESTS = [
+    "tests/integration/test_account.py", "tests/integration/test_usage_totals.py",
+    "tests/integration/test_admin.py", "tests/integration/test_tokens.py",
+    "tests/integration/test_request_log.py",  # `log_query`: the request log across ledger shards
+    "tests/integration/test_sign_in.py"]  # `admit_sign_in`: the sign-in counters' rules
+
 # name: (module path, the tests that cover it). Billing is the module the "money at scale"
 # rebuild replaces: the module that replaces it takes its line here.
 MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side by side
@@ -39,20 +57,21 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
         "tests/integration/test_imgtask.py::test_a_modal_refused_for_quota_waits_again_and_two_completions_never_both_run",
         # a callback for each change of a task's status, none for a poll that changed nothing
         "tests/integration/test_alpha.py::test_a_callback_follows_every_status_change_with_the_upstreams_payload_signed"]),
-    "billing": (f"{LAYER}/admission/billing.py",
-                ["tests/integration/test_billing.py", "tests/integration/test_billing_conflicts.py",
-                 # the sweeper's refunds counted for their alarm
-                 "tests/integration/test_operations.py::test_a_stale_hold_refund_is_counted_for_its_alarm",
-                 # a task's close giving its budget windows back (`_close`'s `limit_budgets`)
-                 "tests/integration/test_limits.py::test_a_tasks_durable_reservation_holds_on_the_budget_and_its_close_gives_back"]),
-    # The quota leases every synchronous request is held against (the "money at scale" design).
-    "leases": (f"{LAYER}/admission/leases.py",
-               ["tests/integration/test_money_model.py", "tests/integration/test_billing.py",
-                "tests/integration/test_metering.py",
-                # a close's writes while DynamoDB throttles, fails or loses answers
-                "tests/integration/test_store_faults.py"]),
-    # Rate limits and budgets: counters that admit or refuse, and the budget a close gives back to.
+    "billing": (f"{LAYER}/admission/billing.py", BILLING_TESTS),
+    # The one way a money transaction is sent (asked again on a conflict, a 429 once it never clears),
+    # moved out of billing: billing's tests.
+    "transactions": (f"{LAYER}/admission/transactions.py", BILLING_TESTS),
+    # The quota leases every synchronous request is held against (the "money at scale" design): the
+    # pool and its holds, the closes (a group commit per lease), the folds and the sweeper's part.
+    "leases": (f"{LAYER}/admission/leases.py", LEASES_TESTS),
+    "lease_closes": (f"{LAYER}/admission/lease_closes.py", LEASES_TESTS),
+    "lease_folds": (f"{LAYER}/admission/lease_folds.py", LEASES_TESTS),
+    # The account as its user sees it (open leases added): the leases' readers and the accounts' reads.
+    "balances": (f"{LAYER}/admission/balances.py", LEASES_TESTS + ACCOUNTS_TESTS),
+    # Rate limits and budgets: counters that admit or refuse, and the budget a close gives back to;
+    # the limits themselves, a plain value.
     "limits": (f"{LAYER}/admission/limits.py", ["tests/integration/test_limits.py"]),
+    "limit_values": (f"{LAYER}/limit_values.py", ["tests/integration/test_limits.py"]),
     # Idempotent submits: a retry is never billed twice.
     "idempotency": (f"{LAYER}/admission/idempotency.py", ["tests/integration/test_idempotency.py"]),
     # The tasks table: every change conditioned on the task's version (a task is finished once).
@@ -68,13 +87,14 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
     # The invitation reward moved into quota (aff_transfer): one conditional credit.
     "invitations": (f"{LAYER}/commerce/invitations.py", ["tests/integration/test_payments.py",
                                                          "tests/integration/test_signup.py"]),
-    # The accounts table: users' and keys' quota (credits by an operator, key limits), the keys'
-    # of every item the money modules write, the usage reads' day totals.
-    "accounts": (f"{LAYER}/store/accounts.py", [
-        "tests/integration/test_account.py", "tests/integration/test_usage_totals.py",
-        "tests/integration/test_admin.py", "tests/integration/test_tokens.py",
-        "tests/integration/test_request_log.py",  # `log_query`: the request log across ledger shards
-        "tests/integration/test_sign_in.py"]),  # `admit_sign_in`: the sign-in counters' rules
+    # The accounts table's rooms: users' and keys' quota (credits by an operator, key limits), the
+    # keys of every item the money modules write (holds), the usage reads' day totals, sign-in.
+    "table_store": (f"{LAYER}/store/table.py", ACCOUNTS_TESTS),
+    "users_store": (f"{LAYER}/store/users.py", ACCOUNTS_TESTS),
+    "keys_store": (f"{LAYER}/store/keys.py", ACCOUNTS_TESTS),
+    "signin_store": (f"{LAYER}/store/signin.py", ACCOUNTS_TESTS),
+    "usage_store": (f"{LAYER}/store/usage.py", ACCOUNTS_TESTS),
+    "holds_store": (f"{LAYER}/store/holds.py", LEASES_TESTS + ACCOUNTS_TESTS),
     "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/test_groups.py",  # with_ratio
                                       "tests/unit/text/test_relay.py"]),
     "usage": (f"{LAYER}/formats/usage.py", ["tests/unit/formats/test_usage.py", "tests/unit/formats/test_responses.py",
@@ -94,9 +114,12 @@ SAMPLES = {"billing": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "idempotency": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "tasks_store": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "leases": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
+           "transactions": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "engine": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            **{name: int(os.environ.get("MUTATE_SAMPLE_SLOW", "20"))
-              for name in ("credits", "redemption", "payments", "signup", "invitations", "accounts")}}
+              for name in ("credits", "redemption", "payments", "signup", "invitations", "lease_closes", "lease_folds",
+                           "balances", "limit_values", "table_store", "users_store", "keys_store", "signin_store",
+                           "usage_store", "holds_store")}}
 
 
 def _copy_tree(dest: Path) -> None:

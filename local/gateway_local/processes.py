@@ -163,11 +163,11 @@ def wait_for_key(demo_key: str, timeout: float) -> bool:
 
 def _hide_keys_for(seconds: float) -> None:
     """The test hook (`UNSEEN_KEY_HOOK`): this process's key lookups miss for `seconds`."""
-    from gateway.store.accounts import AccountsRepository
+    from gateway.store.keys import KeysRepository
 
-    until, real = time.monotonic() + seconds, AccountsRepository.get_key
+    until, real = time.monotonic() + seconds, KeysRepository.raw_key
 
     def unseen(self: Any, key_hash: str, **kwargs: Any) -> Any:
         return None if time.monotonic() < until else real(self, key_hash, **kwargs)
 
-    AccountsRepository.get_key = unseen  # type: ignore[method-assign]
+    KeysRepository.raw_key = unseen  # type: ignore[method-assign]

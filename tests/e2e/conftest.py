@@ -162,7 +162,7 @@ def _accounts_table(gateway: LocalGateway):
 
 def reservation(gateway: LocalGateway, reservation_id: str) -> dict | None:
     """The reservation record of a request or task (a task's id is its reservation's), or None."""
-    from gateway.store.accounts import reservation_pk
+    from gateway.store.holds import reservation_pk
 
     return _accounts_table(gateway).get_item(Key={"pk": reservation_pk(reservation_id), "sk": "RES"},
                                              ConsistentRead=True).get("Item")

@@ -280,8 +280,10 @@ def _query_all(dynamodb, table: str, pk: str) -> list[dict[str, Any]]:
 
 def money(endpoint: str, user_id: int = 1) -> dict[str, Any]:
     """The account's money as the tables hold it: profile, open leases, open reservations, ledger."""
-    from gateway.store.accounts import PROFILE, lease_pks, ledger_pks, user_pk
     from gateway.store.aws import from_item
+    from gateway.store.holds import lease_pks
+    from gateway.store.table import PROFILE, user_pk
+    from gateway.store.usage import ledger_pks
 
     dynamodb = _dynamodb(endpoint)
     profile = from_item(dynamodb.get_item(TableName="AccountsTable", ConsistentRead=True, Key={

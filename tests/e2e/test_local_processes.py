@@ -11,7 +11,8 @@ import boto3
 import openai
 import pytest
 
-from gateway.store.accounts import lease_pks, ledger_pks
+from gateway.store.holds import lease_pks
+from gateway.store.usage import ledger_pks
 from tests.e2e.conftest import DEMO_ACCESS_TOKEN, DEMO_KEY, LocalGateway
 
 

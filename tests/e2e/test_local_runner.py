@@ -10,7 +10,7 @@ import boto3
 import httpx
 import pytest
 
-from gateway.store.accounts import ledger_pks
+from gateway.store.usage import ledger_pks
 from tests.e2e.conftest import DEMO_KEY, LocalGateway
 
 pytestmark = pytest.mark.e2e

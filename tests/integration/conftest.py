@@ -176,14 +176,14 @@ def stale_replica(monkeypatch):
     """`stale_replica("KEY", ...)`: from then on, an eventually consistent read of an accounts
     item with one of these sort keys finds nothing, as a replica that has not caught up with a
     write; consistent reads see the table."""
-    from gateway.store.accounts import AccountsRepository
+    from gateway.store.table import AccountsTable
 
     def make_stale(*sort_keys: str) -> None:
-        real = AccountsRepository._get
+        real = AccountsTable._get
 
         def read(self, pk, sk, consistent=False):
             return None if sk in sort_keys and not consistent else real(self, pk, sk, consistent)
 
-        monkeypatch.setattr(AccountsRepository, "_get", read)
+        monkeypatch.setattr(AccountsTable, "_get", read)
 
     return make_stale

@@ -3,10 +3,10 @@ costs nothing leaves the quota where it was (a hold never released leaves an emp
 
 from __future__ import annotations
 
-from gateway.admission import billing
+from gateway.admission import balances, billing
 from gateway.settings import get_settings
-from gateway.store.accounts import reservation_pk
 from gateway.store.aws import client, from_item, to_item
+from gateway.store.holds import reservation_pk
 
 # Far beyond any hold's deadline: `billing.overdue` then lists every reservation still open.
 _END_OF_TIME = 2 ** 40
@@ -21,7 +21,7 @@ def open_reservations(user_id: int | None = None) -> list[billing.Reservation]:
 def assert_nothing_held(accounts, quota_before: int, user_id: int = 1) -> None:
     """The request moved no money: nothing of the user's is still held and the quota is back."""
     assert open_reservations(user_id) == [], "a reservation was left open"
-    assert accounts.get_user(user_id, consistent=True)["quota"] == quota_before
+    assert balances.get_user(user_id)["quota"] == quota_before
 
 
 def closed_as(reservation_id: str, outcome: str, units: int | None = None) -> billing.Reservation:
@@ -53,4 +53,4 @@ def put_in_group(accounts, user_id: int, group: str, ratios: dict[str, float]) -
 
     OptionsRepository().put_option("GroupRatio", json.dumps(ratios), by=1, at=int(time.time()))
     options.forget()
-    accounts.set_user_fields(user_id, {"group": group})
+    accounts.users.set_user_fields(user_id, {"group": group})

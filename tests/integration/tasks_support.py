@@ -94,7 +94,7 @@ class Queues:
 
 
 def ledger_of(accounts, task_id: str, user_id: int = 1) -> list[dict]:
-    return [entry for entry in accounts.ledger(user_id) if entry["request_id"] == task_id]
+    return [entry for entry in accounts.usage.ledger(user_id) if entry["request_id"] == task_id]
 
 
 def stored(task_id: str) -> dict | None:

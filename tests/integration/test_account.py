@@ -6,7 +6,7 @@ from datetime import UTC
 
 import pytest
 
-from gateway.admission import billing
+from gateway.admission import balances, billing
 from gateway.auth import authenticate
 from tests.conftest import api_event
 
@@ -45,7 +45,7 @@ def test_both_usage_dates_are_inclusive_to_the_millisecond_and_to_the_day(accoun
 
     auth = {"Authorization": f"Bearer {demo['key']}"}
     charge(authenticate(auth), 500_000, "edge")  # 100 cents
-    (entry,) = accounts.ledger(1)
+    (entry,) = accounts.usage.ledger(1)
     at = str(entry["at"])  # the entry's own millisecond
     today = datetime.now(UTC).strftime("%Y-%m-%d")
     for query in ({"start_date": at, "end_date": at}, {"end_date": today}, {"start_date": today, "end_date": today}):
@@ -70,9 +70,9 @@ def test_subscription_reports_the_keys_authorized_quota(account_fn, demo, accoun
         "object": "billing_subscription", "has_payment_method": False, "soft_limit_usd": 100000000,
         "hard_limit_usd": 100000000, "system_hard_limit_usd": 100000000, "access_until": 0}
     expires = int(time.time()) + 3600
-    key, record = accounts.create_key(1, name="limited", quota=5_000_000, expires_at=expires)  # 10 USD
+    key, record = accounts.keys.create_key(1, name="limited", quota=5_000_000, expires_at=expires)  # 10 USD
     charge(authenticate({"x-api-key": key}), 1_000_000, "c")
-    accounts.add_key_quota(record["key_id"], 2_500_000)  # accumulates: 12 USD authorized in all
+    accounts.keys.add_key_quota(record["key_id"], 2_500_000)  # accumulates: 12 USD authorized in all
     _, body = get(account_fn, lambda_context, "/v1/dashboard/billing/subscription", {"Authorization": f"Bearer {key}"})
     assert (body["hard_limit_usd"], body["soft_limit_usd"], body["access_until"]) == (15, 15, expires)
 
@@ -99,15 +99,15 @@ def test_a_new_access_token_replaces_the_old_whichever_hash_sorts_first(account_
     low, high = sorted(["replacing-token-one", "replacing-token-two", "replacing-token-three"],
                        key=keys.hash_secret)[:2]
     for old, new in ((low, high), (high, low)):
-        accounts.set_access_token(1, old)
-        accounts.set_access_token(1, new)
+        accounts.users.set_access_token(1, old)
+        accounts.users.set_access_token(1, new)
         # Then the old one says it was replaced, the new one works
         status, body = get(account_fn, lambda_context, "/api/user/self", {"Authorization": old, "X-Api-User": "1"})
         assert status == 401 and "replaced by a newer one" in body["message"]
         status, _ = get(account_fn, lambda_context, "/api/user/self", {"Authorization": new, "X-Api-User": "1"})
         assert status == 200
     # and setting the same token again keeps it working
-    accounts.set_access_token(1, low)
+    accounts.users.set_access_token(1, low)
     status, _ = get(account_fn, lambda_context, "/api/user/self", {"Authorization": low, "X-Api-User": "1"})
     assert status == 200
 
@@ -128,7 +128,7 @@ def test_account_routes_need_a_key(account_fn, store, lambda_context):
 
 
 def test_open_reservations_are_indexed_under_every_shard_the_sweeper_reads_and_no_other():
-    from gateway.store.accounts import HOLD_SHARDS, hold_index_keys, hold_shard
+    from gateway.store.holds import HOLD_SHARDS, hold_index_keys, hold_shard
 
     shards = {hold_index_keys(f"r{n}", 1_800_000_000)["gsi1pk"] for n in range(200)}
     assert shards == {hold_shard(number) for number in range(HOLD_SHARDS)}
@@ -140,14 +140,14 @@ def test_a_keys_balances_are_read_strongly_consistent(demo, accounts, stale_repl
     from gateway import keys
 
     stale_replica("KEY")
-    key = accounts.get_key(keys.hash_secret(demo["key"]))
+    key = balances.get_key(keys.hash_secret(demo["key"]))
     assert key is not None and key["user_id"] == 1
 
 
 def test_an_invitation_code_is_found_by_a_strongly_consistent_read(demo, accounts, stale_replica):
     """A code handed out a moment ago (the inviter's page, then the sign-up) finds its user even
     where a replica has not caught up: the code's pointer is read consistently."""
-    user = accounts.create_user(username="inviter", quota=0)
-    code = accounts.get_user(int(user["id"]), consistent=True)["aff_code"]
+    user = accounts.users.create_user(username="inviter", quota=0)
+    code = balances.get_user(int(user["id"]))["aff_code"]
     stale_replica("AFF")
-    assert accounts.user_id_for_aff_code(code) == int(user["id"])
+    assert accounts.users.user_id_for_aff_code(code) == int(user["id"])

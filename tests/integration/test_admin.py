@@ -5,6 +5,7 @@ import json
 import pytest
 
 from gateway import admin
+from gateway.admission import balances
 from gateway.auth import authenticate
 
 
@@ -46,15 +47,15 @@ def test_amounts_must_be_valid(store):
 @pytest.mark.parametrize("days", ["0", "-3"])
 def test_issue_key_refuses_an_expiry_of_no_days_rather_than_issuing_a_key_that_never_expires(accounts, demo, days):
     with pytest.raises(ValueError, match="expires-in-days"):
-        admin.run(["issue-key", "--user", "1", "--name", "x", "--expires-in-days", days], accounts=accounts)
-    assert [k["name"] for k in accounts.list_keys(1)] == ["demo"]
+        admin.run(["issue-key", "--user", "1", "--name", "x", "--expires-in-days", days])
+    assert [k["name"] for k in balances.list_keys(1)] == ["demo"]
 
 
 def test_a_page_of_users_is_at_most_its_limit_by_id_and_says_where_to_go_on(accounts, monkeypatch):
     # Given users 1, 2, 4 and 5 (3 was never created: the walk of ids skips it)
     for user_id in (1, 2, 4, 5):
-        accounts.create_user(username=f"u{user_id}", user_id=user_id)
-    page = accounts.users_page
+        accounts.users.create_user(username=f"u{user_id}", user_id=user_id)
+    page = accounts.users.users_page
 
     def ids(found):
         return [int(u["id"]) for u in found[0]], found[1]
@@ -67,7 +68,7 @@ def test_a_page_of_users_is_at_most_its_limit_by_id_and_says_where_to_go_on(acco
 
     # and a page reads the ids up to the highest one taken, never past it (each key read costs)
     asked: list[str] = []
-    db = accounts._db
+    db = accounts.users._db
     real = db.batch_get_item
 
     def batch_get_item(**params):
@@ -80,59 +81,59 @@ def test_a_page_of_users_is_at_most_its_limit_by_id_and_says_where_to_go_on(acco
 
 
 def test_setting_fields_of_a_user_that_does_not_exist_is_user_not_found_and_creates_nothing(accounts):
-    from gateway.store.accounts import UserNotFound
+    from gateway.store.table import UserNotFound
 
     with pytest.raises(UserNotFound):
-        accounts.set_user_fields(99, {"display_name": "ghost"})
-    assert accounts.raw_user(99, consistent=True) is None
-    accounts.create_user(username="real", user_id=98)
-    assert accounts.set_user_fields(98, {"display_name": "Real"})["display_name"] == "Real"
+        accounts.users.set_user_fields(99, {"display_name": "ghost"})
+    assert accounts.users.raw_user(99, consistent=True) is None
+    accounts.users.create_user(username="real", user_id=98)
+    assert accounts.users.set_user_fields(98, {"display_name": "Real"})["display_name"] == "Real"
 
 
 def test_a_console_session_is_read_strongly_consistent(accounts, monkeypatch):
     # A session is used the moment sign-in answers (another instance may serve the next request)
     # and must stop the moment sign-out deletes it: an eventually consistent read could miss either.
     reads = []
-    real = accounts._db.get_item
+    real = accounts.sign_in._db.get_item
 
     def get_item(**params):
         if params["Key"]["pk"]["S"].startswith("SESSION#"):
             reads.append(params.get("ConsistentRead"))
         return real(**params)
 
-    monkeypatch.setattr(accounts._db, "get_item", get_item)
-    accounts.put_session("h" * 64, 1, 2**31)
-    assert accounts.get_session("h" * 64)["user_id"] == 1
-    accounts.delete_session("h" * 64)
-    assert accounts.get_session("h" * 64) is None
+    monkeypatch.setattr(accounts.sign_in._db, "get_item", get_item)
+    accounts.sign_in.put_session("h" * 64, 1, 2**31)
+    assert accounts.sign_in.get_session("h" * 64)["user_id"] == 1
+    accounts.sign_in.delete_session("h" * 64)
+    assert accounts.sign_in.get_session("h" * 64) is None
     assert reads == [True, True]
 
 
 def test_a_successful_sign_in_gives_back_exactly_its_own_attempt_to_its_address(accounts):
-    from gateway.store.accounts import SignInCounter
+    from gateway.store.signin import SignInCounter
 
     counter = SignInCounter("addr:192.0.2.5", 900, 50, 2700)
     for _ in range(3):
-        assert accounts.admit_sign_in([counter], 1000) is None
-    accounts.forget_sign_in_attempt("addr:192.0.2.5", 900, reset=False)
-    assert int(accounts.sign_in_counter("addr:192.0.2.5", 900)["attempts"]) == 2
+        assert accounts.sign_in.admit_sign_in([counter], 1000) is None
+    accounts.sign_in.forget_sign_in_attempt("addr:192.0.2.5", 900, reset=False)
+    assert int(accounts.sign_in.sign_in_counter("addr:192.0.2.5", 900)["attempts"]) == 2
 
 
 def test_a_user_enabled_again_is_status_1_as_new_api_shows_it(accounts):
     """new-api's user status (common/constants.go): `UserStatusEnabled = 1 // don't use 0, 0 is the default
     value!`, `UserStatusDisabled = 2`."""
-    user = accounts.create_user(username="toggled", quota=10)
+    user = accounts.users.create_user(username="toggled", quota=10)
     user_id = int(user["id"])
-    accounts.set_user_enabled(user_id, False)
-    assert int(accounts.raw_user(user_id, consistent=True)["status"]) == 2
-    accounts.set_user_enabled(user_id, True)
-    assert int(accounts.raw_user(user_id, consistent=True)["status"]) == 1
+    accounts.users.set_user_enabled(user_id, False)
+    assert int(accounts.users.raw_user(user_id, consistent=True)["status"]) == 2
+    accounts.users.set_user_enabled(user_id, True)
+    assert int(accounts.users.raw_user(user_id, consistent=True)["status"]) == 1
 
 
 def test_a_second_user_of_the_same_name_in_another_case_cannot_have_a_password(accounts):
-    first = accounts.create_user(username="Casey")
-    accounts.set_password(int(first["id"]), "hash-1")
-    second = accounts.create_user(username="casey")
+    first = accounts.users.create_user(username="Casey")
+    accounts.sign_in.set_password(int(first["id"]), "hash-1")
+    second = accounts.users.create_user(username="casey")
     with pytest.raises(ValueError, match="already signs in as another user"):
-        accounts.set_password(int(second["id"]), "hash-2")
-    assert not accounts.raw_user(int(second["id"]), consistent=True).get("password_hash")
+        accounts.sign_in.set_password(int(second["id"]), "hash-2")
+    assert not accounts.users.raw_user(int(second["id"]), consistent=True).get("password_hash")

@@ -14,19 +14,19 @@ from gateway import admin
 from gateway.admission import billing
 from gateway.auth import authenticate, clear_cache
 from gateway.errors import AuthenticationFailed
-from gateway.store.accounts import KeyNotFound
+from gateway.store.table import KeyNotFound
 from tests.conftest import ROOT
 
 
 def test_list_users_counts_what_open_quota_leases_hold_and_spent(demo):
     # Given a request held and settled on the demo user's quota lease (still open, not folded)
-    from gateway.admission import leases
+    from gateway.store import holds
 
     before = next(u for u in admin.run(["list-users"])["users"] if u["username"] == "demo")
     principal = authenticate({"x-api-key": demo["key"]})
     held = billing.reserve_request(principal, 500, model="m-small", route="test", request_id="listed")
     billing.settle(held, 120)
-    assert leases.open_leases(1), "the lease is still open"
+    assert holds.open_leases(1), "the lease is still open"
     # Then the operator's list shows the quota and the spend as the user sees them
     after = next(u for u in admin.run(["list-users"])["users"] if u["username"] == "demo")
     assert after["quota"] == before["quota"] - 120

@@ -13,6 +13,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from gateway.admission import balances
 from gateway.tasks import callbacks, engine
 from tests.conftest import serve_asgi
 from tests.integration.tasks_support import call, ledger_of, status_and_json, stored, task_count
@@ -66,7 +67,7 @@ def general(functions, ctx, task_id, key, taskid=None):
 
 
 def quota(accounts) -> int:
-    return accounts.get_user(1, consistent=True)["quota"]
+    return balances.get_user(1)["quota"]
 
 
 def test_a_text2video_task_goes_from_submit_to_succeed_in_the_upstreams_envelope_and_is_settled_once(
@@ -274,8 +275,8 @@ def test_another_users_task_and_an_unknown_one_are_404_with_code_1203(tasks_env,
                                                                        lambda_context):
     _, answer = post(functions, lambda_context, "/alpha/v1/videos/text2video", T2V, demo["key"])
     task_id = answer["data"]["task_id"]
-    accounts.create_user(username="eve", quota=10_000_000, user_id=2)
-    other, _ = accounts.create_key(2, name="eve")
+    accounts.users.create_user(username="eve", quota=10_000_000, user_id=2)
+    other, _ = accounts.keys.create_key(2, name="eve")
     for status, body in (t2v_query(functions, lambda_context, task_id, other),
                          general(functions, lambda_context, task_id, other),
                          t2v_query(functions, lambda_context, "task_unknown", demo["key"]),
@@ -299,8 +300,8 @@ def test_the_envelope_speaks_the_upstreams_codes_for_keys_and_quota(tasks_env, f
     assert status == 401 and body["code"] == 1001
     status, body = post(functions, lambda_context, "/alpha/v1/videos/text2video", T2V, "sk-" + "x" * 48)
     assert status == 401 and body["code"] == 1002
-    accounts.create_user(username="poor", quota=10, user_id=3)
-    poor, _ = accounts.create_key(3, name="poor")
+    accounts.users.create_user(username="poor", quota=10, user_id=3)
+    poor, _ = accounts.keys.create_key(3, name="poor")
     status, body = post(functions, lambda_context, "/alpha/v1/videos/text2video", T2V, poor)
     assert status == 429 and body["code"] == 1102 and set(body) == {"code", "message", "request_id", "data"}
     assert task_count() == 0
@@ -443,8 +444,8 @@ def test_custom_elements_and_voices_are_relayed_kept_per_user_and_free(tasks_env
               params={"voice_id": voice["voice_id"]}, query={"model_name": "alpha-video-o1"})
     assert one[0] == 200 and one[1]["data"] == voice
     # Another user sees none of them
-    accounts.create_user(username="eve", quota=10_000_000, user_id=2)
-    other, _ = accounts.create_key(2, name="eve")
+    accounts.users.create_user(username="eve", quota=10_000_000, user_id=2)
+    other, _ = accounts.keys.create_key(2, name="eve")
     assert get(functions, lambda_context, "/alpha/v1/general/custom-voices", other,
                query={"model_name": "alpha-video-o1"})[1]["data"] == []
     status, body = get(functions, lambda_context, path, other, resource="/alpha/v1/general/custom-voices/{voice_id}",

@@ -2,6 +2,7 @@ import time
 
 import pytest
 
+from gateway.admission import balances
 from gateway.auth import authenticate
 from gateway.errors import AuthenticationFailed
 
@@ -21,18 +22,18 @@ def test_missing_unknown_revoked_and_expired_keys_are_refused(demo, accounts):
         authenticate({})
     with pytest.raises(AuthenticationFailed, match="not valid"):
         authenticate({"Authorization": "Bearer sk-" + "x" * 48})
-    expired, _ = accounts.create_key(1, name="old", expires_at=int(time.time()) - 1)
+    expired, _ = accounts.keys.create_key(1, name="old", expires_at=int(time.time()) - 1)
     with pytest.raises(AuthenticationFailed, match="expired"):
         authenticate({"Authorization": f"Bearer {expired}"})
-    revoked, record = accounts.create_key(1, name="gone")
-    accounts.revoke_key(record["key_id"])
+    revoked, record = accounts.keys.create_key(1, name="gone")
+    accounts.keys.revoke_key(record["key_id"])
     with pytest.raises(AuthenticationFailed, match="revoked"):
         authenticate({"Authorization": f"Bearer {revoked}"})
 
 
 def test_keys_are_stored_only_as_hashes(demo, accounts):
-    key, record = accounts.create_key(1, name="secret")
-    assert key not in repr(record) and key not in repr(accounts.list_keys(1))
+    key, record = accounts.keys.create_key(1, name="secret")
+    assert key not in repr(record) and key not in repr(balances.list_keys(1))
     assert key.startswith("sk-") and len(key) >= 35
 
 
@@ -61,7 +62,7 @@ def test_a_key_looked_up_before_it_was_stored_works_as_soon_as_it_is(accounts, k
     key = "sk-" + "r" * 48
     with pytest.raises(AuthenticationFailed, match="not valid"):
         authenticate({"Authorization": f"Bearer {key}"})  # in flight while the runner seeds
-    ensure_demo_account(user_id=1, key=key, quota=1_000_000, access_token="race-access-token", accounts=accounts)
+    ensure_demo_account(user_id=1, key=key, quota=1_000_000, access_token="race-access-token")
     assert authenticate({"Authorization": f"Bearer {key}"}).user_id == 1  # at once, not after 5 s
 
 

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from gateway.admission import balances
 from gateway.settings import get_settings
 from gateway.store.aws import client
 from gateway.tasks import callbacks, engine
@@ -61,7 +62,7 @@ def fetch_sample(functions, ctx, link, redirects=None):
 
 
 def quota(accounts) -> int:
-    return accounts.get_user(1, consistent=True)["quota"]
+    return balances.get_user(1)["quota"]
 
 
 def test_a_beta_image_goes_from_submit_to_a_served_sample_following_the_polling_url(
@@ -211,7 +212,7 @@ def test_an_unknown_or_foreign_id_answers_task_not_found(tasks_env, functions, d
 
     task_id = submit(functions, lambda_context, BODY, demo["key"])[1]["id"]
     other = "sk-" + "o" * 48
-    ensure_demo_account(user_id=2, key=other, quota=500_000_000, access_token="other-token", accounts=accounts)
+    ensure_demo_account(user_id=2, key=other, quota=500_000_000, access_token="other-token")
     for key, wanted in ((other, task_id), (demo["key"], "no-such-id")):
         status, answer = get_result(functions, lambda_context, wanted, key)
         assert status == 200 and answer == {"id": wanted, "status": "Task not found", "result": None,
@@ -237,7 +238,7 @@ def test_every_bad_value_is_refused_naming_the_field_and_holds_nothing(
     body = {k: v for k, v in {**BODY, **change}.items() if v is not None}
     status, answer = submit(functions, lambda_context, body, demo["key"])
     assert status == 400 and set(answer) == {"detail"} and answer["detail"].startswith(f"{field}:"), answer
-    assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert quota(accounts) == before and task_count() == 0 and accounts.usage.ledger(1) == []
     assert_nothing_held(accounts, before)
 
 

@@ -6,7 +6,7 @@ from unittest.mock import create_autospec
 
 import pytest
 
-from gateway.admission import billing
+from gateway.admission import balances, billing
 from gateway.auth import authenticate
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from tests.integration.money_support import closed_as, open_reservations, reservation_record
@@ -15,8 +15,8 @@ from tests.integration.money_support import closed_as, open_reservations, reserv
 @pytest.fixture
 def limited(accounts):
     """User 7 with 1000 units and a key limited to 600 of them."""
-    accounts.create_user(username="ana", quota=1000, user_id=7)
-    key, _ = accounts.create_key(7, name="limited", quota=600)
+    accounts.users.create_user(username="ana", quota=1000, user_id=7)
+    key, _ = accounts.keys.create_key(7, name="limited", quota=600)
     return authenticate({"Authorization": f"Bearer {key}"})
 
 
@@ -33,14 +33,14 @@ def test_concurrent_reservations_never_overspend_the_key(limited, accounts):
         granted = sum(pool.map(attempt, range(20)))
     # Then exactly 12 get through and nothing goes below zero
     assert granted == 12
-    key = accounts.get_key(limited.key_hash)
+    key = balances.get_key(limited.key_hash)
     assert key["remain_quota"] == 0
-    assert accounts.get_user(7, consistent=True)["quota"] == 400
+    assert balances.get_user(7)["quota"] == 400
 
 
 def test_concurrent_reservations_never_overspend_the_user(accounts):
-    accounts.create_user(username="bo", quota=500, user_id=8)
-    principals = [authenticate({"x-api-key": accounts.create_key(8, name=f"k{i}")[0]}) for i in range(3)]
+    accounts.users.create_user(username="bo", quota=500, user_id=8)
+    principals = [authenticate({"x-api-key": accounts.keys.create_key(8, name=f"k{i}")[0]}) for i in range(3)]
 
     def attempt(i):
         try:
@@ -51,7 +51,7 @@ def test_concurrent_reservations_never_overspend_the_user(accounts):
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         assert sum(pool.map(attempt, range(12))) == 5
-    assert accounts.get_user(8, consistent=True)["quota"] == 0
+    assert balances.get_user(8)["quota"] == 0
 
 
 def test_settle_charges_the_real_price_exactly_once(limited, accounts):
@@ -62,23 +62,23 @@ def test_settle_charges_the_real_price_exactly_once(limited, accounts):
     # Then one of them did it, and the ledger and quotas moved once
     assert sorted(outcomes) == [False, False, True]
     assert billing.refund(reservation) is False
-    user = accounts.get_user(7, consistent=True)
+    user = balances.get_user(7)
     assert (user["quota"], user["used_quota"], user["request_count"]) == (880, 120, 1)
-    key = accounts.get_key(limited.key_hash)
+    key = balances.get_key(limited.key_hash)
     assert (key["remain_quota"], key["used_quota"]) == (480, 120)
-    entries = accounts.ledger(7)
+    entries = accounts.usage.ledger(7)
     assert [(e["request_id"], e["units"], e["outcome"]) for e in entries] == [("req-1", 120, "settled")]
 
 
 def test_refund_returns_the_whole_hold_exactly_once(limited, accounts):
     reservation = billing.reserve(limited, 250, model="m-small", route="test", reservation_id="req-2")
-    assert accounts.get_user(7, consistent=True)["quota"] == 750
+    assert balances.get_user(7)["quota"] == 750
     assert billing.refund(reservation, reason="upstream 500") is True
     assert billing.refund(reservation) is False
     assert billing.settle(reservation, 250) is False
-    assert accounts.get_user(7, consistent=True)["quota"] == 1000
-    assert accounts.get_key(limited.key_hash)["remain_quota"] == 600
-    (entry,) = accounts.ledger(7)
+    assert balances.get_user(7)["quota"] == 1000
+    assert balances.get_key(limited.key_hash)["remain_quota"] == 600
+    (entry,) = accounts.usage.ledger(7)
     assert (entry["units"], entry["outcome"]) == (0, "refunded")
     assert entry["log_type"] == billing.LOG_ERROR  # a refund is a failed request unless told otherwise
     assert "shortfall" not in entry  # nothing was priced, so nothing went uncharged
@@ -87,8 +87,8 @@ def test_refund_returns_the_whole_hold_exactly_once(limited, accounts):
 
 def test_an_account_too_low_behind_a_key_with_room_is_told_as_the_accounts_quota(accounts):
     # Given a user with 100 units and a key limited to 600: the account, not the key, runs short
-    accounts.create_user(username="eve", quota=100, user_id=12)
-    principal = authenticate({"x-api-key": accounts.create_key(12, name="k", quota=600)[0]})
+    accounts.users.create_user(username="eve", quota=100, user_id=12)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(12, name="k", quota=600)[0]})
     with pytest.raises(InsufficientQuota) as refused:
         billing.reserve(principal, 300, model="m-small", route="test", reservation_id="short-account")
     assert "account's remaining quota is too low" in refused.value.message
@@ -102,10 +102,10 @@ def test_a_reservation_recorded_before_holds_had_times_reads_as_time_zero():
 
 
 def test_a_revoked_key_cannot_reserve_even_while_its_lookup_is_cached(limited, accounts):
-    accounts.revoke_key(limited.key_id)
+    accounts.keys.revoke_key(limited.key_id)
     with pytest.raises(AuthenticationFailed):
         billing.reserve(limited, 10, model="m-small", route="test", reservation_id="after-revoke")
-    assert accounts.get_user(7, consistent=True)["quota"] == 1000
+    assert balances.get_user(7)["quota"] == 1000
 
 
 def test_reserving_an_id_already_in_flight_is_a_conflict_and_holds_nothing_more(limited, accounts):
@@ -116,7 +116,7 @@ def test_reserving_an_id_already_in_flight_is_a_conflict_and_holds_nothing_more(
         billing.reserve(limited, 100, model="m-small", route="test", reservation_id="same")
     # Then it is a 409 and the quota moved once only
     assert refused.value.status == 409
-    assert accounts.get_user(7, consistent=True)["quota"] == 900
+    assert balances.get_user(7)["quota"] == 900
 
 
 def test_reserving_a_closed_id_again_is_a_conflict_never_a_free_serving(limited, accounts):
@@ -124,32 +124,32 @@ def test_reserving_a_closed_id_again_is_a_conflict_never_a_free_serving(limited,
     billing.settle(reservation, 40)
     with pytest.raises(Conflict):
         billing.reserve(limited, 100, model="m-small", route="test", reservation_id="done")
-    assert accounts.get_user(7, consistent=True)["quota"] == 960
+    assert balances.get_user(7)["quota"] == 960
 
 
 def test_another_users_request_under_an_in_flight_id_is_refused_and_billed_to_nobody(limited, accounts):
     # Given user A's request in flight, When user B's request comes with A's id
     billing.reserve(limited, 100, model="m-small", route="test", reservation_id="a-in-flight")
-    accounts.create_user(username="bea", quota=1000, user_id=9)
-    other = authenticate({"x-api-key": accounts.create_key(9, name="b")[0]})
+    accounts.users.create_user(username="bea", quota=1000, user_id=9)
+    other = authenticate({"x-api-key": accounts.keys.create_key(9, name="b")[0]})
     with pytest.raises(Conflict):
         billing.reserve(other, 100, model="m-small", route="test", reservation_id="a-in-flight")
     # Then neither account moved for B's request
-    assert accounts.get_user(7, consistent=True)["quota"] == 900
-    assert accounts.get_user(9, consistent=True)["quota"] == 1000
+    assert balances.get_user(7)["quota"] == 900
+    assert balances.get_user(9)["quota"] == 1000
 
 
 def test_a_settlement_above_the_hold_takes_at_most_what_the_user_has_left(accounts):
     # Given a user with 1000 units and an unlimited key, and a request that held 300
-    accounts.create_user(username="cy", quota=1000, user_id=10)
-    principal = authenticate({"x-api-key": accounts.create_key(10, name="k")[0]})
+    accounts.users.create_user(username="cy", quota=1000, user_id=10)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(10, name="k")[0]})
     reservation = billing.reserve(principal, 300, model="m-small", route="test", reservation_id="over-user")
     # When the real price comes to 5000 units
     assert billing.settle(reservation, 5000) is True
     # Then the quota is at zero, never below, and the entry records what could not be charged
-    user = accounts.get_user(10, consistent=True)
+    user = balances.get_user(10)
     assert (user["quota"], user["used_quota"]) == (0, 1000)
-    (entry,) = accounts.ledger(10)
+    (entry,) = accounts.usage.ledger(10)
     assert (entry["units"], entry["shortfall"], entry["outcome"]) == (1000, 4000, "settled")
 
 
@@ -158,10 +158,10 @@ def test_a_settlement_above_the_hold_takes_at_most_what_a_limited_key_has_left(l
     reservation = billing.reserve(limited, 100, model="m-small", route="test", reservation_id="over-key")
     assert billing.settle(reservation, 2000) is True
     # Then the key is at zero, the user paid what the key could, and the shortfall is recorded
-    key = accounts.get_key(limited.key_hash)
+    key = balances.get_key(limited.key_hash)
     assert (key["remain_quota"], key["used_quota"]) == (0, 600)
-    assert accounts.get_user(7, consistent=True)["quota"] == 400
-    (entry,) = accounts.ledger(7)
+    assert balances.get_user(7)["quota"] == 400
+    (entry,) = accounts.usage.ledger(7)
     assert (entry["units"], entry["shortfall"]) == (600, 1400)
     assert billing.settle(reservation, 2000) is False  # and only once
 
@@ -169,7 +169,7 @@ def test_a_settlement_above_the_hold_takes_at_most_what_a_limited_key_has_left(l
 def test_a_settlement_within_the_hold_records_no_shortfall(limited, accounts):
     reservation = billing.reserve(limited, 300, model="m-small", route="test", reservation_id="within")
     billing.settle(reservation, 300)
-    (entry,) = accounts.ledger(7)
+    (entry,) = accounts.usage.ledger(7)
     assert entry["units"] == 300 and "shortfall" not in entry
 
 
@@ -181,7 +181,7 @@ def test_the_sweeper_refunds_a_reservation_past_its_hold_exactly_once_saying_why
     billing.reserve(limited, 100, model="m-small", route="test", reservation_id="running", hold_seconds=10_000)
     closed = billing.reserve_request(limited, 50, model="m-small", route="test", request_id="closed")
     billing.settle(closed, 50)
-    assert accounts.get_user(7, consistent=True)["quota"] == 650
+    assert balances.get_user(7)["quota"] == 650
     # When the sweeper runs after the first hold's deadline, twice
     later = stale.hold_until + 1
     first = billing.sweep_stale(now=later)
@@ -190,8 +190,8 @@ def test_the_sweeper_refunds_a_reservation_past_its_hold_exactly_once_saying_why
     assert first["refunded"] == 1 and second["refunded"] == 0
     assert billing.get_reservation("crashed").status == billing.REFUNDED
     assert billing.get_reservation("running").status == billing.RESERVED
-    assert accounts.get_user(7, consistent=True)["quota"] == 850
-    (entry,) = [e for e in accounts.ledger(7) if e["request_id"] == "crashed"]
+    assert balances.get_user(7)["quota"] == 850
+    (entry,) = [e for e in accounts.usage.ledger(7) if e["request_id"] == "crashed"]
     assert entry["outcome"] == "refunded" and "could no longer be running" in entry["detail"]["reason"]
 
 
@@ -209,14 +209,14 @@ def test_a_request_hold_outlasts_the_longest_request_and_a_task_hold_the_task_ma
 def test_a_settlement_above_the_hold_whose_quota_keeps_shrinking_still_charges_the_hold(accounts, monkeypatch):
     # Given a request that held 300 of 1000 units and came to 5000, and other requests of the
     # same user that take a unit each time this settlement reads what is left (contention)
-    accounts.create_user(username="dee", quota=1000, user_id=11)
-    principal = authenticate({"x-api-key": accounts.create_key(11, name="k")[0]})
+    accounts.users.create_user(username="dee", quota=1000, user_id=11)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(11, name="k")[0]})
     reservation = billing.reserve(principal, 300, model="m-small", route="test", reservation_id="shrinking")
     real_left = billing._left
 
     def left_then_spent(reservation):
         left = real_left(reservation)
-        accounts.add_user_quota(11, -1)  # another request of the user's spends after the read
+        balances.add_user_quota(11, -1)  # another request of the user's spends after the read
         return left
 
     monkeypatch.setattr(billing, "_left", create_autospec(billing._left, side_effect=left_then_spent))
@@ -226,9 +226,9 @@ def test_a_settlement_above_the_hold_whose_quota_keeps_shrinking_still_charges_t
     # settled (never left open for the sweeper to refund: served free), the quota never below 0
     closed_as("shrinking", billing.SETTLED, 300)
     assert open_reservations(11) == []
-    (entry,) = accounts.ledger(11)
+    (entry,) = accounts.usage.ledger(11)
     assert (entry["units"], entry["shortfall"]) == (300, 4700)
-    assert accounts.get_user(11, consistent=True)["quota"] == 1000 - 300 - (billing._SETTLE_ATTEMPTS - 1)
+    assert balances.get_user(11)["quota"] == 1000 - 300 - (billing._SETTLE_ATTEMPTS - 1)
 
 
 def test_a_ledger_entry_and_a_reservation_carry_their_times(limited, accounts, monkeypatch):
@@ -248,7 +248,7 @@ def test_a_ledger_entry_and_a_reservation_carry_their_times(limited, accounts, m
     # Then the reservation knows when it was made, the entry when it was written (in ms), and
     # the entry expires exactly 30 days after it was written
     assert int(before) <= billing.get_reservation("timed").created_at <= after
-    (entry,) = accounts.ledger(7)
+    (entry,) = accounts.usage.ledger(7)
     assert before * 1000 - 1000 <= entry["at"] <= after * 1000
     assert entry["expires_ttl"] == entry["at"] // 1000 + 30 * 86400
 
@@ -277,32 +277,32 @@ def test_the_sweeper_with_nothing_overdue_reports_nothing_done(limited):
 def test_a_replayed_request_id_is_claimed_once_then_refused_as_a_duplicate(limited, accounts):
     # Given a request served under API Gateway's request id (claimed first)
     billing.reserve_request(limited, 50, model="m-small", route="test", request_id="apigw-1", claim_id=True)
-    quota = accounts.get_user(7, consistent=True)["quota"]
+    quota = balances.get_user(7)["quota"]
     # When the same event is replayed, Then it is a 409 duplicate_request that holds nothing more
     with pytest.raises(Conflict) as caught:
         billing.reserve_request(limited, 50, model="m-small", route="test", request_id="apigw-1", claim_id=True)
     assert caught.value.code == "duplicate_request"
-    assert accounts.get_user(7, consistent=True)["quota"] == quota
+    assert balances.get_user(7)["quota"] == quota
 
 
 def test_a_user_disabled_after_its_key_was_read_is_refused_as_disabled_not_as_short_of_quota(limited, accounts):
     # Given a key authenticated while its user was enabled, then the user's profile disabled
     # (`disable-user` writes the profile first, its keys after: a request may come in between)
     from gateway.settings import get_settings
-    from gateway.store.accounts import PROFILE, user_pk
     from gateway.store.aws import client, to_item, to_values
+    from gateway.store.table import PROFILE, user_pk
 
     client("dynamodb").update_item(
         TableName=get_settings().accounts_table, Key=to_item({"pk": user_pk(7), "sk": PROFILE}),
         UpdateExpression="SET #s = :disabled", ExpressionAttributeNames={"#s": "status"},
         ExpressionAttributeValues=to_values({":disabled": 2}))
-    assert accounts.get_key(limited.key_hash)["status"] == "active"
+    assert balances.get_key(limited.key_hash)["status"] == "active"
     # When it reserves, Then it is refused for the disabled user, and nothing is held
     with pytest.raises(AuthenticationFailed) as caught:
         billing.reserve(limited, 10, model="m-small", route="test", reservation_id="disabled-user")
     assert "disabled" in str(caught.value)
     assert billing.get_reservation("disabled-user") is None
-    assert accounts.get_user(7, consistent=True)["quota"] == 1000
+    assert balances.get_user(7)["quota"] == 1000
 
 
 def test_a_settlement_reports_the_units_billed_metric_and_a_refund_does_not(limited, capsys):
@@ -329,14 +329,16 @@ def _calls(operation: str) -> list[dict]:
 
     seen: list[dict] = []
 
+    from gateway.admission import transactions
     from gateway.store import aws
 
     layer = billing.__file__.rsplit("/admission/", 1)[0]
+    shared = (aws.__file__, transactions.__file__)
 
     def note(params, **_):  # the innermost frame of the layer that made the call (through the
-        frame = sys._getframe(1)  # store's shared `transact`) is billing's
+        frame = sys._getframe(1)  # shared `transact`s) is billing's
         while frame is not None and (not frame.f_code.co_filename.startswith(layer)
-                                     or frame.f_code.co_filename == aws.__file__):
+                                     or frame.f_code.co_filename in shared):
             frame = frame.f_back
         if frame is not None and frame.f_code.co_filename == billing.__file__:
             seen.append(dict(params))
@@ -347,13 +349,13 @@ def _calls(operation: str) -> list[dict]:
 
 def test_a_task_that_took_the_last_units_of_user_and_key_settles_under_its_hold(accounts):
     # Given a user with 600 units behind a key limited to 600, and a task that held all of them
-    accounts.create_user(username="dee", quota=600, user_id=11)
-    principal = authenticate({"x-api-key": accounts.create_key(11, name="k", quota=600)[0]})
+    accounts.users.create_user(username="dee", quota=600, user_id=11)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(11, name="k", quota=600)[0]})
     reservation = billing.reserve(principal, 600, model="m-small", route="test", reservation_id="all-in")
     # When it settles at 500, under its hold (nothing above the hold is asked of empty quotas)
     assert billing.settle(reservation, 500) is True
     # Then it is settled and the rest of the hold is back on both
-    assert accounts.get_user(11, consistent=True)["quota"] == 100
+    assert balances.get_user(11)["quota"] == 100
     assert closed_as("all-in", billing.SETTLED, 500)
 
 
@@ -375,13 +377,13 @@ def test_the_sweeper_writes_nothing_for_a_reservation_it_reads_as_closed(limited
     counts = billing.sweep_stale(now=time.time() + 60)
     # Then it is counted as closed without a refund's transaction, and nothing moved
     assert counts["already_closed"] == 1 and counts["refunded"] == 0 and transactions == []
-    assert accounts.get_user(7, consistent=True)["quota"] == (960 if outcome == "settled" else 1000)
+    assert balances.get_user(7)["quota"] == (960 if outcome == "settled" else 1000)
 
 
 def test_a_settlement_above_the_hold_of_a_closed_reservation_is_one_refused_write(accounts):
     # Given a closed reservation of a user with nothing left beyond it
-    accounts.create_user(username="eve", quota=300, user_id=12)
-    principal = authenticate({"x-api-key": accounts.create_key(12, name="k")[0]})
+    accounts.users.create_user(username="eve", quota=300, user_id=12)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(12, name="k")[0]})
     reservation = billing.reserve(principal, 300, model="m-small", route="test", reservation_id="closed-over")
     billing.refund(reservation)
     transactions = _calls("TransactWriteItems")
@@ -389,7 +391,7 @@ def test_a_settlement_above_the_hold_of_a_closed_reservation_is_one_refused_writ
     assert billing.settle(reservation, 5000) is False
     # Then it is known closed from its one refused write: no smaller charge is tried after it
     assert len(transactions) == 1
-    assert accounts.get_user(12, consistent=True)["quota"] == 300
+    assert balances.get_user(12)["quota"] == 300
 
 
 def test_every_read_billing_decides_on_is_strongly_consistent(limited, accounts):
@@ -402,13 +404,13 @@ def test_every_read_billing_decides_on_is_strongly_consistent(limited, accounts)
     billing.get_reservation("c-1")
     with pytest.raises(Conflict):  # an id used already: whether the hold found is this very one
         billing.reserve(limited, 10, model="m-small", route="test", reservation_id="c-1")
-    accounts.create_user(username="gus", quota=10**6, user_id=14)
-    rich = authenticate({"x-api-key": accounts.create_key(14, name="k")[0]})
+    accounts.users.create_user(username="gus", quota=10**6, user_id=14)
+    rich = authenticate({"x-api-key": accounts.keys.create_key(14, name="k")[0]})
     billing.reserve_request(rich, 10, model="m-small", route="test", request_id="c-3", claim_id=True)
     with pytest.raises(Conflict):  # a claim that meets another reads it
         billing.reserve_request(rich, 10, model="m-small", route="test", request_id="c-3", claim_id=True)
-    accounts.create_user(username="fay", quota=10, user_id=13)
-    poor = authenticate({"x-api-key": accounts.create_key(13, name="k")[0]})
+    accounts.users.create_user(username="fay", quota=10, user_id=13)
+    poor = authenticate({"x-api-key": accounts.keys.create_key(13, name="k")[0]})
     with pytest.raises(InsufficientQuota):  # the user's refusal reads the profile
         billing.reserve(poor, 500, model="m-small", route="test", reservation_id="c-4")
     assert len(reads) >= 5 and all(read.get("ConsistentRead") is True for read in reads), reads
@@ -416,11 +418,11 @@ def test_every_read_billing_decides_on_is_strongly_consistent(limited, accounts)
 
 def test_a_settlement_above_the_hold_never_takes_a_limited_key_below_zero_when_the_user_is_rich(accounts):
     # Given a rich user behind a key limited to 600, and a task that held 300 of them
-    accounts.create_user(username="hal", quota=10**6, user_id=15)
-    principal = authenticate({"x-api-key": accounts.create_key(15, name="k", quota=600)[0]})
+    accounts.users.create_user(username="hal", quota=10**6, user_id=15)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(15, name="k", quota=600)[0]})
     reservation = billing.reserve(principal, 300, model="m-small", route="test", reservation_id="key-binds")
     # When its real price comes to 5000 units
     assert billing.settle(reservation, 5000) is True
     # Then the key gives what it had (600 in all), never more
-    key = accounts.list_keys(15)[0]
-    assert key["remain_quota"] == 0 and accounts.get_user(15, consistent=True)["quota"] == 10**6 - 600
+    key = balances.list_keys(15)[0]
+    assert key["remain_quota"] == 0 and balances.get_user(15)["quota"] == 10**6 - 600

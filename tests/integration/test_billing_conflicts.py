@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from gateway.admission import billing
+from gateway.admission import balances, billing, transactions
 from gateway.auth import authenticate
 from gateway.errors import RateLimited
 from gateway.store import aws
@@ -42,46 +42,46 @@ def principal(demo):
 
 def test_a_settlement_cancelled_by_a_conflict_is_retried_and_charged_once(principal, accounts, monkeypatch):
     # Given a reservation of 1000 units
-    before = accounts.get_user(1, consistent=True)["quota"]
+    before = balances.get_user(1)["quota"]
     reservation = billing.reserve(principal, 1000, model="m-small", route="/v1/chat/completions",
                                   reservation_id="conflict-settle")
     # When its settlement meets two conflicts with other transactions first
-    conflicting = _Conflicting(billing._db(), 2)
-    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    conflicting = _Conflicting(transactions._db(), 2)
+    monkeypatch.setattr(transactions, "_db", lambda: conflicting)
     settled = billing.settle(reservation, 400)
     # Then it is settled (not taken for "already closed"), exactly once
     assert settled is True
-    assert accounts.get_user(1, consistent=True)["quota"] == before - 400
+    assert balances.get_user(1)["quota"] == before - 400
     assert billing.get_reservation("conflict-settle").status == billing.SETTLED
     assert billing.settle(reservation, 400) is False
 
 
 def test_a_reservation_cancelled_by_a_conflict_is_retried_not_refused_for_quota(principal, accounts, monkeypatch):
-    before = accounts.get_user(1, consistent=True)["quota"]
-    conflicting = _Conflicting(billing._db(), 1)
-    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    before = balances.get_user(1)["quota"]
+    conflicting = _Conflicting(transactions._db(), 1)
+    monkeypatch.setattr(transactions, "_db", lambda: conflicting)
     reservation = billing.reserve(principal, 700, model="m-small", route="/v1/chat/completions",
                                   reservation_id="conflict-reserve")
     assert reservation.units == 700
-    assert accounts.get_user(1, consistent=True)["quota"] == before - 700
+    assert balances.get_user(1)["quota"] == before - 700
 
 
 def test_a_conflict_that_never_clears_is_a_429_to_retry_and_moves_nothing(principal, accounts, monkeypatch):
-    before = accounts.get_user(1, consistent=True)["quota"]
-    conflicting = _Conflicting(billing._db(), 1000)
-    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    before = balances.get_user(1)["quota"]
+    conflicting = _Conflicting(transactions._db(), 1000)
+    monkeypatch.setattr(transactions, "_db", lambda: conflicting)
     monkeypatch.setattr(aws.time, "sleep", lambda _: None)
     with pytest.raises(RateLimited) as caught:
         billing.reserve(principal, 700, model="m-small", route="/v1/chat/completions",
                         reservation_id="conflict-forever")
     assert caught.value.headers == {"Retry-After": "1"}
-    assert accounts.get_user(1, consistent=True)["quota"] == before
+    assert balances.get_user(1)["quota"] == before
 
 
 def test_the_pause_before_each_new_attempt_doubles(principal, accounts, monkeypatch):
     # Given a reservation that meets three conflicts, with each pause's upper bound recorded
-    conflicting = _Conflicting(billing._db(), 3)
-    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    conflicting = _Conflicting(transactions._db(), 3)
+    monkeypatch.setattr(transactions, "_db", lambda: conflicting)
     bounds: list[float] = []
     monkeypatch.setattr(aws.random, "uniform", lambda low, high: bounds.append(high) or 0.0)
     monkeypatch.setattr(aws.time, "sleep", lambda _: None)
@@ -93,22 +93,22 @@ def test_the_pause_before_each_new_attempt_doubles(principal, accounts, monkeypa
 def test_a_reservation_that_conflicts_on_all_but_its_last_attempt_still_goes_through(principal, accounts,
                                                                                       monkeypatch):
     # Given a reservation whose first five transactions (of six allowed) meet a conflict
-    before = accounts.get_user(1, consistent=True)["quota"]
-    conflicting = _Conflicting(billing._db(), aws.TRANSACT_ATTEMPTS - 1)
-    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    before = balances.get_user(1)["quota"]
+    conflicting = _Conflicting(transactions._db(), aws.TRANSACT_ATTEMPTS - 1)
+    monkeypatch.setattr(transactions, "_db", lambda: conflicting)
     monkeypatch.setattr(aws.time, "sleep", lambda _: None)
     # When it reserves
     reservation = billing.reserve(principal, 70, model="m-small", route="/v1/chat/completions",
                                   reservation_id="conflict-last-attempt")
     # Then the sixth attempt holds it: no 429 while an attempt is left
     assert reservation.units == 70
-    assert accounts.get_user(1, consistent=True)["quota"] == before - 70
+    assert balances.get_user(1)["quota"] == before - 70
     assert billing.get_reservation("conflict-last-attempt").status == billing.RESERVED
 
 
 def test_a_conflict_that_never_clears_is_asked_six_times_in_all(principal, accounts, monkeypatch):
-    conflicting = _Conflicting(billing._db(), 1000)
-    monkeypatch.setattr(billing, "_db", lambda: conflicting)
+    conflicting = _Conflicting(transactions._db(), 1000)
+    monkeypatch.setattr(transactions, "_db", lambda: conflicting)
     monkeypatch.setattr(aws.time, "sleep", lambda _: None)
     with pytest.raises(RateLimited):
         billing.reserve(principal, 700, model="m-small", route="/v1/chat/completions", reservation_id="six")

@@ -332,7 +332,7 @@ def test_paging_and_only_an_operator(upstream, account_fn, lambda_context, accou
     for query in ({"p": "0"}, {"page_size": "101"}, {"p": "x"}):
         status, refused = api(account_fn, lambda_context, "GET", "/api/channel/", query=query)
         assert status == 400 and refused["message"].startswith(next(iter(query))), query
-    accounts.create_user(username="ann", access_token="ann-access-token")
+    accounts.users.create_user(username="ann", access_token="ann-access-token")
     ann = {"Authorization": "ann-access-token", "X-Api-User": "2"}
     for method, path in (("GET", "/api/channel/"), ("POST", "/api/channel/"), ("PUT", "/api/channel/"),
                          ("GET", "/api/channel/2"), ("DELETE", "/api/channel/2"), ("GET", "/api/channel/test/2")):

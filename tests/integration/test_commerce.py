@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 
 from gateway import options
+from gateway.admission import balances
 from gateway.commerce import credits, redemption
 from gateway.commerce.store import CommerceRepository
 from gateway.schemas.commerce import CODE_USED, CodeUpdate, NewCodes, Redeem
@@ -31,7 +32,7 @@ def fresh_options():
 @pytest.fixture
 def people(demo, accounts):
     """The demo user (1, role 100, an operator) and ann (a user), each with an access token."""
-    ann = accounts.create_user(username="ann", quota=0, access_token="ann-access-token")
+    ann = accounts.users.create_user(username="ann", quota=0, access_token="ann-access-token")
     return {"demo": 1, "ann": int(ann["id"])}
 
 
@@ -50,7 +51,7 @@ def call(fn, ctx, method, path, *, headers=None, body=None, query=None, resource
 
 
 def quota(accounts, user_id: int) -> int:
-    return int(accounts.get_user(user_id, consistent=True)["quota"])
+    return int(balances.get_user(user_id)["quota"])
 
 
 # --- status and options ---------------------------------------------------------------------------------
@@ -171,8 +172,8 @@ def test_a_user_redeems_a_code_once_and_sees_it_in_the_log_not_in_spend(commerce
 
     log = requestlog.account_log(people["ann"], {"type": "1"})["data"]["items"]
     assert [(e["type"], e["quota"]) for e in log] == [(1, 1_000_000)] and "welcome" in log[0]["content"]
-    assert accounts.ledger(people["ann"]) == []
-    assert accounts.usage(people["ann"]).units == 0
+    assert accounts.usage.ledger(people["ann"]) == []
+    assert balances.usage(people["ann"]).units == 0
 
 
 def test_an_expired_disabled_or_unknown_code_is_refused_and_changes_nothing(commerce_fn, lambda_context, people,
@@ -275,7 +276,7 @@ def test_an_edit_may_not_set_an_expiry_that_is_not_in_the_future(people):
 
 def test_two_hundred_parallel_redemptions_of_one_code_credit_once(people, accounts):
     repo = CommerceRepository()
-    users = [int(accounts.create_user(username=f"u{n}")["id"]) for n in range(200)]
+    users = [int(accounts.users.create_user(username=f"u{n}")["id"]) for n in range(200)]
     (key,) = redemption.create(NewCodes(name="race", quota=777), 1, repo)["data"]
     outcomes: list[str] = []
     lock = threading.Lock()
@@ -324,7 +325,7 @@ _REDEEMER = textwrap.dedent("""
 def test_redeemers_in_separate_processes_credit_a_code_once(people, accounts, aws):
     """Many instances: four processes, each its own boto3 clients, race for the same codes."""
     repo = CommerceRepository()
-    users = [int(accounts.create_user(username=f"p{n}")["id"]) for n in range(40)]
+    users = [int(accounts.users.create_user(username=f"p{n}")["id"]) for n in range(40)]
     keys = redemption.create(NewCodes(name="multi", quota=100, count=5), 1, repo)["data"]
     env = {**os.environ, **aws.environment(), "PYTHONPATH": os.pathsep.join(
         [str(ROOT / "layers" / "gateway"), str(ROOT / "local")])}
@@ -348,7 +349,7 @@ def test_randomized_codes_and_redeemers_create_or_lose_no_unit(people, accounts,
 
     rng = random.Random(seed)
     repo = CommerceRepository()
-    users = [int(accounts.create_user(username=f"r{n}")["id"]) for n in range(12)]
+    users = [int(accounts.users.create_user(username=f"r{n}")["id"]) for n in range(12)]
     keys = redemption.create(NewCodes(name="rand", quota=1000, count=30), 1, repo)["data"]
     credited_by_deleted: Counter = Counter()  # units of used codes deleted later (their credit stays)
     deleted_used = [0]
@@ -418,4 +419,4 @@ def test_every_state_changing_commerce_route_refuses_a_cross_site_form_with_415(
                       body='{"key":"Notice","value":"x","name":"n","quota":1,"username":"zed","password":"a long one"}')
     answer = commerce_fn.lambda_handler(event, lambda_context)
     assert answer["statusCode"] == 415 and "application/json" in json.loads(answer["body"])["message"]
-    assert OptionsRepository().options() == {} and accounts.user_id_for_username("zed") is None
+    assert OptionsRepository().options() == {} and accounts.sign_in.user_id_for_username("zed") is None

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from gateway.admission import balances
 from gateway.api import session
 from gateway.passwords import hash_password, verify_password
 from tests.conftest import api_event, use_environment
@@ -16,9 +17,9 @@ PASSWORD = "correct horse battery"
 @pytest.fixture
 def people(demo, accounts):
     """The demo user (1, role 100 as under make run) and ann (2, a user), each with a password."""
-    ann = accounts.create_user(username="ann", quota=5_000_000, access_token="ann-access-token")
-    session.set_password(1, PASSWORD, accounts)
-    session.set_password(int(ann["id"]), PASSWORD, accounts)
+    ann = accounts.users.create_user(username="ann", quota=5_000_000, access_token="ann-access-token")
+    session.set_password(1, PASSWORD, accounts.sign_in)
+    session.set_password(int(ann["id"]), PASSWORD, accounts.sign_in)
     return {"demo": 1, "ann": int(ann["id"])}
 
 
@@ -86,7 +87,7 @@ def test_sign_out_ends_the_session_for_good(account_fn, people, lambda_context):
 
 def test_a_disabled_user_cannot_sign_in_and_its_session_stops(account_fn, people, lambda_context, accounts):
     _, _, headers = sign_in(account_fn, lambda_context, "ann")
-    accounts.set_user_enabled(people["ann"], False)
+    accounts.users.set_user_enabled(people["ann"], False)
     status, _, _ = call(account_fn, lambda_context, "GET", "/api/user/self",
                         headers={"Cookie": cookie_of(headers), "X-Api-User": str(people["ann"])})
     assert status == 401
@@ -118,12 +119,12 @@ def test_a_broken_sign_in_is_a_400_naming_the_field(account_fn, people, lambda_c
 
 
 def test_the_spend_per_day_and_model_comes_from_the_day_totals(account_fn, people, lambda_context, accounts):
-    from gateway.store.accounts import day_total_updates
+    from gateway.store.usage import day_total_updates
 
     now = datetime.now(UTC)
     for model, units in (("m-small", 300), ("m-small", 200), ("m-large", 1000)):
-        accounts._db.transact_write_items(TransactItems=day_total_updates(
-            accounts.table, user_id=people["ann"], key_id="k1", model=model, units=units, at=now))
+        accounts.usage._db.transact_write_items(TransactItems=day_total_updates(
+            accounts.usage.table, user_id=people["ann"], key_id="k1", model=model, units=units, at=now))
     who = {"Authorization": "ann-access-token", "X-Api-User": str(people["ann"])}
     status, body, _ = call(account_fn, lambda_context, "GET", "/api/data/self", headers=who, query={"days": "7"})
     assert status == 200
@@ -163,12 +164,12 @@ def test_an_operator_creates_a_user_adds_quota_sets_limits_and_disables_it(accou
     quota_path, quota_resource = f"/api/admin/users/{bob}/quota", "/api/admin/users/{id}/quota"
     status, added, _ = call(account_fn, lambda_context, "POST", quota_path, resource=quota_resource, headers=op,
                             body={"quota": 2500})
-    assert status == 200 and added["data"]["quota"] == 3500 and accounts.get_user(bob)["quota"] == 3500
+    assert status == 200 and added["data"]["quota"] == 3500 and balances.get_user(bob)["quota"] == 3500
     for wrong in ({"quota": 0}, {"quota": -5}, {"quota": "5"}, {"quota": 1.5}, {"quota": True}, {}):
         status, body, _ = call(account_fn, lambda_context, "POST", quota_path, resource=quota_resource,
                                headers=op, body=wrong)
         assert status == 400 and body["message"].startswith("quota"), wrong
-    assert accounts.get_user(bob)["quota"] == 3500
+    assert balances.get_user(bob)["quota"] == 3500
     status, _, _ = call(account_fn, lambda_context, "POST", "/api/admin/users/999/quota", resource=quota_resource,
                         headers=op, body={"quota": 5})
     assert status == 404
@@ -177,7 +178,7 @@ def test_an_operator_creates_a_user_adds_quota_sets_limits_and_disables_it(accou
                               resource="/api/admin/users/{id}/limits", headers=op,
                               body={"rpm": 30, "budget_usd": 2, "budget_period": "daily"})
     assert status == 200 and (limited["data"]["rpm"], limited["data"]["budget_usd"]) == (30, 2)
-    assert accounts.get_user(bob)["rpm"] == 30
+    assert balances.get_user(bob)["rpm"] == 30
 
     status, page, _ = call(account_fn, lambda_context, "GET", "/api/admin/users", headers=op,
                            query={"page_size": "2"})
@@ -190,7 +191,7 @@ def test_an_operator_creates_a_user_adds_quota_sets_limits_and_disables_it(accou
     status_path = f"/api/admin/users/{bob}/status"
     status, _, _ = call(account_fn, lambda_context, "PUT", status_path, resource="/api/admin/users/{id}/status",
                         headers=op, body={"status": 2})
-    assert status == 200 and accounts.get_user(bob)["status"] == 2
+    assert status == 200 and balances.get_user(bob)["status"] == 2
     assert sign_in(account_fn, lambda_context, "bob", "bob's password")[0] == 401
     status, _, _ = call(account_fn, lambda_context, "PUT", status_path, resource="/api/admin/users/{id}/status",
                         headers=op, body={"status": True})
@@ -198,17 +199,17 @@ def test_an_operator_creates_a_user_adds_quota_sets_limits_and_disables_it(accou
     status, body, _ = call(account_fn, lambda_context, "PUT", "/api/admin/users/1/status",
                            resource="/api/admin/users/{id}/status", headers=op, body={"status": 2})
     assert status == 400 and body["message"] == "id: an operator cannot disable its own account"
-    assert accounts.get_user(1)["status"] == 1
+    assert balances.get_user(1)["status"] == 1
 
 
 def test_the_operator_sees_the_channels_without_their_keys_and_spend_across_users(
         account_fn, people, lambda_context, accounts):
-    from gateway.store.accounts import day_total_updates
+    from gateway.store.usage import day_total_updates
 
     now = datetime.now(UTC)
     for user_id, units in ((1, 100), (people["ann"], 250)):
-        accounts._db.transact_write_items(TransactItems=day_total_updates(
-            accounts.table, user_id=user_id, key_id="k", model="m-small", units=units, at=now))
+        accounts.usage._db.transact_write_items(TransactItems=day_total_updates(
+            accounts.usage.table, user_id=user_id, key_id="k", model="m-small", units=units, at=now))
     op = {"Authorization": "demo-access-token", "X-Api-User": "1"}
     status, spend, _ = call(account_fn, lambda_context, "GET", "/api/admin/spend", headers=op, query={"days": "30"})
     assert status == 200 and spend["data"]["rows"] == [

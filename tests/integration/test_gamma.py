@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from gateway.admission import balances
 from gateway.settings import get_settings
 from gateway.tasks import engine
 from tests.integration.money_support import assert_nothing_held
@@ -28,7 +29,7 @@ def query(functions, ctx, task_id, key):
 
 
 def quota(accounts) -> int:
-    return accounts.get_user(1, consistent=True)["quota"]
+    return balances.get_user(1)["quota"]
 
 
 def with_prompt(prompt: str) -> dict:
@@ -154,7 +155,7 @@ def test_an_unknown_or_foreign_task_id_answers_unknown_like_the_upstream(
 
     task_id = submit(functions, lambda_context, I2V, demo["key"])[1]["output"]["task_id"]
     other = "sk-" + "o" * 48
-    ensure_demo_account(user_id=2, key=other, quota=500_000_000, access_token="other-token", accounts=accounts)
+    ensure_demo_account(user_id=2, key=other, quota=500_000_000, access_token="other-token")
     for key, wanted in ((other, task_id), (demo["key"], "no-such-task")):
         status, answer = query(functions, lambda_context, wanted, key)
         assert status == 200 and answer["output"] == {"task_id": wanted, "task_status": "UNKNOWN"}
@@ -191,7 +192,7 @@ def test_every_bad_value_is_an_invalid_parameter_naming_the_field_and_holds_noth
     status, answer = submit(functions, lambda_context, {**I2V, **change}, demo["key"])
     assert status == 400 and answer["code"] == "InvalidParameter" and answer["request_id"]
     assert answer["message"].startswith(f"{field}:"), answer["message"]
-    assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert quota(accounts) == before and task_count() == 0 and accounts.usage.ledger(1) == []
     assert_nothing_held(accounts, before)
 
 

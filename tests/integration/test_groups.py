@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from gateway import auth, options
+from gateway.admission import balances
 from tests.channel_health_support import FakeUpstreams
 from tests.conftest import api_event, use_environment
 from tests.integration.money_support import assert_nothing_held
@@ -55,8 +56,8 @@ def call(fn, ctx, method: str, path: str, *, headers=None, body=None, query=None
 @pytest.fixture
 def ann(demo, accounts):
     """A user of the default group with 500 USD, an access token and a key."""
-    user = accounts.create_user(username="ann", quota=QUOTA, access_token="ann-access-token")
-    key, _ = accounts.create_key(int(user["id"]), name="main")
+    user = accounts.users.create_user(username="ann", quota=QUOTA, access_token="ann-access-token")
+    key, _ = accounts.keys.create_key(int(user["id"]), name="main")
     return {"id": int(user["id"]), "key": key,
             "headers": {"Authorization": "Bearer ann-access-token", "X-Api-User": str(user["id"])}}
 
@@ -78,7 +79,7 @@ def chat(gateway_url: str, key: str, model: str = "m-small") -> str:
 
 
 def newest_entry(accounts, user_id: int) -> dict:
-    return max(accounts.ledger(user_id), key=lambda e: (int(e["at"]), e["sk"]))
+    return max(accounts.usage.ledger(user_id), key=lambda e: (int(e["at"]), e["sk"]))
 
 
 def test_a_user_moved_to_a_half_price_group_pays_exactly_half_hold_and_settlement(
@@ -156,7 +157,7 @@ def test_a_group_without_a_ratio_is_a_400_and_only_operators_move_users(account_
     assert status == 404
     status, body = move(account_fn, lambda_context, ann["id"], group="vip", quota=5)
     assert status == 400 and "quota" in body["message"]
-    assert accounts.get_user(ann["id"], consistent=True)["group"] == "default"
+    assert balances.get_user(ann["id"])["group"] == "default"
 
 
 @pytest.mark.parametrize(("value", "words"), [

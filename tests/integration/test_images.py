@@ -17,6 +17,7 @@ import socket
 import httpx
 import pytest
 
+from gateway.admission import balances
 from gateway.api import images as images_api
 from gateway.multipart import MAX_REQUEST_BYTES
 from gateway_local.invoke import _invoke_asgi
@@ -76,8 +77,8 @@ def edit(url, fields, key, image=("photo.png", PNG, "image/png"), files=None):
 
 
 def balance(accounts, user_id=1):
-    user = accounts.get_user(user_id, consistent=True)
-    ledger = [(e["model"], e["units"], e["reserved_units"], e["outcome"]) for e in accounts.ledger(user_id)]
+    user = balances.get_user(user_id)
+    ledger = [(e["model"], e["units"], e["reserved_units"], e["outcome"]) for e in accounts.usage.ledger(user_id)]
     return user["quota"], user["used_quota"], user["request_count"], ledger
 
 
@@ -383,7 +384,7 @@ def test_failover_skips_a_dead_and_a_failing_channel_and_bills_once(
     assert (hits["down"], hits["chat"]) == (1, 1)
     cost = 2 * UNITS_PER_IMAGE["iota-image-1"]
     assert balance(accounts) == (quota - cost, used + cost, count + 1, [("iota-image-1", cost, cost, "settled")])
-    (entry,) = accounts.ledger(1)
+    (entry,) = accounts.usage.ledger(1)
     usage = {k: answer["usage"][k] for k in ("input_tokens", "output_tokens")}  # the upstream's, for the log
     assert entry["detail"] == {"images": 2, "channel": "good", **usage}
 
@@ -424,7 +425,7 @@ def test_a_half_price_group_halves_the_hold_and_the_charge_of_fewer_images(image
     # Then half of four images was held and half of one is charged, the base prices in the entry
     assert balance(accounts) == (quota - 10_000, used + 10_000, count + 1,
                                  [("iota-image-1", 10_000, 40_000, "settled")])
-    (entry,) = accounts.ledger(1)
+    (entry,) = accounts.usage.ledger(1)
     assert (entry["group_ratio"], entry["base_units"], entry["reserved_base_units"]) == ("0.5", 20_000, 80_000)
 
 
@@ -468,7 +469,7 @@ def test_a_model_no_channel_serves_is_404(images, channels_document, upstream, d
 
 def test_an_allowlisted_key_may_use_only_its_models(images, simulated, demo, accounts):
     # Given a key limited to theta-3 and 50000 units
-    key, record = accounts.create_key(1, name="theta-only", quota=50_000, allowed_models=["theta-3"])
+    key, record = accounts.keys.create_key(1, name="theta-only", quota=50_000, allowed_models=["theta-3"])
     before = balance(accounts)
     status, answer, _ = generate(images, {"model": "iota-image-1", "prompt": "a fox"}, key)
     assert status == 404 and answer["error"]["code"] == "model_not_found"
@@ -479,11 +480,11 @@ def test_an_allowlisted_key_may_use_only_its_models(images, simulated, demo, acc
     status, _, _ = generate(images, {"model": "theta-3", "prompt": "a fox"}, key)
     assert status == 200
     assert balance(accounts)[0] == before[0] - 20_000
-    assert accounts.get_key(record["pk"].removeprefix("KEY#"))["remain_quota"] == 30_000
+    assert balances.get_key(record["pk"].removeprefix("KEY#"))["remain_quota"] == 30_000
 
 
 def test_a_key_without_enough_quota_is_refused_before_the_upstream(images, simulated, demo, accounts):
-    key, _ = accounts.create_key(1, name="small", quota=30_000)
+    key, _ = accounts.keys.create_key(1, name="small", quota=30_000)
     status, answer, _ = generate(images, {"model": "iota-image-1", "prompt": "a fox", "n": 2}, key)
     assert status == 403 and answer["error"]["code"] == "insufficient_quota"
     assert balance(accounts)[3] == []

@@ -13,6 +13,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from gateway.admission import balances
 from gateway.imagetypes import detect_image_type
 from gateway.tasks import callbacks
 from gateway_local.simulators import imgtask as simulator
@@ -49,7 +50,7 @@ def image(functions, ctx, task_id, key, query=None):
 
 
 def quota(accounts) -> int:
-    return accounts.get_user(1, consistent=True)["quota"]
+    return balances.get_user(1)["quota"]
 
 
 def imagine(functions, ctx, key, prompt="a lighthouse at dawn", **extra):
@@ -168,8 +169,8 @@ def test_list_by_condition_answers_the_callers_records_in_order_and_leaves_out_o
         tasks_env, functions, queues, demo, accounts, lambda_context, clock):
     first = imagine(functions, lambda_context, demo["key"], "one")
     second = imagine(functions, lambda_context, demo["key"], "two")
-    accounts.create_user(username="eve", quota=10_000_000, user_id=2)
-    other, _ = accounts.create_key(2, name="eve")
+    accounts.users.create_user(username="eve", quota=10_000_000, user_id=2)
+    other, _ = accounts.keys.create_key(2, name="eve")
     foreign = imagine(functions, lambda_context, other, "eve's")
     status, records = post(functions, lambda_context, "/imgtask/task/list-by-condition",
                            {"ids": [second, foreign, "123", first, second]}, demo["key"])
@@ -389,7 +390,7 @@ def test_a_bad_submit_is_a_400_naming_the_field_and_holds_nothing(tasks_env, fun
     status, answer = post(functions, lambda_context, path, body, demo["key"])
     assert status == 400 and answer["code"] == 4 and answer["result"] is None
     assert answer["description"].startswith(field), answer
-    assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert quota(accounts) == before and task_count() == 0 and accounts.usage.ledger(1) == []
     assert_nothing_held(accounts, before)
 
 
@@ -402,8 +403,8 @@ def test_an_action_needs_one_of_the_parents_buttons_and_the_callers_own_parent(
     status, answer = post(functions, lambda_context, "/imgtask/submit/action",
                           {"taskId": grid, "customId": "MJ::JOB::upsample::1::somebody-elses"}, demo["key"])
     assert status == 400 and answer["description"].startswith("customId")
-    accounts.create_user(username="eve", quota=10_000_000, user_id=2)
-    other, _ = accounts.create_key(2, name="eve")
+    accounts.users.create_user(username="eve", quota=10_000_000, user_id=2)
+    other, _ = accounts.keys.create_key(2, name="eve")
     status, answer = post(functions, lambda_context, "/imgtask/submit/action",
                           {"taskId": grid, "customId": buttons[0]["customId"]}, other)
     assert status == 404 and answer["code"] == 3
@@ -541,7 +542,7 @@ def test_what_the_basic_build_cannot_do_is_a_clear_400_before_any_hold(
     status, answer = post(functions, lambda_context, path, body, demo["key"])
     assert status == 400, answer
     assert named in answer["description"] and "basic" in answer["description"]
-    assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert quota(accounts) == before and task_count() == 0 and accounts.usage.ledger(1) == []
     assert_nothing_held(accounts, before)
 
 

@@ -12,9 +12,10 @@ from datetime import UTC, datetime
 import pytest
 
 from gateway import admin
-from gateway.admission import billing, leases, limits, steps
+from gateway.admission import balances, billing, leases, limits, steps
 from gateway.auth import authenticate
 from gateway.errors import InsufficientQuota, RateLimited
+from gateway.limit_values import Limits
 
 USD = 500_000
 
@@ -30,8 +31,8 @@ def frozen(monkeypatch):
 @pytest.fixture
 def user(accounts):
     """User 7 with 100 USD and an unlimited key."""
-    accounts.create_user(username="limited", user_id=7, quota=100 * USD)
-    key, record = accounts.create_key(7, name="k")
+    accounts.users.create_user(username="limited", user_id=7, quota=100 * USD)
+    key, record = accounts.keys.create_key(7, name="k")
     return {"key": key, "key_id": record["key_id"]}
 
 
@@ -39,7 +40,7 @@ def limit(*args: str, accounts) -> dict:
     """set-limits, and an instance that sees them (a key cache period later)."""
     from gateway import auth
 
-    shown = admin.run(["set-limits", *args], accounts=accounts)
+    shown = admin.run(["set-limits", *args])
     auth.clear_cache()
     limits.step().reset()
     return shown
@@ -64,7 +65,7 @@ def attempt(principal, units: int = 1000, *, parallel: bool = True, pool: leases
 def quota_left(accounts) -> int:
     """The user's quota as users see it (open leases included), once this instance's closes are written."""
     leases.pool().fold_idle(force=True)
-    return int(accounts.get_user(7, consistent=True)["quota"])
+    return int(balances.get_user(7)["quota"])
 
 
 def test_rpm_lets_exactly_the_limit_through_one_at_a_time_and_refusals_move_no_quota(user, accounts, frozen):
@@ -181,7 +182,7 @@ def test_a_hold_taken_before_midnight_gives_nothing_back_to_the_new_days_budget(
     fresh = attempt(principal(user), 400_000)  # a new day: the whole budget
     assert isinstance(held, billing.Reservation) and isinstance(fresh, billing.Reservation)
     assert billing.refund(held)  # its 400000 belong to yesterday's budget
-    today = limits.shown(accounts.raw_user(7), limits.limit_scope(user_id=7), frozen["now"])
+    today = limits.shown(accounts.users.raw_user(7), limits.limit_scope(user_id=7), frozen["now"])
     assert today["budget_left_usd"] == 0.2
 
 
@@ -205,14 +206,14 @@ def test_admin_sets_shows_and_clears_limits(user, accounts):
     shown = limit("--user", "7", "--rpm", "10", "--max-parallel", "2", "--budget-usd", "5", "--budget-period",
                   "monthly", accounts=accounts)
     assert shown["limits"] == {"rpm": 10, "tpm": 0, "max_parallel": 2, "budget_usd": 5.0, "budget_period": "monthly"}
-    listed = next(u for u in admin.run(["list-users"], accounts=accounts)["users"] if u["id"] == 7)
+    listed = next(u for u in admin.run(["list-users"])["users"] if u["id"] == 7)
     assert listed["limits"]["rpm"] == 10
     cleared = limit("--user", "7", "--rpm", "0", "--budget-usd", "0", accounts=accounts)
     assert cleared["limits"] == {"rpm": 0, "tpm": 0, "max_parallel": 2, "budget_usd": 0, "budget_period": ""}
     issued = admin.run(["issue-key", "--user", "7", "--name", "x", "--rpm", "5", "--budget-usd", "1",
-                        "--budget-period", "daily"], accounts=accounts)
+                        "--budget-period", "daily"])
     assert issued["limits"] == {"rpm": 5, "tpm": 0, "max_parallel": 0, "budget_usd": 1.0, "budget_period": "daily"}
-    keys = admin.run(["list-keys", "--user", "7"], accounts=accounts)["keys"]
+    keys = admin.run(["list-keys", "--user", "7"])["keys"]
     assert {k["key_id"]: k["limits"]["rpm"] for k in keys}[issued["key_id"]] == 5
     with pytest.raises(ValueError, match="budget_period"):
         limit("--user", "7", "--budget-usd", "3", accounts=accounts)
@@ -226,7 +227,7 @@ def test_the_account_routes_show_the_limits_and_what_is_left_of_the_budget(user,
     from tests.conftest import api_event, load_function
 
     account_fn = load_function("account")
-    accounts.set_access_token(7, "limited-access-token")
+    accounts.users.set_access_token(7, "limited-access-token")
     limit("--user", "7", "--rpm", "9", "--budget-usd", "2", "--budget-period", "daily", accounts=accounts)
     limit("--key", user["key_id"], "--budget-usd", "1", "--budget-period", "monthly", accounts=accounts)
     billing.settle(attempt(principal(user), 250_000), 250_000)  # 0.5 USD
@@ -270,7 +271,7 @@ def test_a_tasks_durable_reservation_holds_on_the_budget_and_its_close_gives_bac
     assert isinstance(attempt(principal(user), 200_000, parallel=False), InsufficientQuota)
     assert billing.settle(billing.get_reservation(task.reservation_id), 100_000)  # as the poller would, from the record
     assert isinstance(attempt(principal(user), 200_000, parallel=False), billing.Reservation)
-    left = limits.shown(accounts.raw_user(7), limits.limit_scope(user_id=7), frozen["now"])["budget_left_usd"]
+    left = limits.shown(accounts.users.raw_user(7), limits.limit_scope(user_id=7), frozen["now"])["budget_left_usd"]
     assert left == 0.4
 
 
@@ -347,7 +348,7 @@ def test_a_users_limits_are_read_once_per_period_per_instance(user, accounts, fr
     limit("--user", "7", "--rpm", "1", accounts=accounts)
     step = limits.LimitStep()
     step.enter(_request(user))
-    admin.run(["set-limits", "--user", "7", "--rpm", "5"], accounts=accounts)
+    admin.run(["set-limits", "--user", "7", "--rpm", "5"])
     # this instance read the user's limits a moment ago: the raise reaches it after the period
     with pytest.raises(RateLimited):
         step.enter(_request(user))
@@ -383,7 +384,7 @@ def test_a_charge_above_its_hold_counts_once_on_the_budget_when_it_fits(user, ac
     limit("--user", "7", "--budget-usd", "1", "--budget-period", "daily", accounts=accounts)  # 500000 units
     held = attempt(principal(user), 100_000)
     assert billing.settle(held, 300_000)
-    left = limits.shown(accounts.raw_user(7), limits.limit_scope(user_id=7), frozen["now"])["budget_left_usd"]
+    left = limits.shown(accounts.users.raw_user(7), limits.limit_scope(user_id=7), frozen["now"])["budget_left_usd"]
     assert left == 0.4
 
 
@@ -484,10 +485,10 @@ def test_a_charge_above_its_hold_never_lowers_a_budget_the_operator_lowered_belo
 
 @pytest.mark.parametrize("name", ["rpm", "tpm", "max_parallel"])
 def test_an_owner_may_tighten_an_operators_limit_down_to_one_never_clear_or_raise_it(name):
-    operator = limits.Limits(**{name: 10})
-    assert [limits.Limits(**{name: n}).loosening(operator) for n in (1, 10)] == [[], []]
+    operator = Limits(**{name: 10})
+    assert [Limits(**{name: n}).loosening(operator) for n in (1, 10)] == [[], []]
     for loosened in (0, 11):
-        ((field, rule),) = limits.Limits(**{name: loosened}).loosening(operator)
+        ((field, rule),) = Limits(**{name: loosened}).loosening(operator)
         assert field == name and "may be lowered, not raised or cleared" in rule
 
 

@@ -13,22 +13,23 @@ import anyio
 import httpx
 import pytest
 
+from gateway.admission import balances
 from gateway.api import text
 from gateway.errors import InsufficientQuota
 from gateway.prices import SHIPPED, token_cost, usd_to_units
 from gateway.sse import SSEParser
-from gateway.store.accounts import AccountsRepository
+from gateway.store.usage import UsageRepository
 from gateway_local.server import simulators_app
-from tests.conftest import load_function
+from tests.conftest import Accounts, load_function
 from tests.integration.money_support import assert_nothing_held
 from tests.integration.test_text import ENTRY, ROUTES, body_for, channel, inbound, run
 
 LARGE = SHIPPED["m-large"]
 
 
-def _user_with(accounts: AccountsRepository, quota: int, *, key_quota: int | None = None, user_id: int = 20) -> str:
-    accounts.create_user(username=f"u{user_id}", quota=quota, user_id=user_id)
-    return accounts.create_key(user_id, name="k", quota=key_quota)[0]
+def _user_with(accounts: Accounts, quota: int, *, key_quota: int | None = None, user_id: int = 20) -> str:
+    accounts.users.create_user(username=f"u{user_id}", quota=quota, user_id=user_id)
+    return accounts.keys.create_key(user_id, name="k", quota=key_quota)[0]
 
 
 def test_n_128_on_a_nearly_empty_account_is_refused_and_the_quota_stays_above_zero(store, accounts, catalog):
@@ -42,8 +43,8 @@ def test_n_128_on_a_nearly_empty_account_is_refused_and_the_quota_stays_above_ze
                                  body=json.dumps(body).encode()))
     # Then the hold (128 x 60 output tokens) does not fit: refused before any upstream call
     assert refused.value.status == 403
-    assert int(accounts.get_user(20, consistent=True)["quota"]) == 10_000
-    assert accounts.ledger(20) == []
+    assert int(balances.get_user(20)["quota"]) == 10_000
+    assert accounts.usage.ledger(20) == []
     assert_nothing_held(accounts, 10_000, user_id=20)
 
 
@@ -56,8 +57,8 @@ def test_candidate_count_100_on_a_limited_key_is_refused_and_the_key_keeps_its_q
                            body=json.dumps(body).encode(), proxy="m-large:generateContent")
     with pytest.raises(InsufficientQuota):
         run("content", request)
-    key_hash = accounts.key_hash_for_id(accounts.list_keys(20)[0]["key_id"])
-    assert int(accounts.get_key(key_hash)["remain_quota"]) == 20_000
+    key_hash = accounts.keys.key_hash_for_id(balances.list_keys(20)[0]["key_id"])
+    assert int(balances.get_key(key_hash)["remain_quota"]) == 20_000
 
 
 @pytest.mark.parametrize("dialect,body", [
@@ -74,7 +75,7 @@ def test_the_hold_covers_every_choice_and_the_settlement_stays_within_it(store, 
                            proxy=proxy)
     status, _, data = run(dialect, request)
     assert status == 200
-    (entry,) = accounts.ledger(20)
+    (entry,) = accounts.usage.ledger(20)
     call = text.parse_call(text.GENERATE, dialect, request)
     assert call.choices == 3
     assert int(entry["reserved_units"]) == token_cost(LARGE, input_tokens=call.input_tokens, output_tokens=150)
@@ -100,7 +101,7 @@ def test_the_ledger_holds_the_bill_when_the_client_receives_the_end_of_its_answe
             async def send(chunk: bytes) -> None:
                 chunks.append(chunk)
                 # What a client that reads its bill the moment this chunk arrives would see
-                seen_at_end.append([e for e in AccountsRepository().ledger(1)
+                seen_at_end.append([e for e in UsageRepository().ledger(1)
                                     if e["request_id"] == request.request_id])
 
             await answer.send_to(send)
@@ -148,7 +149,7 @@ def test_three_requests_with_one_forged_request_context_are_each_billed_under_th
     assert [a.status_code for a in answers] == [200, 200, 200]
     ids = [a.headers["x-request-id"] for a in answers]
     assert len(set(ids)) == 3 and "forged-id" not in ids
-    entries = AccountsRepository().ledger(1)
+    entries = UsageRepository().ledger(1)
     assert sorted(e["request_id"] for e in entries) == sorted(ids)
     assert all(e["outcome"] == "settled" and int(e["units"]) > 0 for e in entries)
 
@@ -182,7 +183,7 @@ def test_another_users_request_with_the_id_of_an_in_flight_request_is_not_billed
     billing.reserve(a, 100, model="m-small", route="test", reservation_id="a-request",
                     hold_seconds=billing.REQUEST_HOLD_SECONDS)
     key_b = _user_with(accounts, 1_000_000, user_id=21)
-    before_a = int(accounts.get_user(1, consistent=True)["quota"])
+    before_a = int(balances.get_user(1)["quota"])
     # When user B's request to the text function carries that id in a forged request context
     headers = {"authorization": f"Bearer {key_b}", "content-type": "application/json",
                "x-amzn-request-context": json.dumps({"requestId": "a-request"})}
@@ -190,9 +191,9 @@ def test_another_users_request_with_the_id_of_an_in_flight_request_is_not_billed
                            [("/v1/chat/completions", headers, json.dumps(body_for("chat")).encode())])
     # Then B is served and billed under an id of its own, and A's account does not move
     assert answer.status_code == 200
-    assert int(accounts.get_user(1, consistent=True)["quota"]) == before_a
+    assert int(balances.get_user(1)["quota"]) == before_a
     assert billing.get_reservation("a-request").status == billing.RESERVED
-    assert [e["request_id"] for e in accounts.ledger(21)] == [answer.headers["x-request-id"]]
+    assert [e["request_id"] for e in accounts.usage.ledger(21)] == [answer.headers["x-request-id"]]
 
 
 # --- cache writes, priced at the upstream's cache-write rates ----------------------------------------
@@ -226,7 +227,7 @@ def test_a_messages_stream_reporting_cache_writes_is_billed_at_the_cache_write_r
     small = SHIPPED["m-small"]
     usd = (Decimal(start["input_tokens"]) * small.input_per_million + Decimal(written) * getattr(small, rate)
            + Decimal(end["output_tokens"]) * small.output_per_million) / 1_000_000
-    entry = next(e for e in AccountsRepository().ledger(1) if e["request_id"] == request.request_id)
+    entry = next(e for e in UsageRepository().ledger(1) if e["request_id"] == request.request_id)
     assert int(entry["units"]) == usd_to_units(usd)
     assert int(entry["detail"]["cache_write_tokens"]) == written
     # and the write rate is what the upstream sells: dearer than the plain input it was billed at before

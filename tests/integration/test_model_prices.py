@@ -64,8 +64,8 @@ def set_prices(commerce_fn, ctx, prices: dict, headers=OPERATOR) -> tuple[int, d
 
 @pytest.fixture
 def ann(demo, accounts):
-    user = accounts.create_user(username="ann", quota=QUOTA, access_token="ann-access-token")
-    key, _ = accounts.create_key(int(user["id"]), name="main")
+    user = accounts.users.create_user(username="ann", quota=QUOTA, access_token="ann-access-token")
+    key, _ = accounts.keys.create_key(int(user["id"]), name="main")
     return {"id": int(user["id"]), "key": key,
             "headers": {"Authorization": "Bearer ann-access-token", "X-Api-User": str(user["id"])}}
 
@@ -77,7 +77,7 @@ def chat(gateway_url: str, key: str, model: str = "m-small") -> str:
 
 
 def newest_entry(accounts, user_id: int) -> dict:
-    return max(accounts.ledger(user_id), key=lambda e: (int(e["at"]), e["sk"]))
+    return max(accounts.usage.ledger(user_id), key=lambda e: (int(e["at"]), e["sk"]))
 
 
 def test_an_operators_price_is_held_settled_and_shown_after_the_group_ratio_and_reset_goes_back(

@@ -16,12 +16,14 @@ from typing import Any
 
 import pytest
 
-from gateway.admission import billing, leases
+from gateway.admission import balances, billing, lease_closes, lease_folds, leases
 from gateway.auth import USER_DISABLED, Principal, authenticate
 from gateway.errors import AuthenticationFailed, InsufficientQuota
 from gateway.settings import get_settings
-from gateway.store.accounts import key_pk, lease_pks
+from gateway.store import holds
 from gateway.store.aws import client, from_item, to_item, to_values
+from gateway.store.holds import lease_pks
+from gateway.store.table import key_pk
 
 USER = 30
 
@@ -74,11 +76,11 @@ def _raw(pk: str, sk: str) -> dict[str, Any]:
 
 def check(accounts, book: Ledger, limited: Principal, pools: dict[int, leases.LeasePool]) -> None:
     """The invariants of DEVELOPING.md (Money), read from the table as it is."""
-    profile = accounts.raw_user(USER, consistent=True)
+    profile = accounts.users.raw_user(USER, consistent=True)
     key = _raw(key_pk(limited.key_hash), "KEY")
     all_leases = [lease for pk in lease_pks(USER) for lease in _items(pk)]
-    open_leases = [lease for lease in all_leases if lease["status"] == leases.OPEN]
-    entries = accounts.ledger(USER)
+    open_leases = [lease for lease in all_leases if lease["status"] == holds.OPEN]
+    entries = accounts.usage.ledger(USER)
     written = {entry["request_id"] for entry in entries}
     # Nothing negative, no lease spent beyond its grant
     assert profile["quota"] >= 0 and key["remain_quota"] >= 0
@@ -90,7 +92,7 @@ def check(accounts, book: Ledger, limited: Principal, pools: dict[int, leases.Le
     assert key["remain_quota"] + sum(lease["granted"] for lease in mine) + key["used_quota"] == book.key_added
     # What was used is what the ledger says was charged (the one entry a torn close may still owe
     # is on its lease, to be written by the fold)
-    owed = [from_item(entry) for lease in open_leases for entry in leases.carried_entries(lease)
+    owed = [from_item(entry) for lease in open_leases for entry in lease_closes.carried_entries(lease)
             if from_item(entry)["request_id"] not in written]
     charged = sum(int(entry["units"]) for entry in entries) + sum(int(entry["units"]) for entry in owed)
     assert charged == profile["used_quota"] + sum(lease["spent"] for lease in open_leases)
@@ -104,7 +106,8 @@ def check(accounts, book: Ledger, limited: Principal, pools: dict[int, leases.Le
 @pytest.fixture
 def clock(monkeypatch):
     fake = Clock()
-    monkeypatch.setattr(leases, "time", fake)
+    for module in (leases, lease_closes, lease_folds):  # the pool's windows, the closes' pauses, the folds' times
+        monkeypatch.setattr(module, "time", fake)
     return fake
 
 
@@ -114,9 +117,9 @@ class World:
     def __init__(self, accounts, clock: Clock, monkeypatch, seed: int):
         self.accounts, self.clock, self.monkeypatch, self.seed = accounts, clock, monkeypatch, seed
         self.rng = random.Random(seed)
-        accounts.create_user(username=f"money{seed}", quota=2_000_000, user_id=USER)
-        limited_secret, _ = accounts.create_key(USER, name="limited", quota=600_000)
-        open_secret, _ = accounts.create_key(USER, name="unlimited")
+        accounts.users.create_user(username=f"money{seed}", quota=2_000_000, user_id=USER)
+        limited_secret, _ = accounts.keys.create_key(USER, name="limited", quota=600_000)
+        open_secret, _ = accounts.keys.create_key(USER, name="unlimited")
         self.limited = authenticate({"x-api-key": limited_secret})  # kept as a key cache keeps it
         self.unlimited = authenticate({"x-api-key": open_secret})
         self.book = Ledger(user_added=2_000_000, key_added=600_000)
@@ -186,11 +189,11 @@ class World:
         def dies(items: list[dict[str, Any]]) -> None:
             raise SystemExit("the instance died")
 
-        put_entries = leases._put_entries
-        self.monkeypatch.setattr(leases, "_put_entries", dies)
+        put_entries = lease_closes.put_entries
+        self.monkeypatch.setattr(lease_closes, "put_entries", dies)
         with pytest.raises(SystemExit):
             billing.settle(reservation, reservation.units // 2, pool=self.pools[instance])
-        self.monkeypatch.setattr(leases, "_put_entries", put_entries)
+        self.monkeypatch.setattr(lease_closes, "put_entries", put_entries)
         self._replace(instance)
         self.book.torn_closes += 1
 
@@ -213,15 +216,15 @@ class World:
     def topup(self) -> None:
         if self.rng.random() < 0.5:
             units = self.rng.choice([10_000, 500_000])
-            self.accounts.add_user_quota(USER, units)
+            balances.add_user_quota(USER, units)
             self.book.user_added += units
         else:
             units = self.rng.choice([5_000, 200_000])
-            self.accounts.add_key_quota(self.limited.key_id, units)
+            self.accounts.keys.add_key_quota(self.limited.key_id, units)
             self.book.key_added += units
 
     def revoke(self) -> None:
-        self.accounts.revoke_key(self.limited.key_id)
+        self.accounts.keys.revoke_key(self.limited.key_id)
         self.revoked_at = self.clock.mono
 
     def check(self) -> None:
@@ -239,57 +242,57 @@ def test_random_interleavings_of_many_instances_create_and_lose_no_unit(store, a
     # The end: every request closes, every instance goes idle, the sweeper passes; all is folded
     world.sweep()
     world.check()
-    assert leases.open_leases(USER) == []
-    profile = accounts.raw_user(USER, consistent=True)
+    assert holds.open_leases(USER) == []
+    profile = accounts.users.raw_user(USER, consistent=True)
     assert profile["quota"] + profile["used_quota"] == world.book.user_added
-    assert sum(int(e["units"]) for e in accounts.ledger(USER)) == profile["used_quota"]
+    assert sum(int(e["units"]) for e in accounts.usage.ledger(USER)) == profile["used_quota"]
     # The run did what it says (a seed that never settles or crashes proves little)
     book = world.book
     assert book.settled > 20 and book.crashes + book.torn_closes > 0 and book.sweeps > 1 and book.folded_by_sweeper > 0
 
 
 def test_a_top_up_is_seen_by_the_next_request_and_a_revocation_within_the_window(store, accounts, clock):
-    accounts.create_user(username="topup", quota=1000, user_id=USER)
-    secret, _ = accounts.create_key(USER, name="k", quota=None)
+    accounts.users.create_user(username="topup", quota=1000, user_id=USER)
+    secret, _ = accounts.keys.create_key(USER, name="k", quota=None)
     principal = authenticate({"x-api-key": secret})
     pool = leases.LeasePool(holder="one")
     first = billing.reserve_request(principal, 900, model="m-small", route="test", request_id="a", pool=pool)
     with pytest.raises(InsufficientQuota):
         billing.reserve_request(principal, 900, model="m-small", route="test", request_id="b", pool=pool)
-    accounts.add_user_quota(USER, 5000)
+    balances.add_user_quota(USER, 5000)
     billing.reserve_request(principal, 900, model="m-small", route="test", request_id="c", pool=pool)
     billing.settle(first, 100, pool=pool)
-    accounts.revoke_key(principal.key_id)
+    accounts.keys.revoke_key(principal.key_id)
     clock.advance(leases.WINDOW_SECONDS + 0.1)
     with pytest.raises(AuthenticationFailed):
         billing.reserve_request(principal, 10, model="m-small", route="test", request_id="d", pool=pool)
 
 
 def test_what_users_read_includes_the_open_leases_the_moment_a_request_closes(store, accounts, clock):
-    accounts.create_user(username="reader", quota=100_000, user_id=USER)
-    secret, _ = accounts.create_key(USER, name="k", quota=50_000)
+    accounts.users.create_user(username="reader", quota=100_000, user_id=USER)
+    secret, _ = accounts.keys.create_key(USER, name="k", quota=50_000)
     principal = authenticate({"x-api-key": secret})
     pool = leases.LeasePool(holder="one")
     held = billing.reserve_request(principal, 700, model="m-small", route="test", request_id="seen", pool=pool)
-    assert accounts.raw_user(USER, consistent=True)["quota"] < 100_000 - 700  # the lease took a slice
+    assert accounts.users.raw_user(USER, consistent=True)["quota"] < 100_000 - 700  # the lease took a slice
     billing.settle(held, 300, pool=pool)
-    user = accounts.get_user(USER, consistent=True)
+    user = balances.get_user(USER)
     assert (user["quota"], user["used_quota"], user["request_count"]) == (100_000 - 300, 300, 1)
-    key = accounts.get_key(principal.key_hash)
+    key = balances.get_key(principal.key_hash)
     assert (key["remain_quota"], key["used_quota"]) == (50_000 - 300, 300)
-    assert accounts.usage(USER).units == 300 and accounts.usage(USER).requests == 1
-    assert [e["request_id"] for e in accounts.ledger(USER)] == ["seen"]
+    assert balances.usage(USER).units == 300 and balances.usage(USER).requests == 1
+    assert [e["request_id"] for e in accounts.usage.ledger(USER)] == ["seen"]
     # Folded, the same figures come from the items alone
     pool.release_all()
-    assert leases.open_leases(USER) == []
-    raw = accounts.raw_user(USER, consistent=True)
+    assert holds.open_leases(USER) == []
+    raw = accounts.users.raw_user(USER, consistent=True)
     assert (raw["quota"], raw["used_quota"], raw["request_count"]) == (100_000 - 300, 300, 1)
-    assert accounts.usage(USER).units == 300
+    assert balances.usage(USER).units == 300
 
 
 def test_a_hold_makes_no_dynamodb_call_while_the_lease_has_the_units(store, accounts, clock):
-    accounts.create_user(username="quiet", quota=10_000_000, user_id=USER)
-    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    accounts.users.create_user(username="quiet", quota=10_000_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(USER, name="k")[0]})
     pool = leases.LeasePool(holder="one")
     calls: list[str] = []
     db = client("dynamodb")
@@ -309,17 +312,17 @@ def test_a_hold_makes_no_dynamodb_call_while_the_lease_has_the_units(store, acco
 
 def test_a_limited_key_short_of_the_hold_is_refused_naming_the_keys_own_remaining_quota(store, accounts, clock):
     # Given an account with plenty of quota and a key limited to 500 units
-    accounts.create_user(username="keyshort", quota=100_000, user_id=USER)
-    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k", quota=500)[0]})
+    accounts.users.create_user(username="keyshort", quota=100_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(USER, name="k", quota=500)[0]})
     pool = leases.LeasePool(holder="one")
     # When a request needs 900 units
     with pytest.raises(InsufficientQuota) as refused:
         billing.reserve_request(principal, 900, model="m-small", route="test", request_id="big", pool=pool)
     # Then the refusal names the key's own remaining quota, and nothing moved
     assert "this key's remaining quota is 500 units" in refused.value.message
-    assert accounts.get_key(principal.key_hash)["remain_quota"] == 500
-    assert accounts.get_user(USER, consistent=True)["quota"] == 100_000
-    assert leases.open_leases(USER) == []
+    assert balances.get_key(principal.key_hash)["remain_quota"] == 500
+    assert balances.get_user(USER)["quota"] == 100_000
+    assert holds.open_leases(USER) == []
 
 
 def test_a_lease_settlement_reports_the_units_billed_metric_and_a_lease_refund_does_not(store, accounts, clock, capsys):
@@ -327,8 +330,8 @@ def test_a_lease_settlement_reports_the_units_billed_metric_and_a_lease_refund_d
     from gateway import observability
 
     # Given a key whose requests hold on a quota lease, and an empty metrics buffer
-    accounts.create_user(username="metered", quota=100_000, user_id=USER)
-    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    accounts.users.create_user(username="metered", quota=100_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(USER, name="k")[0]})
     pool = leases.LeasePool(holder="one")
     observability.flush()
     capsys.readouterr()
@@ -346,8 +349,8 @@ def test_a_lease_settlement_reports_the_units_billed_metric_and_a_lease_refund_d
 
 def _settled_in_one_window(accounts, username: str, requests: int) -> tuple[Principal, leases.LeasePool]:
     """A rich account whose one instance held and settled `requests` requests of 10 units, all at once."""
-    accounts.create_user(username=username, quota=10_000_000, user_id=USER)
-    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    accounts.users.create_user(username=username, quota=10_000_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(USER, name="k")[0]})
     pool = leases.LeasePool(holder="one")
     for n in range(requests):
         billing.settle(billing.reserve_request(principal, 10, model="m-small", route="test",
@@ -362,29 +365,29 @@ def test_a_new_lease_is_sized_by_the_holds_of_the_last_window(store, accounts, c
     # When the window is over and the next request asks for a lease
     clock.advance(leases.WINDOW_SECONDS + 0.1)
     pool.fold_idle()
-    assert leases.open_leases(USER) == []
+    assert holds.open_leases(USER) == []
     billing.reserve_request(principal, 10, model="m-small", route="test", request_id="next", pool=pool)
     # Then its lease holds as many requests as the last window did (100), not the default 64
-    assert [lease["granted"] for lease in leases.open_leases(USER)] == [100 * 10]
+    assert [lease["granted"] for lease in holds.open_leases(USER)] == [100 * 10]
 
 
 def test_a_lease_is_renewed_in_the_background_once_less_than_a_quarter_of_it_is_free(store, accounts, clock):
     # Given a lease of 64 holds of 10 units (640), taken down to exactly a quarter free (160)
     principal, pool = _settled_in_one_window(accounts, "renew", 48)
     # Then no second lease was asked for yet
-    assert [lease["granted"] for lease in leases.open_leases(USER)] == [640]
+    assert [lease["granted"] for lease in holds.open_leases(USER)] == [640]
     # When one more hold leaves less than a quarter free
     billing.reserve_request(principal, 10, model="m-small", route="test", request_id="r48", pool=pool)
     pool.wait_renewals()
     # Then the next lease is granted in the background
-    assert len(leases.open_leases(USER)) == 2
+    assert len(holds.open_leases(USER)) == 2
 
 
 def test_ledger_entries_dynamodb_leaves_unprocessed_are_written_again_after_a_growing_wait(
         store, accounts, clock, monkeypatch):
     # Given DynamoDB answering the ledger's first two batch writes with every item unprocessed
-    accounts.create_user(username="throttled", quota=100_000, user_id=USER)
-    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    accounts.users.create_user(username="throttled", quota=100_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(USER, name="k")[0]})
     pool = leases.LeasePool(holder="one")
     held = billing.reserve_request(principal, 300, model="m-small", route="test", request_id="slow", pool=pool)
     db, throttled, waits = client("dynamodb"), [2], []
@@ -399,12 +402,12 @@ def test_ledger_entries_dynamodb_leaves_unprocessed_are_written_again_after_a_gr
                 return {"UnprocessedItems": kwargs["RequestItems"]}
             return db.batch_write_item(**kwargs)
 
-    monkeypatch.setattr(leases, "_db", Throttling)
+    monkeypatch.setattr(lease_closes, "_db", Throttling)
     monkeypatch.setattr(clock, "sleep", waits.append, raising=False)
     # When the request settles
     billing.settle(held, 120, pool=pool)
     # Then its entry is in the ledger, written after waits of 5 ms then 10 ms (backing off)
-    assert [(e["request_id"], int(e["units"])) for e in accounts.ledger(USER)] == [("slow", 120)]
+    assert [(e["request_id"], int(e["units"])) for e in accounts.usage.ledger(USER)] == [("slow", 120)]
     assert waits == [0.005, 0.01]
 
 
@@ -413,21 +416,21 @@ def test_closes_waiting_behind_a_lease_write_go_out_together_up_to_fifty_a_batch
     import time as real_time
 
     # Given 51 requests held on one lease, and the first close's write held up
-    accounts.create_user(username="batched", quota=1_000_000, user_id=USER)
-    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    accounts.users.create_user(username="batched", quota=1_000_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(USER, name="k")[0]})
     pool = leases.LeasePool(holder="one")
     held = [billing.reserve_request(principal, 10, model="m-small", route="test", request_id=f"b{n}", pool=pool)
             for n in range(51)]
     lease = pool._leases[(USER, principal.key_hash)][0]
-    write, gate, sizes = leases._write_batch, threading.Event(), []
+    write, gate, sizes = lease_closes._write_batch, threading.Event(), []
 
-    def held_up(lease_: leases.Lease, batch: list) -> None:
+    def held_up(lease_: lease_closes.Lease, batch: list) -> None:
         sizes.append(len(batch))
         if len(sizes) == 1:
             gate.wait(60)
         write(lease_, batch)
 
-    monkeypatch.setattr(leases, "_write_batch", held_up)
+    monkeypatch.setattr(lease_closes, "_write_batch", held_up)
     threads = [threading.Thread(target=billing.settle, args=(reservation, 10), kwargs={"pool": pool})
                for reservation in held]
     threads[0].start()
@@ -444,8 +447,8 @@ def test_closes_waiting_behind_a_lease_write_go_out_together_up_to_fifty_a_batch
         thread.join(60)
     # Then they are written as one batch of 50, and every one is billed once
     assert sizes == [1, 50]
-    assert len(accounts.ledger(USER)) == 51
-    assert accounts.get_user(USER, consistent=True)["used_quota"] == 510
+    assert len(accounts.usage.ledger(USER)) == 51
+    assert balances.get_user(USER)["used_quota"] == 510
 
 
 def test_the_entries_a_lease_carries_read_back_whole():
@@ -459,11 +462,11 @@ def test_the_entries_a_lease_carries_read_back_whole():
                        units=10, model="m-small", route="test", lease_id="l1")
     whole = entry(held, "settled", 5, {"price": 1.25, "stream": False}, datetime(2026, 11, 24, tzinfo=UTC),
                   shortfall=0, log_type=2)
-    carried = leases._carried(whole)
+    carried = lease_closes._carried(whole)
     assert not set(carried) & {"gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk"}
     lease = {"user_id": USER, "last_entries": [carried]}
-    assert leases.carried_entries(lease) == [to_item(whole)]
-    assert leases.carried_entries({"user_id": USER, "status": "open"}) == []
+    assert lease_closes.carried_entries(lease) == [to_item(whole)]
+    assert lease_closes.carried_entries({"user_id": USER, "status": "open"}) == []
 
 
 def _concurrent_closes(accounts, monkeypatch, *, holds: int, closing: int, linger: float):
@@ -471,17 +474,17 @@ def _concurrent_closes(accounts, monkeypatch, *, holds: int, closing: int, linge
     own threads: the batches written, and how long the closes took."""
     import threading
 
-    accounts.create_user(username="batches", quota=1_000_000, user_id=USER)
-    secret, _ = accounts.create_key(USER, name="k", quota=None)
+    accounts.users.create_user(username="batches", quota=1_000_000, user_id=USER)
+    secret, _ = accounts.keys.create_key(USER, name="k", quota=None)
     principal = authenticate({"x-api-key": secret})
     pool = leases.LeasePool(holder="one")
     held = [billing.reserve_request(principal, 100, model="m-small", route="test", request_id=f"b{n}", pool=pool)
             for n in range(holds)]
     batches: list[int] = []
-    write_batch = leases._write_batch
-    monkeypatch.setattr(leases, "_write_batch", lambda lease, batch: batches.append(len(batch)) or
+    write_batch = lease_closes._write_batch
+    monkeypatch.setattr(lease_closes, "_write_batch", lambda lease, batch: batches.append(len(batch)) or
                         write_batch(lease, batch))
-    monkeypatch.setattr(leases, "LINGER_SECONDS", linger)
+    monkeypatch.setattr(lease_closes, "LINGER_SECONDS", linger)
     start = threading.Barrier(closing)
 
     def close(reservation: billing.Reservation) -> None:
@@ -494,7 +497,7 @@ def _concurrent_closes(accounts, monkeypatch, *, holds: int, closing: int, linge
     for thread in threads:
         thread.join(timeout=120)  # a hang guard, not a measure: a close that sat out an hour's linger
     assert not any(thread.is_alive() for thread in threads), "a close waited out the linger"
-    assert {entry["request_id"] for entry in accounts.ledger(USER)} == {f"b{n}" for n in range(closing)}
+    assert {entry["request_id"] for entry in accounts.usage.ledger(USER)} == {f"b{n}" for n in range(closing)}
     return batches
 
 
@@ -512,7 +515,7 @@ def test_a_batch_of_closes_adds_every_close_to_the_lease_day_counters(store, acc
     assert batches == [4]
     # Then the open lease's day counters (what usage reads before the lease folds) hold the four
     # closes summed: 160 units and 4 requests for the user, the key and the model, not one close's
-    lease = next(item for pk in lease_pks(USER) for item in _items(pk) if item.get("status") == leases.OPEN)
+    lease = next(item for pk in lease_pks(USER) for item in _items(pk) if item.get("status") == holds.OPEN)
     counters = {name: int(value) for name, value in lease.items() if name.startswith("c|")}
     assert counters and {name: value for name, value in counters.items() if not name.endswith("units")} == \
         {name: 4 for name in counters if not name.endswith("units")}
@@ -536,25 +539,25 @@ def test_the_lease_only_hold_is_written_at_once(store, accounts, monkeypatch):
 
 def test_a_close_on_a_lease_the_sweeper_folded_is_refused_and_writes_no_entry(store, accounts):
     # Given a request held on a lease that is folded under it (its instance froze past hold_until)
-    accounts.create_user(username="frozen", quota=100_000, user_id=USER)
-    secret, _ = accounts.create_key(USER, name="k", quota=None)
+    accounts.users.create_user(username="frozen", quota=100_000, user_id=USER)
+    secret, _ = accounts.keys.create_key(USER, name="k", quota=None)
     principal = authenticate({"x-api-key": secret})
     pool = leases.LeasePool(holder="frozen")
     held = billing.reserve_request(principal, 500, model="m-small", route="test", request_id="late", pool=pool)
-    assert leases.fold(USER, held.lease_id, reason="swept: its holder stopped") is True
+    assert lease_folds.fold(USER, held.lease_id, reason="swept: its holder stopped") is True
     # When its close comes after all
     with pytest.raises(RuntimeError, match="refused a batch"):
         billing.settle(held, 300, pool=pool)
     # Then nothing is billed for it: no entry, and the quota is whole again
-    assert [entry for entry in accounts.ledger(USER) if entry["request_id"] == "late"] == []
-    profile = accounts.raw_user(USER, consistent=True)
+    assert [entry for entry in accounts.usage.ledger(USER) if entry["request_id"] == "late"] == []
+    profile = accounts.users.raw_user(USER, consistent=True)
     assert profile["quota"] == 100_000 and profile["used_quota"] == 0
 
 
 def test_a_lease_whose_key_is_gone_still_folds_its_units_back_to_the_user(store, accounts):
     # Given a settled request on a lease, and its key's item gone before the lease folds
-    accounts.create_user(username="keyless", quota=100_000, user_id=USER)
-    secret, _ = accounts.create_key(USER, name="k", quota=None)
+    accounts.users.create_user(username="keyless", quota=100_000, user_id=USER)
+    secret, _ = accounts.keys.create_key(USER, name="k", quota=None)
     principal = authenticate({"x-api-key": secret})
     pool = leases.LeasePool(holder="one")
     held = billing.reserve_request(principal, 500, model="m-small", route="test", request_id="kd", pool=pool)
@@ -562,11 +565,11 @@ def test_a_lease_whose_key_is_gone_still_folds_its_units_back_to_the_user(store,
     client("dynamodb").delete_item(TableName=get_settings().accounts_table,
                                    Key=to_item({"pk": key_pk(principal.key_hash), "sk": "KEY"}))
     # When the lease folds
-    assert leases.fold(USER, held.lease_id, reason="drained") is True
+    assert lease_folds.fold(USER, held.lease_id, reason="drained") is True
     # Then the user has back what it did not spend, and the spend is used
-    profile = accounts.raw_user(USER, consistent=True)
+    profile = accounts.users.raw_user(USER, consistent=True)
     assert profile["quota"] == 100_000 - 300 and profile["used_quota"] == 300
-    assert leases.open_leases(USER) == []
+    assert holds.open_leases(USER) == []
 
 
 def test_a_grant_other_instances_keep_outrunning_halves_its_ask_three_times_then_refuses(store, accounts, clock,
@@ -574,8 +577,8 @@ def test_a_grant_other_instances_keep_outrunning_halves_its_ask_three_times_then
     """Each grant attempt finds less left than it asks (other instances took it meanwhile): the ask
     drops to half of what is left, at least the hold, and after three attempts the request is
     refused, so a hold never spins against a quota others keep draining."""
-    accounts.create_user(username="outrun", quota=100_000, user_id=USER)
-    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    accounts.users.create_user(username="outrun", quota=100_000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(USER, name="k")[0]})
     pool = leases.LeasePool(holder="one")
     asked: list[int] = []
 
@@ -587,19 +590,19 @@ def test_a_grant_other_instances_keep_outrunning_halves_its_ask_three_times_then
     with pytest.raises(InsufficientQuota, match="remaining quota is too low"):
         billing.reserve_request(principal, 1_000, model="m-small", route="test", request_id="outrun", pool=pool)
     assert len(asked) == 3 and asked[0] > 10_000 and asked[1:] == [5_000, 5_000]
-    assert accounts.get_user(USER, consistent=True)["quota"] == 100_000 and leases.open_leases(USER) == []
+    assert balances.get_user(USER)["quota"] == 100_000 and holds.open_leases(USER) == []
 
 
 def test_a_lease_is_renewed_in_the_background_in_the_last_second_of_its_window(store, accounts, clock):
     # Given a lease with nearly all of it free
     principal, pool = _settled_in_one_window(accounts, "late", 1)
-    assert len(leases.open_leases(USER)) == 1
+    assert len(holds.open_leases(USER)) == 1
     # When a hold comes in the last second of its window
     clock.advance(leases.WINDOW_SECONDS - leases.RENEW_SECONDS / 2)
     billing.reserve_request(principal, 10, model="m-small", route="test", request_id="late-1", pool=pool)
     pool.wait_renewals()
     # Then the next lease is granted in the background
-    assert len(leases.open_leases(USER)) == 2
+    assert len(holds.open_leases(USER)) == 2
 
 
 def test_a_second_hold_under_an_open_requests_id_is_refused_and_takes_nothing(store, accounts, clock):
@@ -615,13 +618,13 @@ def test_a_second_hold_under_an_open_requests_id_is_refused_and_takes_nothing(st
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_a_grant_refused_for_a_disabled_user_says_so_whatever_its_keys_status(store, accounts, clock, when):
     # Disabling a user disables its keys; a key made after that is active, its user still disabled.
-    accounts.create_user(username="off", quota=10_000, user_id=USER)
+    accounts.users.create_user(username="off", quota=10_000, user_id=USER)
     if when == "before":
-        principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
-        accounts.set_user_enabled(USER, False)  # after the key cache read the key
+        principal = authenticate({"x-api-key": accounts.keys.create_key(USER, name="k")[0]})
+        accounts.users.set_user_enabled(USER, False)  # after the key cache read the key
     else:
-        accounts.set_user_enabled(USER, False)
-        principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+        accounts.users.set_user_enabled(USER, False)
+        principal = authenticate({"x-api-key": accounts.keys.create_key(USER, name="k")[0]})
     with pytest.raises(AuthenticationFailed) as refused:
         billing.reserve_request(principal, 10, model="m-small", route="test", request_id="off-1",
                                 pool=leases.LeasePool(holder="one"))
@@ -630,22 +633,22 @@ def test_a_grant_refused_for_a_disabled_user_says_so_whatever_its_keys_status(st
 
 def test_a_price_above_the_hold_past_the_lease_records_what_went_unpaid(store, accounts, clock):
     # Given a user whose whole quota (1000) is one request's hold, so its lease has no more
-    accounts.create_user(username="edge", quota=1000, user_id=USER)
-    principal = authenticate({"x-api-key": accounts.create_key(USER, name="k")[0]})
+    accounts.users.create_user(username="edge", quota=1000, user_id=USER)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(USER, name="k")[0]})
     pool = leases.LeasePool(holder="one")
     held = billing.reserve_request(principal, 1000, model="m-small", route="test", request_id="edge-1", pool=pool)
     # When the real price is 5000
     assert billing.settle(held, 5000, pool=pool)
     pool.release_all()
     # Then it is charged the 1000 there were, and the entry says 4000 went unpaid
-    (entry,) = accounts.ledger(USER)
+    (entry,) = accounts.usage.ledger(USER)
     assert (entry["units"], entry["shortfall"]) == (1000, 4000)
-    assert accounts.get_user(USER, consistent=True)["quota"] == 0
+    assert balances.get_user(USER)["quota"] == 0
 
 
 def test_reading_an_account_with_its_leases_gives_up_after_five_rereads(store, accounts, monkeypatch):
     # (a lease granted or folded between every pair of reads, for ever: the last read is answered)
     reads = []
-    monkeypatch.setattr(leases, "open_leases", lambda user_id: reads.append(1) or [{"lease_id": str(len(reads))}])
-    result, found = leases.with_open_leases(USER, lambda: "profile")
+    monkeypatch.setattr(balances, "open_leases", lambda user_id: reads.append(1) or [{"lease_id": str(len(reads))}])
+    result, found = balances.with_open_leases(USER, lambda: "profile")
     assert result == "profile" and len(reads) == 1 + 5

@@ -9,6 +9,7 @@ import pytest
 from gateway import auth
 from gateway.admission import billing, leases
 from gateway.routing import health
+from gateway.store import holds
 from gateway.store.aws import WouldWait, client, no_wait
 from tests.conftest import use_environment
 
@@ -42,7 +43,7 @@ def test_a_cached_key_is_checked_without_a_call_an_uncached_one_asks_for_a_threa
     # And a stamp that falls due under no_wait is left to the thread, not skipped
     monkeypatch.setattr(auth, "_LAST_USED_EVERY", 0)
     stamped = []
-    monkeypatch.setattr(auth.AccountsRepository, "touch_key", lambda self, key_hash, now: stamped.append(now))
+    monkeypatch.setattr(auth.KeysRepository, "touch_key", lambda self, key_hash, now: stamped.append(now))
     with no_wait(), pytest.raises(WouldWait):
         auth.authenticate(headers)
     auth.authenticate(headers)
@@ -55,7 +56,7 @@ def test_a_hold_without_a_lease_in_hand_asks_for_a_thread_and_holds_nothing(demo
     # Given no lease yet: the hold would need a grant
     with no_wait(), pytest.raises(WouldWait):
         billing.reserve_request(principal, 100, model="m-small", route="test", request_id="w1", pool=pool)
-    assert pool._open == {} and leases.open_leases(1) == []
+    assert pool._open == {} and holds.open_leases(1) == []
     # When a thread holds (a lease is granted), the next holds come from it without a call
     first = billing.reserve_request(principal, 100, model="m-small", route="test", request_id="w1", pool=pool)
     with no_wait():

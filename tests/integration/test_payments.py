@@ -16,6 +16,7 @@ import pytest
 import stripe
 
 from gateway import options
+from gateway.admission import balances
 from gateway.commerce import credits, invitations, payments
 from gateway.commerce.store import CommerceRepository
 from gateway.errors import GatewayError
@@ -68,16 +69,16 @@ def payments_on(stripe_url, webhook_url, store):
 
 @pytest.fixture
 def payer(demo, accounts):
-    ann = accounts.create_user(username="ann", quota=0, access_token="ann-access-token")
+    ann = accounts.users.create_user(username="ann", quota=0, access_token="ann-access-token")
     return int(ann["id"])
 
 
 def quota(accounts, user_id):
-    return int(accounts.raw_user(user_id, consistent=True)["quota"])
+    return int(accounts.users.raw_user(user_id, consistent=True)["quota"])
 
 
 def start(user_id, accounts, amount=5):
-    user = accounts.raw_user(user_id, consistent=True)
+    user = accounts.users.raw_user(user_id, consistent=True)
     return payments.start(user_id, user, amount, "stripe", return_url="http://gateway.test/console/")["data"]
 
 
@@ -108,7 +109,7 @@ def test_a_card_top_up_delivered_five_times_credits_once(payments_on, payer, acc
     assert quota(accounts, payer) == 2_500_000
     saved = CommerceRepository().order(order["trade_no"])
     assert saved["status"] == "success" and saved["paid_at"] > 0
-    assert accounts.raw_user(payer, consistent=True)["has_payment_method"] is True
+    assert accounts.users.raw_user(payer, consistent=True)["has_payment_method"] is True
     from gateway.api import requestlog
 
     log = requestlog.account_log(payer, {"type": "1"})["data"]["items"]
@@ -206,11 +207,11 @@ def test_the_inviter_is_rewarded_at_the_first_payment_only(payments_on, payer, a
     OptionsRepository().put_option("QuotaForInviter", "1000000", by=1, at=0)
     options.forget()
     set_inviter(payer, 1)
-    before = accounts.raw_user(1, consistent=True)
+    before = accounts.users.raw_user(1, consistent=True)
     for _ in range(2):
         order = start(payer, accounts)
         pay(payments_on, order["session_id"], deliveries=2)
-    inviter = accounts.raw_user(1, consistent=True)
+    inviter = accounts.users.raw_user(1, consistent=True)
     assert inviter["aff_quota"] - before["aff_quota"] == 1_000_000
     assert inviter["aff_history_quota"] - before["aff_history_quota"] == 1_000_000
     assert quota(accounts, payer) == 5_000_000
@@ -229,7 +230,7 @@ def test_the_inviter_is_rewarded_at_the_first_payment_only(payments_on, payer, a
         thread.start()
     for thread in threads:
         thread.join()
-    after = accounts.raw_user(1, consistent=True)
+    after = accounts.users.raw_user(1, consistent=True)
     assert sorted(outcomes) == ["moved", "refused", "refused", "refused"]
     assert after["aff_quota"] == before["aff_quota"] and after["quota"] == inviter["quota"] + 1_000_000
     with pytest.raises(GatewayError, match="smallest transfer"):
@@ -239,7 +240,7 @@ def test_the_inviter_is_rewarded_at_the_first_payment_only(payments_on, payer, a
 def test_the_smallest_transfer_is_one_usd_exactly_and_the_invitation_code_is_answered(accounts):
     from gateway.settings import get_settings
 
-    accounts.create_user(username="inviter", user_id=41)
+    accounts.users.create_user(username="inviter", user_id=41)
     client("dynamodb").update_item(TableName=get_settings().accounts_table,
                                    Key=to_item({"pk": "USER#41", "sk": "PROFILE"}),
                                    UpdateExpression="SET aff_quota = :q",
@@ -248,7 +249,7 @@ def test_the_smallest_transfer_is_one_usd_exactly_and_the_invitation_code_is_ans
         invitations.transfer(41, 499_999)
     # new-api's TransferAffQuotaToQuota: at least one USD of quota
     assert invitations.transfer(41, 500_000) == {"success": True, "message": "", "data": 500_000}
-    user = accounts.raw_user(41, consistent=True)
+    user = accounts.users.raw_user(41, consistent=True)
     assert (user["aff_quota"], user["quota"]) == (500_000, 500_000)
     assert invitations.aff(user) == {"success": True, "message": "", "data": user["aff_code"]}
 
@@ -367,7 +368,7 @@ def test_an_order_is_shown_to_its_payer_only(payments_on, payer, accounts):
 
 
 def test_a_top_up_that_would_take_an_account_past_the_largest_quota_is_refused(payments_on, payer, accounts):
-    accounts.add_user_quota(payer, payments.MAX_QUOTA_UNITS - 1)
+    balances.add_user_quota(payer, payments.MAX_QUOTA_UNITS - 1)
     with pytest.raises(GatewayError, match="more quota than one account may"):
         start(payer, accounts)
     assert quota(accounts, payer) == payments.MAX_QUOTA_UNITS - 1  # and nothing changed
@@ -434,14 +435,14 @@ def test_two_first_payments_racing_pay_the_inviter_once_and_both_credit(payments
     OptionsRepository().put_option("QuotaForInviter", "1000000", by=1, at=0)
     options.forget()
     set_inviter(payer, 1)
-    before = accounts.raw_user(1, consistent=True)
+    before = accounts.users.raw_user(1, consistent=True)
     first, second = start(payer, accounts), start(payer, accounts, amount=3)
     real, raced = credits.apply, []
 
     def other_payment_first(credit, claims, now=None):
         if credit.credit_id == f"order-{first['trade_no']}" and not raced:
             raced.append(credit.detail.get("inviter_reward"))
-            assert payments.credit_order(CommerceRepository().order(second["trade_no"]), accounts) is True
+            assert payments.credit_order(CommerceRepository().order(second["trade_no"]), accounts.users) is True
         return real(credit, claims, now)
 
     monkeypatch.setattr(credits, "apply", other_payment_first)
@@ -449,7 +450,7 @@ def test_two_first_payments_racing_pay_the_inviter_once_and_both_credit(payments
     payload, signature = signed({"id": "evt_9", "type": "checkout.session.completed", "data": {"object": session}})
     assert post_webhook(commerce_fn, payload, signature) == (200, {"received": True, "handled": True})
     assert raced == [1_000_000]  # the first credit did try to pay the reward
-    inviter = accounts.raw_user(1, consistent=True)
+    inviter = accounts.users.raw_user(1, consistent=True)
     assert inviter["aff_quota"] - before["aff_quota"] == 1_000_000
     assert quota(accounts, payer) == (5 + 3) * 500_000
     assert {CommerceRepository().order(o["trade_no"])["status"] for o in (first, second)} == {"success"}

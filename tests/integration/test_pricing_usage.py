@@ -54,8 +54,8 @@ def call_json(fn, ctx, path: str, **kwargs):
 
 @pytest.fixture
 def ann(demo, accounts):
-    user = accounts.create_user(username="ann", quota=250_000_000, access_token="ann-access-token")
-    key, _ = accounts.create_key(int(user["id"]), name="=cmd|' /C calc'!A0")  # a name a spreadsheet would run
+    user = accounts.users.create_user(username="ann", quota=250_000_000, access_token="ann-access-token")
+    key, _ = accounts.keys.create_key(int(user["id"]), name="=cmd|' /C calc'!A0")  # a name a spreadsheet would run
     return {"id": int(user["id"]), "key": key,
             "headers": {"Authorization": "Bearer ann-access-token", "X-Api-User": str(user["id"])}}
 
@@ -126,7 +126,7 @@ def test_tokens_per_day_and_model_for_the_user_and_for_the_operator(account_fn, 
     catalog([channel("chat")])
     for key in (ann["key"], ann["key"], demo["key"]):
         assert run("chat", inbound("chat", key, "count my tokens"))[0] == 200
-    entries = accounts.ledger(ann["id"])
+    entries = accounts.usage.ledger(ann["id"])
     prompt = sum(int(e["detail"]["input_tokens"]) for e in entries)
     completion = sum(int(e["detail"]["output_tokens"]) for e in entries)
     status, mine = call_json(account_fn, lambda_context, "/api/data/self", headers=ann["headers"])
@@ -157,7 +157,7 @@ def test_the_log_of_a_range_exports_as_csv_newest_first_and_formula_safe(account
     assert headers["X-Export-Truncated"] == "false" and "attachment" in headers["Content-Disposition"]
     rows = list(csv.DictReader(io.StringIO(body)))
     assert [r["request_id"] for r in rows] == [r.request_id for r in reversed(requests)]
-    ledger = {e["request_id"]: e for e in accounts.ledger(ann["id"])}
+    ledger = {e["request_id"]: e for e in accounts.usage.ledger(ann["id"])}
     for row in rows:
         entry = ledger[row["request_id"]]
         assert (int(row["quota"]), int(row["prompt_tokens"]), row["group"], row["model_name"]) == (

@@ -54,8 +54,9 @@ def test_a_reservation_of_a_user_disabled_meanwhile_says_so_not_quota(demo):
     principal = authenticate({"x-api-key": demo["key"]})
     admin.run(["disable-user", "--user", "1"])
     admin.run(["enable-user", "--user", "1"])  # the key is active again...
-    from gateway.store.accounts import AccountsRepository, user_pk  # ...but the profile is disabled now
-    accounts = AccountsRepository()
+    from gateway.store.table import user_pk  # ...but the profile is disabled now
+    from gateway.store.users import UsersRepository
+    accounts = UsersRepository()
     accounts._db.update_item(TableName=accounts.table, Key={"pk": {"S": user_pk(1)}, "sk": {"S": "PROFILE"}},
                              UpdateExpression="SET #s = :d", ExpressionAttributeNames={"#s": "status"},
                              ExpressionAttributeValues={":d": {"N": "2"}})

@@ -57,9 +57,9 @@ def entry_at(monkeypatch, principal, seconds, *, request_id, model="m-small", un
 @pytest.fixture
 def keys(demo, accounts):
     """The demo key, a second key of the same user, and user 2 with its own key."""
-    laptop, _ = accounts.create_key(1, name="laptop")
-    accounts.create_user(username="other", quota=10**9, user_id=2, access_token="other-token")
-    other, _ = accounts.create_key(2, name="demo")  # the same name as user 1's key: never mixed up
+    laptop, _ = accounts.keys.create_key(1, name="laptop")
+    accounts.users.create_user(username="other", quota=10**9, user_id=2, access_token="other-token")
+    other, _ = accounts.keys.create_key(2, name="demo")  # the same name as user 1's key: never mixed up
     return {"demo": authenticate(key_headers(demo["key"])), "laptop": authenticate(key_headers(laptop)),
             "other": authenticate(key_headers(other)), "demo_key": demo["key"], "laptop_key": laptop,
             "other_key": other}
@@ -148,9 +148,9 @@ def test_a_request_the_client_abandons_before_the_answer_is_a_refund_not_an_erro
 
 
 def demo_ledger():
-    from gateway.store.accounts import AccountsRepository
+    from gateway.store.usage import UsageRepository
 
-    return AccountsRepository().ledger(1)
+    return UsageRepository().ledger(1)
 
 
 # --- filters, types and pages ----------------------------------------------------------------------
@@ -280,7 +280,7 @@ def test_another_users_token_name_and_model_never_reach_across_accounts(account_
 
 def test_a_name_shared_by_two_keys_lists_both(account_fn, demo, history, accounts, keys, monkeypatch,
                                               lambda_context):
-    twin, _ = accounts.create_key(1, name="laptop")
+    twin, _ = accounts.keys.create_key(1, name="laptop")
     entry_at(monkeypatch, authenticate(key_headers(twin)), BASE + 100, request_id="twin")
     _, body = get(account_fn, lambda_context, "/api/log/self", self_headers(demo),
                   {"token_name": "laptop", "page_size": "100"})

@@ -20,8 +20,8 @@ from gateway.auth import authenticate
 from gateway.errors import InvalidRequest, NotFound
 from gateway.routing.channel import ChannelsConfigError
 from gateway.routing.channels import check_at_start
-from gateway.store.accounts import AccountsRepository
 from gateway.store.tasks import Task, TasksRepository
+from gateway.store.usage import UsageRepository
 from gateway_local.server import simulators_app
 from tests.conftest import ROOT, use_environment
 from tests.integration.test_text import channel, inbound, quota, run
@@ -55,7 +55,7 @@ def test_every_sdk_finds_image_and_video_models_in_its_own_shape(demo, catalog, 
 
 def test_one_model_is_found_or_a_404_in_the_asking_sdks_envelope(demo, catalog, app, accounts):
     catalog([channel("chat")])
-    limited, _ = accounts.create_key(1, name="small", allowed_models=["m-small"])
+    limited, _ = accounts.keys.create_key(1, name="small", allowed_models=["m-small"])
     assert get(app, "/v1/models/m-small", {KEY: limited}).json()["id"] == "m-small"
     assert get(app, "/v1beta/models/m-small", {KEY: limited}).json()["name"] == "models/m-small"
     forbidden = get(app, "/v1/models/m-large", {KEY: limited})
@@ -107,7 +107,7 @@ def test_count_tokens_is_free_through_any_text_channel_and_says_where_the_count_
     assert status == 200 and body["input_tokens"] > 0
     assert headers["x-gateway-token-count"] == source
     assert quota() == before
-    entry = next(e for e in AccountsRepository().ledger(1) if e["request_id"] == request_id)
+    entry = next(e for e in UsageRepository().ledger(1) if e["request_id"] == request_id)
     assert entry["units"] == 0 and entry["route"] == "/v1/messages/count_tokens"
     assert entry["detail"]["count_source"] == source and entry["detail"]["counted_tokens"] == body["input_tokens"]
 

@@ -20,9 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from gateway import passwords
+from gateway.admission import balances
 from gateway.api import session
 from gateway.errors import GatewayError
-from gateway.store.accounts import AccountsRepository
+from gateway.store.signin import SignInRepository
 from gateway_local.template import read_template
 from tests.conftest import ROOT, api_event
 
@@ -32,8 +33,8 @@ T0 = 1_800_000_000 // session.NAME_WINDOW_SECONDS * session.NAME_WINDOW_SECONDS 
 
 @pytest.fixture
 def ann(demo, accounts):
-    user = accounts.create_user(username="ann", quota=5_000_000, access_token="ann-access-token")
-    session.set_password(int(user["id"]), PASSWORD, accounts)
+    user = accounts.users.create_user(username="ann", quota=5_000_000, access_token="ann-access-token")
+    session.set_password(int(user["id"]), PASSWORD, accounts.sign_in)
     return int(user["id"])
 
 
@@ -82,9 +83,9 @@ def test_a_known_and_an_unknown_name_do_the_same_store_reads_and_the_same_scrypt
     monkeypatch.setattr(passwords, "_scrypt", scrypt)
     seen = {}
     for name, address in (("ann", "10.0.0.2"), ("nobody", "10.0.0.3")):
-        recorder = _Recorder(accounts._db)
+        recorder = _Recorder(accounts.sign_in._db)
 
-        class Recorded(AccountsRepository):
+        class Recorded(SignInRepository):
             _db = recorder  # type: ignore[assignment]
 
         repo = Recorded()
@@ -103,10 +104,11 @@ def test_a_known_and_an_unknown_name_do_the_same_store_reads_and_the_same_scrypt
 
 
 def test_the_sign_in_decoy_has_a_profiles_shape_and_no_ones_data(ann, accounts):
-    from gateway.store.accounts import PROFILE, SIGN_IN_DECOY_KEY
+    from gateway.store.signin import SIGN_IN_DECOY_KEY
+    from gateway.store.table import PROFILE
 
-    profile = accounts.raw_user(ann, consistent=True)
-    decoy = accounts._get(SIGN_IN_DECOY_KEY["pk"], SIGN_IN_DECOY_KEY["sk"], consistent=True)
+    profile = accounts.users.raw_user(ann, consistent=True)
+    decoy = accounts.sign_in._get(SIGN_IN_DECOY_KEY["pk"], SIGN_IN_DECOY_KEY["sk"], consistent=True)
     assert decoy is not None and set(decoy) == set(profile)
     assert all(type(decoy[name]) is type(value) for name, value in profile.items())
     assert all(len(decoy[name]) == len(value) for name, value in profile.items() if isinstance(value, str)
@@ -114,7 +116,7 @@ def test_the_sign_in_decoy_has_a_profiles_shape_and_no_ones_data(ann, accounts):
     for secret in (profile["username"], profile["password_hash"], profile["aff_code"]):
         assert secret not in json.dumps(decoy, default=str)
     assert decoy["quota"] == 0 and "expires_ttl" not in decoy
-    assert decoy["sk"] != PROFILE and all(user["id"] != 0 for user in accounts.list_users())  # never a user
+    assert decoy["sk"] != PROFILE and all(user["id"] != 0 for user in balances.list_users())  # never a user
 
 
 def test_a_wrong_password_or_an_unknown_name_is_one_401_naming_neither(account_fn, ann, lambda_context):
@@ -130,70 +132,70 @@ def test_a_wrong_password_or_an_unknown_name_is_one_401_naming_neither(account_f
 def test_hammering_one_address_never_refuses_the_owners_right_password_from_another(ann, accounts):
     now = T0
     for failures in range(1, session.MAX_ATTEMPTS_PER_PAIR + 1):
-        status, error = attempt(accounts, "ann", "wrong password", "10.6.6.6", now)
+        status, error = attempt(accounts.sign_in, "ann", "wrong password", "10.6.6.6", now)
         assert status == 401
         now += session.failure_delay(failures)  # past each progressive delay (all within the window)
     assert now < T0 + session.SIGN_IN_WINDOW_SECONDS
     # That address is done with this name for the window, in any casing ...
     for name in ("ann", "ANN", "Ann"):
-        status, error = attempt(accounts, name, PASSWORD, "10.6.6.6", now)
+        status, error = attempt(accounts.sign_in, name, PASSWORD, "10.6.6.6", now)
         assert status == 429 and int(error.headers["Retry-After"]) > 0
     # ... but the owner, from another address, gets in at once, in any casing.
-    assert attempt(accounts, "ANN", PASSWORD, "10.1.1.1", now)[0] == 200
-    assert attempt(accounts, "ann", PASSWORD, "10.1.1.2", now)[0] == 200
+    assert attempt(accounts.sign_in, "ANN", PASSWORD, "10.1.1.1", now)[0] == 200
+    assert attempt(accounts.sign_in, "ann", PASSWORD, "10.1.1.2", now)[0] == 200
 
 
 def test_each_failure_past_the_free_ones_doubles_the_wait_of_the_next_try(ann, accounts):
     now = T0
     for _ in range(session.FREE_ATTEMPTS):
-        assert attempt(accounts, "ann", "wrong password", "10.0.0.4", now)[0] == 401
-    status, error = attempt(accounts, "ann", PASSWORD, "10.0.0.4", now)
+        assert attempt(accounts.sign_in, "ann", "wrong password", "10.0.0.4", now)[0] == 401
+    status, error = attempt(accounts.sign_in, "ann", PASSWORD, "10.0.0.4", now)
     assert status == 429 and error.headers["Retry-After"] == "2"  # not even the right password is checked
-    assert attempt(accounts, "ann", "wrong password", "10.0.0.4", now + 2)[0] == 401
-    status, error = attempt(accounts, "ann", PASSWORD, "10.0.0.4", now + 5)
+    assert attempt(accounts.sign_in, "ann", "wrong password", "10.0.0.4", now + 2)[0] == 401
+    status, error = attempt(accounts.sign_in, "ann", PASSWORD, "10.0.0.4", now + 5)
     assert status == 429 and error.headers["Retry-After"] == "1"  # 4 s after the 4th failure
-    assert attempt(accounts, "ann", PASSWORD, "10.0.0.4", now + 6)[0] == 200
+    assert attempt(accounts.sign_in, "ann", PASSWORD, "10.0.0.4", now + 6)[0] == 200
     # The owner got in: this address starts over.
-    assert attempt(accounts, "ann", "wrong password", "10.0.0.4", now + 6)[0] == 401
-    assert attempt(accounts, "ann", PASSWORD, "10.0.0.4", now + 6)[0] == 200
+    assert attempt(accounts.sign_in, "ann", "wrong password", "10.0.0.4", now + 6)[0] == 401
+    assert attempt(accounts.sign_in, "ann", PASSWORD, "10.0.0.4", now + 6)[0] == 200
 
 
 def test_past_the_names_ceiling_every_address_is_slowed_never_locked_out(ann, accounts, monkeypatch):
     monkeypatch.setattr(session, "NAME_CEILING_PER_HOUR", 5)
     for n in range(5):  # a distributed guesser: five addresses, one failure each
-        assert attempt(accounts, "ann", "wrong password", f"10.9.0.{n}")[0] == 401
+        assert attempt(accounts.sign_in, "ann", "wrong password", f"10.9.0.{n}")[0] == 401
     # The owner from a new address still gets in, at its first try ...
-    assert attempt(accounts, "Ann", PASSWORD, "10.1.0.1")[0] == 200
+    assert attempt(accounts.sign_in, "Ann", PASSWORD, "10.1.0.1")[0] == 200
     # ... while each address now has one try per gap for this name, wrong or right.
-    assert attempt(accounts, "ann", "wrong password", "10.1.0.2")[0] == 401
-    status, error = attempt(accounts, "ann", PASSWORD, "10.1.0.2", T0 + 1)
+    assert attempt(accounts.sign_in, "ann", "wrong password", "10.1.0.2")[0] == 401
+    status, error = attempt(accounts.sign_in, "ann", PASSWORD, "10.1.0.2", T0 + 1)
     assert status == 429 and int(error.headers["Retry-After"]) == session.SLOWED_GAP_SECONDS - 1
-    assert attempt(accounts, "ann", PASSWORD, "10.1.0.2", T0 + session.SLOWED_GAP_SECONDS)[0] == 200
+    assert attempt(accounts.sign_in, "ann", PASSWORD, "10.1.0.2", T0 + session.SLOWED_GAP_SECONDS)[0] == 200
     # Another name is not slowed.
-    assert attempt(accounts, "demo", "wrong password", "10.1.0.2", T0 + 1)[0] == 401
-    assert attempt(accounts, "demo", "wrong password", "10.1.0.2", T0 + 1)[0] == 401
+    assert attempt(accounts.sign_in, "demo", "wrong password", "10.1.0.2", T0 + 1)[0] == 401
+    assert attempt(accounts.sign_in, "demo", "wrong password", "10.1.0.2", T0 + 1)[0] == 401
 
 
 def test_one_address_trying_many_names_is_limited_whatever_the_names(ann, accounts):
     for n in range(session.MAX_ATTEMPTS_PER_ADDRESS):
-        assert attempt(accounts, f"guess{n}", "wrong password", "10.0.0.9")[0] == 401
-    assert attempt(accounts, "ann", PASSWORD, "10.0.0.9")[0] == 429
-    assert attempt(accounts, "ann", PASSWORD, "10.0.0.10")[0] == 200
+        assert attempt(accounts.sign_in, f"guess{n}", "wrong password", "10.0.0.9")[0] == 401
+    assert attempt(accounts.sign_in, "ann", PASSWORD, "10.0.0.9")[0] == 429
+    assert attempt(accounts.sign_in, "ann", PASSWORD, "10.0.0.10")[0] == 200
 
 
 # ---- names compare case-insensitively everywhere --------------------------------------------------
 
 def test_names_compare_case_insensitively_at_creation_and_sign_in(account_fn, ann, lambda_context, accounts):
     operator = {"Authorization": "demo-access-token", "X-Api-User": "1"}
-    accounts.set_access_token(1, "demo-access-token")
+    accounts.users.set_access_token(1, "demo-access-token")
     status, body, _ = call(account_fn, lambda_context, "POST", "/api/admin/users", headers=operator,
                            body={"username": "ANN", "password": "another password"})
     assert status == 409 and body["message"].startswith("username:")
     with pytest.raises(ValueError, match="already signs in"):
-        other = accounts.create_user(username="Ann")
-        session.set_password(int(other["id"]), "another password", accounts)
+        other = accounts.users.create_user(username="Ann")
+        session.set_password(int(other["id"]), "another password", accounts.sign_in)
     for name in ("ann", "ANN", "aNn"):
-        assert attempt(accounts, name, PASSWORD, f"10.2.0.{len(name)}{name}")[0] == 200
+        assert attempt(accounts.sign_in, name, PASSWORD, f"10.2.0.{len(name)}{name}")[0] == 200
 
 
 # ---- row 4: the counter is raised before the password is checked ----------------------------------
@@ -209,7 +211,7 @@ def test_200_parallel_wrong_passwords_check_at_most_the_limit(ann, accounts, mon
 
     monkeypatch.setattr(session, "verify_password", counting)
     with ThreadPoolExecutor(max_workers=32) as pool:
-        statuses = list(pool.map(lambda _: attempt(AccountsRepository(), "ann", "wrong password", "10.4.4.4")[0],
+        statuses = list(pool.map(lambda _: attempt(SignInRepository(), "ann", "wrong password", "10.4.4.4")[0],
                                  range(200)))
     assert checked[0] <= session.MAX_ATTEMPTS_PER_PAIR
     assert statuses.count(401) == checked[0] and statuses.count(429) == 200 - checked[0]
@@ -273,5 +275,5 @@ def test_every_state_changing_console_route_refuses_a_form_with_415(account_fn, 
                            raw='{"name":"x","quota":1,"status":2,"id":"abc","rpm":1,"original_password":"p",'
                                '"password":"a new password","username":"zed"}')
     assert status == 415 and body["success"] is False and "application/json" in body["message"]
-    assert accounts.user_id_for_username("zed") is None
-    assert accounts.list_keys(ann) == []
+    assert accounts.sign_in.user_id_for_username("zed") is None
+    assert balances.list_keys(ann) == []

@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from gateway import options
+from gateway.admission import balances
 from gateway.commerce import signup
 from gateway.errors import RateLimited
 from gateway.store.aws import client
@@ -58,12 +59,12 @@ def test_open_sign_up_makes_an_account_that_signs_in_and_records_the_sign_in(
                            body={"username": "newbie", "password": "a long password", "email": "N@Example.com"})
     assert status == 200 and body["success"] is True
     user_id = body["data"]["id"]
-    profile = accounts.raw_user(user_id, consistent=True)
+    profile = accounts.users.raw_user(user_id, consistent=True)
     assert profile["quota"] == 250_000 and profile["email"] == "n@example.com" and profile["inviter_id"] == 0
     status, _, _ = call(account_fn, lambda_context, "POST", "/api/user/login",
                         body={"username": "newbie", "password": "a long password"}, ip="203.0.113.9")
     assert status == 200
-    profile = accounts.raw_user(user_id, consistent=True)
+    profile = accounts.users.raw_user(user_id, consistent=True)
     assert profile["last_login_ip"] == "203.0.113.9" and profile["last_login_at"] > 0
 
 
@@ -77,14 +78,14 @@ def test_a_bad_sign_up_is_a_400_naming_the_field_and_makes_nothing(commerce_fn, 
                                                                    body, param):
     status, answer, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register", body=body)
     assert status == 400 and param in answer["message"]
-    assert accounts.user_id_for_username(body["username"]) is None
+    assert accounts.sign_in.user_id_for_username(body["username"]) is None
 
 
 def test_closed_sign_up_is_refused(commerce_fn, lambda_context, outbox, accounts):
     set_option("RegisterEnabled", "false")
     status, body, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register",
                            body={"username": "late", "password": "a long password"})
-    assert status == 403 and "closed" in body["message"] and accounts.user_id_for_username("late") is None
+    assert status == 403 and "closed" in body["message"] and accounts.sign_in.user_id_for_username("late") is None
 
 
 def test_with_verification_the_emailed_code_is_needed_once(commerce_fn, lambda_context, outbox, accounts):
@@ -105,7 +106,7 @@ def test_with_verification_the_emailed_code_is_needed_once(commerce_fn, lambda_c
     # Once: a second account with the same code (or address) is refused.
     status, body, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register",
                            body={**register, "username": "again", "verification_code": code})
-    assert status == 400 and accounts.user_id_for_username("again") is None
+    assert status == 400 and accounts.sign_in.user_id_for_username("again") is None
     # and the address is the new account's: a new code request is told it is taken
     status, _, _ = call(commerce_fn, lambda_context, "GET", "/api/verification", query={"email": "v@example.com"})
     assert status == 200 and "already has an account" in mails(outbox)[-1]["text"]
@@ -160,17 +161,17 @@ def test_a_verified_sign_up_that_loses_its_name_to_a_race_gives_its_address_back
     """Another sign-up takes the name between this one's check and its claim of the name: a 409, and
     the address this one had claimed is free again, for a sign-up under another name."""
     set_option("EmailVerificationEnabled", "true")
-    from gateway.store.accounts import AccountsRepository
+    from gateway.store.signin import SignInRepository
 
-    other = accounts.create_user(username="raced")  # the other sign-up's account, its name claimed
-    accounts.set_password(int(other["id"]), "x")
+    other = accounts.users.create_user(username="raced")  # the other sign-up's account, its name claimed
+    accounts.sign_in.set_password(int(other["id"]), "x")
 
     def new_code() -> str:
         assert call(commerce_fn, lambda_context, "GET", "/api/verification", query={"email": "r@example.com"})[0] == 200
         return code_in(mails(outbox)[-1])
 
-    real = AccountsRepository.user_id_for_username
-    monkeypatch.setattr(AccountsRepository, "user_id_for_username",  # read before the other one's claim
+    real = SignInRepository.user_id_for_username
+    monkeypatch.setattr(SignInRepository, "user_id_for_username",  # read before the other one's claim
                         lambda self, name: None if name == "raced" else real(self, name))
     body = {"username": "raced", "password": "a long password", "email": "r@example.com"}
     status, answer, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register",
@@ -263,18 +264,18 @@ def test_an_invitation_code_counts_the_invitee_and_rewards_nothing_yet(commerce_
     set_option("QuotaForNewUser", "250000")
     set_option("QuotaForInvitee", "100000")
     set_option("QuotaForInviter", "900000")
-    inviter = accounts.raw_user(1, consistent=True)
+    inviter = accounts.users.raw_user(1, consistent=True)
     status, body, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register", body={
         "username": "invited", "password": "a long password", "aff_code": inviter["aff_code"]})
     assert status == 200
-    invitee = accounts.raw_user(body["data"]["id"], consistent=True)
+    invitee = accounts.users.raw_user(body["data"]["id"], consistent=True)
     assert invitee["inviter_id"] == 1 and invitee["quota"] == 250_000 + 100_000  # a new user's, and an invitee's
-    after = accounts.raw_user(1, consistent=True)
+    after = accounts.users.raw_user(1, consistent=True)
     assert after["aff_count"] == inviter["aff_count"] + 1 and after["aff_quota"] == inviter["aff_quota"]
     # An unknown code is ignored, as new-api does (no enumeration of codes either).
     status, body, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register", body={
         "username": "stray", "password": "a long password", "aff_code": "nosuchcode"})
-    assert status == 200 and accounts.raw_user(body["data"]["id"], consistent=True)["inviter_id"] == 0
+    assert status == 200 and accounts.users.raw_user(body["data"]["id"], consistent=True)["inviter_id"] == 0
 
 
 def test_two_sign_ups_racing_for_one_name_make_one_account(commerce_fn, lambda_context, outbox, accounts):
@@ -291,7 +292,7 @@ def test_two_sign_ups_racing_for_one_name_make_one_account(commerce_fn, lambda_c
     for thread in threads:
         thread.join()
     assert sorted(outcomes) == [200] + [409] * 5
-    users = [u for u in accounts.list_users() if u["username"] == "contested"]
+    users = [u for u in balances.list_users() if u["username"] == "contested"]
     assert len(users) == 1
 
 

@@ -1,6 +1,6 @@
 """The money paths when DynamoDB throttles or loses the answer of a write it applied
 (gateway_local/faults.py, planned one fault at a time): botocore sends the same request again,
-and `billing.transact` asks a cancelled transaction again under a new client token, so a write
+and `admission.transactions.transact` asks a cancelled transaction again under a new client token, so a write
 may meet its own effect. Each must be recognised as the writer's own: held once, granted once,
 credited once, counted once, and a cancellation for throughput never read as "quota too low"."""
 
@@ -12,8 +12,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from gateway import admin, auth
-from gateway.admission import billing, leases, limits
+from gateway.admission import balances, billing, lease_closes, leases, limits
 from gateway.auth import authenticate
+from gateway.store import holds
 from gateway.store.aws import client, from_item, to_item
 from tests.integration.money_support import open_reservations
 
@@ -22,13 +23,13 @@ USD = 500_000
 
 @pytest.fixture
 def user(accounts):
-    accounts.create_user(username="ann", user_id=7, quota=100 * USD)
-    key, _ = accounts.create_key(7, name="k")
+    accounts.users.create_user(username="ann", user_id=7, quota=100 * USD)
+    key, _ = accounts.keys.create_key(7, name="k")
     return authenticate({"Authorization": f"Bearer {key}"})
 
 
 def quota(accounts) -> int:
-    return int(accounts.raw_user(7, consistent=True)["quota"])
+    return int(accounts.users.raw_user(7, consistent=True)["quota"])
 
 
 def test_a_task_hold_cancelled_for_throughput_is_asked_again_not_refused_for_quota(user, accounts, faults):
@@ -56,10 +57,10 @@ def test_a_lease_grant_applied_then_lost_then_cancelled_for_throughput_is_grante
     faults.plan("TransactWriteItems", "lost_answer")
     faults.plan("TransactWriteItems", "throttle")
     held = billing.reserve_request(user, 1000, model="m-small", route="test", request_id=uuid.uuid4().hex, pool=pool)
-    assert held.lease_id and len(leases.open_leases(7)) == 1
+    assert held.lease_id and len(holds.open_leases(7)) == 1
     billing.settle(held, 600, pool=pool)
     pool.release_all()
-    assert quota(accounts) == 100 * USD - 600 and leases.open_leases(7) == []
+    assert quota(accounts) == 100 * USD - 600 and holds.open_leases(7) == []
 
 
 def test_an_image_request_id_claim_whose_answer_was_lost_is_served_not_refused(user, accounts, faults):
@@ -76,15 +77,15 @@ def test_an_image_request_id_claim_whose_answer_was_lost_is_served_not_refused(u
 
 def test_a_quota_top_up_whose_answer_was_lost_is_added_once(user, accounts, faults):
     faults.plan("TransactWriteItems", "lost_answer")
-    assert accounts.add_user_quota(7, 5000) == 100 * USD + 5000
+    assert balances.add_user_quota(7, 5000) == 100 * USD + 5000
     assert faults.counts.lost_answers == 1 and faults.counts.token_replays == 1
 
 
 def test_a_budget_hold_and_its_give_back_whose_answers_were_lost_count_once(user, accounts, faults):
-    admin.run(["set-limits", "--user", "7", "--budget-usd", "1", "--budget-period", "daily"], accounts=accounts)
+    admin.run(["set-limits", "--user", "7", "--budget-usd", "1", "--budget-period", "daily"])
     auth.clear_cache()
     limits.step().reset()
-    principal = authenticate({"Authorization": f"Bearer {accounts.create_key(7, name='k2')[0]}"})
+    principal = authenticate({"Authorization": f"Bearer {accounts.keys.create_key(7, name='k2')[0]}"})
     pool = leases.LeasePool()
     faults.plan("TransactWriteItems", "lost_answer")  # the budget's hold (the first write of the request)
     held = billing.reserve_request(principal, 30_000, model="m-small", route="test", request_id="r-1", pool=pool)
@@ -100,13 +101,13 @@ def test_account_writes_cancelled_for_throughput_are_asked_again(user, accounts,
     # Every transaction of the accounts store goes through `store.aws.transact`: a key, a top-up,
     # a password, each cancelled once for throughput (`ThrottlingError`), then applied once.
     faults.plan("TransactWriteItems", "throttle")
-    key, record = accounts.create_key(7, name="made-while-throttled")
+    key, record = accounts.keys.create_key(7, name="made-while-throttled")
     assert authenticate({"Authorization": f"Bearer {key}"}).key_id == record["key_id"]
     faults.plan("TransactWriteItems", "throttle")
-    assert accounts.add_user_quota(7, 5000) == 100 * USD + 5000
+    assert balances.add_user_quota(7, 5000) == 100 * USD + 5000
     faults.plan("TransactWriteItems", "throttle")
-    accounts.set_password(7, "a-password-hash")
-    assert accounts.raw_user(7, consistent=True)["password_hash"] == "a-password-hash"
+    accounts.sign_in.set_password(7, "a-password-hash")
+    assert accounts.users.raw_user(7, consistent=True)["password_hash"] == "a-password-hash"
     assert faults.counts.throttled == 3
 
 
@@ -118,24 +119,25 @@ def test_a_transaction_cancelled_for_throughput_every_time_is_raised_after_six_a
     monkeypatch.setattr(aws.time, "sleep", lambda _: None)
     for _ in range(aws.TRANSACT_ATTEMPTS):
         faults.plan("TransactWriteItems", "throttle")
-    accounts.create_user(username="bo", user_id=8, quota=0)
+    accounts.users.create_user(username="bo", user_id=8, quota=0)
     with pytest.raises(ClientError) as raised:
-        accounts.add_user_quota(8, 5000)
+        balances.add_user_quota(8, 5000)
     assert aws_failures.cancellation_reasons(raised.value) == ["ThrottlingError"]
     assert aws_failures.passing_failure(raised.value)
-    assert faults.counts.throttled == aws.TRANSACT_ATTEMPTS and accounts.raw_user(8, consistent=True)["quota"] == 0
+    assert faults.counts.throttled == aws.TRANSACT_ATTEMPTS
+    assert accounts.users.raw_user(8, consistent=True)["quota"] == 0
 
 
 def _ledger(user_id: int) -> dict[str, int]:
     """The user's ledger entries, by request id: their units."""
-    from gateway.store.accounts import AccountsRepository
+    from gateway.store.usage import UsageRepository
 
-    return {entry["request_id"]: int(entry["units"]) for entry in AccountsRepository().ledger(user_id)}
+    return {entry["request_id"]: int(entry["units"]) for entry in UsageRepository().ledger(user_id)}
 
 
 def _used(accounts) -> int:
     leases.pool().fold_idle(force=True)
-    return int(accounts.raw_user(7, consistent=True)["used_quota"])
+    return int(accounts.users.raw_user(7, consistent=True)["used_quota"])
 
 
 @pytest.mark.parametrize("first", ["lost_answer", "throttle"])
@@ -178,9 +180,9 @@ def test_a_close_whose_count_on_the_lease_never_goes_through_writes_no_entry(use
 
     monkeypatch.setattr(aws.time, "sleep", lambda _: None)
     held = billing.reserve_request(user, 1000, model="m-small", route="test", request_id="never-1")
-    for _ in range(leases._BATCH_ATTEMPTS * 4):
+    for _ in range(lease_closes._BATCH_ATTEMPTS * 4):
         faults.plan("UpdateItem", "throttle")
     # Then the close fails, and nothing says the request was billed that the lease did not count
     with pytest.raises(ClientError):
         billing.settle(held, 600)
-    assert "never-1" not in _ledger(7) and faults.counts.throttled == leases._BATCH_ATTEMPTS * 4
+    assert "never-1" not in _ledger(7) and faults.counts.throttled == lease_closes._BATCH_ATTEMPTS * 4

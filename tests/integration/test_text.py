@@ -21,7 +21,7 @@ from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, 
 from gateway.formats import usage_of_response
 from gateway.prices import SHIPPED, token_cost
 from gateway.sse import SSEParser
-from gateway.store.accounts import AccountsRepository
+from gateway.store.usage import UsageRepository
 from gateway.upstreams.base import Timeouts
 from gateway_local.server import simulators_app
 from tests.integration.money_support import open_reservations
@@ -82,7 +82,7 @@ def run(dialect: str, request: text.Inbound, **options: Any) -> tuple[int, dict[
 
 
 def ledger(request_id: str) -> dict[str, Any]:
-    entries = [e for e in AccountsRepository().ledger(1) if e["request_id"] == request_id]
+    entries = [e for e in UsageRepository().ledger(1) if e["request_id"] == request_id]
     assert len(entries) == 1, entries
     return entries[0]
 
@@ -91,7 +91,9 @@ DEMO_QUOTA = 500_000_000  # the demo fixture's
 
 
 def quota() -> int:
-    return int(AccountsRepository().get_user(1, consistent=True)["quota"])
+    from gateway.admission import balances
+
+    return int(balances.get_user(1)["quota"])
 
 
 def events_of(data: bytes) -> list[tuple[str | None, Any]]:
@@ -239,7 +241,7 @@ def test_a_model_no_channel_serves_is_a_404_naming_it_and_nothing_is_reserved(de
     with pytest.raises(NotFound) as caught:
         run("chat", request)
     assert "m-small" in caught.value.message
-    assert not AccountsRepository().ledger(1)
+    assert not UsageRepository().ledger(1)
     assert open_reservations(1) == [] and quota() == DEMO_QUOTA
 
 
@@ -248,7 +250,7 @@ def test_a_model_with_no_price_is_refused_never_served_free(demo, catalog):
     request = inbound("chat", demo["key"], body=body_for("chat") | {"model": "m-unpriced"})
     with pytest.raises(InvalidRequest) as caught:
         run("chat", request)
-    assert caught.value.code == "model_not_priced" and not AccountsRepository().ledger(1)
+    assert caught.value.code == "model_not_priced" and not UsageRepository().ledger(1)
     assert open_reservations(1) == [] and quota() == DEMO_QUOTA
 
 
@@ -263,14 +265,14 @@ def test_prices_of_the_channels_document_override_the_shipped_table(demo, catalo
 
 def test_a_key_outside_its_model_allowlist_gets_a_404(demo, catalog, accounts):
     catalog([channel("chat")])
-    key, _ = accounts.create_key(1, name="large only", allowed_models=["m-large"])
+    key, _ = accounts.keys.create_key(1, name="large only", allowed_models=["m-large"])
     with pytest.raises(NotFound):
         run("chat", inbound("chat", key))
 
 
 def test_a_key_without_enough_quota_is_refused_before_any_upstream_call(demo, catalog, accounts):
     catalog([channel("chat")])
-    key, _ = accounts.create_key(1, name="tiny", quota=1)
+    key, _ = accounts.keys.create_key(1, name="tiny", quota=1)
     with pytest.raises(GatewayError) as caught:
         run("chat", inbound("chat", key))
     assert caught.value.status == 403 and caught.value.code == "insufficient_quota"
@@ -282,7 +284,7 @@ def test_bad_input_is_refused_before_any_charge(demo, catalog):
     with pytest.raises(InvalidRequest) as caught:
         run("messages", inbound("messages", demo["key"], body=bad))
     assert caught.value.param == "thinking.budget_tokens"
-    assert not AccountsRepository().ledger(1)
+    assert not UsageRepository().ledger(1)
     assert open_reservations(1) == [] and quota() == DEMO_QUOTA
 
 
@@ -393,13 +395,13 @@ def test_the_app_stops_the_upstream_when_the_client_disconnects_and_settles_once
     anyio.run(scenario)
     assert sent[0]["status"] == 200
     assert not any(m.get("more_body") is False for m in sent[1:])  # no normal end after the client left
-    entries = AccountsRepository().ledger(1)
+    entries = UsageRepository().ledger(1)
     assert len(entries) == 1 and entries[0]["detail"]["outcome"] == "client_gone"
 
 
 def test_the_model_list_holds_the_priced_text_models_the_key_may_use(demo, catalog, accounts, app):
     catalog([channel("chat", models=["m-small", "m-large", "m-unpriced"]), channel("content", models=["m-embed"])])
-    key, _ = accounts.create_key(1, name="two", allowed_models=["m-small", "m-embed"])
+    key, _ = accounts.keys.create_key(1, name="two", allowed_models=["m-small", "m-embed"])
 
     async def scenario():
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:

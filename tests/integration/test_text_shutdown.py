@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from gateway.admission import billing
-from gateway.store.accounts import AccountsRepository
+from gateway.store.usage import UsageRepository
 from gateway_local.server import simulators_app
 from tests.conftest import ROOT, serve_asgi
 
@@ -68,7 +68,7 @@ def test_sigterm_in_the_middle_of_a_stream_still_settles_what_was_relayed(demo, 
                 process.wait()
         output = process.stdout.read()
     # Then the process settled the request before it exited: closed once, billed for what it relayed
-    entries = [e for e in AccountsRepository().ledger(1) if e["request_id"] == request_id]
+    entries = [e for e in UsageRepository().ledger(1) if e["request_id"] == request_id]
     assert len(entries) == 1 and entries[0]["outcome"] == billing.SETTLED, output
     (entry,) = entries
     assert entry["detail"]["outcome"] in ("client_gone", "cut") and int(entry["units"]) > 0

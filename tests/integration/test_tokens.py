@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from gateway.admission import balances
 from gateway.auth import authenticate
 from gateway.errors import AuthenticationFailed
 from tests.conftest import api_event
@@ -13,8 +14,8 @@ from tests.conftest import api_event
 @pytest.fixture
 def users(demo, accounts):
     """User 1 (the demo, 1000 USD) and user 2 (10 USD, rpm 60, a daily budget of 2 USD), each with an access token."""
-    accounts.create_user(username="other", user_id=2, quota=5_000_000, access_token="other-access-token")
-    accounts.set_limits(user_id=2, limits={"rpm": 60, "max_parallel": 4, "budget_units": 1_000_000,
+    accounts.users.create_user(username="other", user_id=2, quota=5_000_000, access_token="other-access-token")
+    accounts.users.set_limits(user_id=2, limits={"rpm": 60, "max_parallel": 4, "budget_units": 1_000_000,
                                            "budget_period": "daily"})
     return {1: {"Authorization": demo["access_token"], "X-Api-User": "1"},
             2: {"Authorization": "other-access-token", "X-Api-User": "2"}}
@@ -78,7 +79,7 @@ def test_a_key_never_allows_more_than_its_user_and_bad_fields_are_named(account_
                                                                          body, field):
     status, answer = call(account_fn, lambda_context, "POST", "/api/token/", users[2], body)
     assert status == 400 and answer["success"] is False and field in answer["message"], answer
-    assert accounts.list_keys(2) == []
+    assert balances.list_keys(2) == []
 
 
 def test_updating_a_key_keeps_it_within_the_user_and_never_raises_the_users_quota(account_fn, users, accounts,
@@ -93,9 +94,9 @@ def test_updating_a_key_keeps_it_within_the_user_and_never_raises_the_users_quot
     data = answer["data"]
     assert (data["name"], data["rpm"], data["remain_quota"], data["budget_usd"], data["budget_period"]) == (
         "renamed", 5, 5_000_000, 1.5, "daily")
-    assert accounts.get_user(2, consistent=True)["quota"] == 5_000_000  # the user's own quota never moves
+    assert balances.get_user(2)["quota"] == 5_000_000  # the user's own quota never moves
     status, answer = call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": token_id, "rpm": 0})
-    assert status == 200 and answer["data"]["rpm"] == 0 and "rpm" not in accounts.user_key(2, token_id)
+    assert status == 200 and answer["data"]["rpm"] == 0 and "rpm" not in accounts.keys.user_key(2, token_id)
 
 
 def test_disabling_and_deleting_a_key_refuse_it_once_the_key_cache_has_passed(account_fn, users, lambda_context):
@@ -126,11 +127,11 @@ def test_disabling_and_deleting_a_key_refuse_it_once_the_key_cache_has_passed(ac
 
 def test_a_key_the_operator_revoked_cannot_be_enabled_by_its_user(account_fn, users, accounts, lambda_context):
     _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "k"})
-    accounts.revoke_key(created["data"]["id"])
+    accounts.keys.revoke_key(created["data"]["id"])
     status, answer = call(account_fn, lambda_context, "PUT", "/api/token/", users[2],
                           {"id": created["data"]["id"], "status": 1}, {"status_only": "true"})
     assert status == 400 and "revoked" in answer["message"]
-    assert accounts.user_key(2, created["data"]["id"])["status"] == "revoked"
+    assert accounts.keys.user_key(2, created["data"]["id"])["status"] == "revoked"
 
 
 @pytest.mark.parametrize("headers", [
@@ -185,8 +186,7 @@ def test_a_limit_the_operator_set_on_a_key_is_marked_and_its_owner_may_tighten_i
 
     _, created = call(account_fn, lambda_context, "POST", "/api/token/", users[2], {"name": "shared"})
     key_id = created["data"]["id"]
-    admin.run(["set-limits", "--key", key_id, "--rpm", "10", "--budget-usd", "1", "--budget-period", "daily"],
-              accounts)
+    admin.run(["set-limits", "--key", key_id, "--rpm", "10", "--budget-usd", "1", "--budget-period", "daily"])
     _, listed = call(account_fn, lambda_context, "GET", "/api/token/", users[2])
     (token,) = [t for t in listed["data"]["items"] if t["id"] == key_id]
     assert token["operator_limits"] == {"rpm": 10, "budget_usd": 1.0, "budget_period": "daily"}
@@ -194,7 +194,7 @@ def test_a_limit_the_operator_set_on_a_key_is_marked_and_its_owner_may_tighten_i
                           ({"budget_usd": 1.5}, "budget_usd"), ({"budget_period": "weekly"}, "budget_usd")):
         status, body = call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": key_id, **change})
         assert status == 400 and body["message"].startswith(f"{field}: the operator set this key's"), change
-    record = accounts.user_key(2, key_id)
+    record = accounts.keys.user_key(2, key_id)
     assert (record["rpm"], record["budget_units"], record["budget_period"]) == (10, 500_000, "daily")
     # Tighter is fine, and a limit the operator did not set stays the owner's to set and clear.
     status, body = call(account_fn, lambda_context, "PUT", "/api/token/", users[2],
@@ -206,7 +206,7 @@ def test_a_limit_the_operator_set_on_a_key_is_marked_and_its_owner_may_tighten_i
     # Back up to the operator's value is within it; past it is not.
     assert call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": key_id, "rpm": 10})[0] == 200
     # The operator clears its rpm: the mark goes, and the owner may clear it too.
-    admin.run(["set-limits", "--key", key_id, "--rpm", "0"], accounts)
+    admin.run(["set-limits", "--key", key_id, "--rpm", "0"])
     status, body = call(account_fn, lambda_context, "PUT", "/api/token/", users[2], {"id": key_id, "rpm": 0})
     assert status == 200 and body["data"]["rpm"] == 0
     assert body["data"]["operator_limits"] == {"budget_usd": 1.0, "budget_period": "daily"}
@@ -215,7 +215,7 @@ def test_a_limit_the_operator_set_on_a_key_is_marked_and_its_owner_may_tighten_i
 def test_limits_given_to_issue_key_are_the_operators(account_fn, users, accounts, lambda_context):
     from gateway import admin
 
-    issued = admin.run(["issue-key", "--user", "2", "--name", "ops", "--rpm", "20"], accounts)
+    issued = admin.run(["issue-key", "--user", "2", "--name", "ops", "--rpm", "20"])
     assert issued["operator_limits"] == {"rpm": 20}
     status, body = call(account_fn, lambda_context, "PUT", "/api/token/", users[2],
                         {"id": issued["key_id"], "rpm": 0})
@@ -230,11 +230,11 @@ def test_an_owners_change_checked_against_an_old_mark_is_not_written(users, acco
     from gateway.errors import Conflict
     from gateway.schemas.tokens import TokenUpdate
 
-    _, record = accounts.create_key(2, name="raced")
+    _, record = accounts.keys.create_key(2, name="raced")
     stale = dict(record)  # what the owner's request read, before the operator's change
-    admin.run(["set-limits", "--key", record["key_id"], "--rpm", "10"], accounts)
-    monkeypatch.setattr(accounts, "user_key", lambda user_id, key_id: stale)
+    admin.run(["set-limits", "--key", record["key_id"], "--rpm", "10"])
+    monkeypatch.setattr(accounts.keys, "user_key", lambda user_id, key_id: stale)
     with pytest.raises(Conflict, match="the operator changed this key's limits meanwhile"):
-        tokens.update_token(2, TokenUpdate(id=record["key_id"], rpm=50), accounts)
+        tokens.update_token(2, TokenUpdate(id=record["key_id"], rpm=50), accounts.keys)
     monkeypatch.undo()
-    assert accounts.user_key(2, record["key_id"])["rpm"] == 10
+    assert accounts.keys.user_key(2, record["key_id"])["rpm"] == 10

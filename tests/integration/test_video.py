@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from gateway.admission import balances
 from gateway.routing.catalog import SIMULATOR_KEYS
 from gateway_local.simulators.delta import MP4_BYTES
 from tests.conftest import api_event, use_environment
@@ -50,7 +51,7 @@ def content(functions, ctx, video_id, key, variant=None):
 
 
 def quota(accounts) -> int:
-    return accounts.get_user(1, consistent=True)["quota"]
+    return balances.get_user(1)["quota"]
 
 
 def test_a_delta_task_goes_from_submit_to_succeeded_with_its_urls_and_is_settled_once(
@@ -245,7 +246,7 @@ def test_an_upstream_rejection_refunds_at_once_and_stores_no_task(tasks_env, fun
     assert status == 400 and answer["error"]["code"] == "upstream_rejected"
     assert "simulated rejection" in answer["error"]["message"]
     assert quota(accounts) == before and task_count() == 0
-    assert [e["outcome"] for e in accounts.ledger(1)] == ["refunded"]
+    assert [e["outcome"] for e in accounts.usage.ledger(1)] == ["refunded"]
 
 
 def test_an_upstream_server_error_at_submit_answers_502_and_refunds(tasks_env, functions, demo, accounts,
@@ -315,8 +316,8 @@ def test_an_epsilon_video_larger_than_a_lambda_answer_leaves_whole_through_a_pre
 def test_a_task_is_visible_only_to_its_owner(tasks_env, functions, demo, accounts, lambda_context):
     _, delta_task = submit(functions, lambda_context, DELTA, demo["key"])
     _, video = create_video(functions, lambda_context, EPSILON, demo["key"])
-    accounts.create_user(username="eve", quota=10_000_000, user_id=2)
-    other, _ = accounts.create_key(2, name="eve")
+    accounts.users.create_user(username="eve", quota=10_000_000, user_id=2)
+    other, _ = accounts.keys.create_key(2, name="eve")
     assert result(functions, lambda_context, delta_task["task_id"], other)[0] == 404
     assert get_video(functions, lambda_context, video["id"], other)[0] == 404
     assert content(functions, lambda_context, video["id"], other)["statusCode"] == 404
@@ -374,7 +375,7 @@ def test_every_rule_of_a_generation_answers_a_clear_400_taking_no_quota_and_stor
     assert status == 400, answer
     assert set(answer["error"]) == {"message", "type", "param", "code"}
     assert answer["error"]["type"] == "invalid_request_error" and named in answer["error"]["message"]
-    assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert quota(accounts) == before and task_count() == 0 and accounts.usage.ledger(1) == []
     assert_nothing_held(accounts, before)
 
 
@@ -398,7 +399,7 @@ def test_every_rule_of_an_epsilon_video_answers_a_clear_400_taking_no_quota_and_
     status, answer = create_video(functions, lambda_context, body, demo["key"])
     assert status == 400, answer
     assert answer["error"]["type"] == "invalid_request_error" and answer["error"]["message"].startswith(named)
-    assert quota(accounts) == before and task_count() == 0 and accounts.ledger(1) == []
+    assert quota(accounts) == before and task_count() == 0 and accounts.usage.ledger(1) == []
     assert_nothing_held(accounts, before)
 
 
@@ -495,7 +496,7 @@ def test_an_idempotency_key_of_one_api_key_never_answers_another(tasks_env, func
     from gateway.admin import ensure_demo_account
 
     other_key = "sk-" + "e" * 48
-    ensure_demo_account(user_id=2, key=other_key, quota=500_000_000, access_token="other-token", accounts=accounts)
+    ensure_demo_account(user_id=2, key=other_key, quota=500_000_000, access_token="other-token")
     first = call(functions["video"], lambda_context, "POST", "/v1/video/generations", demo["key"], body=ZETA,
                  headers={"Idempotency-Key": "shared"})
     second = call(functions["video"], lambda_context, "POST", "/v1/video/generations", other_key, body=ZETA,

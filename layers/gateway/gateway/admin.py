@@ -39,33 +39,36 @@ from pathlib import Path
 from typing import Any
 
 from gateway import keys
-from gateway.admission.limits import OPERATOR_LIMITS, PERIODS, Limits
+from gateway.admission import balances
 from gateway.api import requestlog
 from gateway.api.account import parse_date
 from gateway.errors import GatewayError
+from gateway.limit_values import OPERATOR_LIMITS, PERIODS, Limits
 from gateway.prices import UNITS_PER_USD, usd_to_units
-from gateway.store.accounts import AccountsRepository, KeyNotFound, UserNotFound
+from gateway.store.keys import KeysRepository
+from gateway.store.table import KeyNotFound, UserNotFound
+from gateway.store.usage import UsageRepository
+from gateway.store.users import UsersRepository
 
 
-def ensure_demo_account(*, user_id: int, key: str, quota: int, access_token: str,
-                        accounts: AccountsRepository | None = None, set_quota: bool = False) -> int:
+def ensure_demo_account(*, user_id: int, key: str, quota: int, access_token: str, set_quota: bool = False) -> int:
     """The local demo user, its system access token and an unlimited key (its quota is the user's).
     A new user starts with `quota`; an existing one keeps what it has left unless `set_quota`.
     Returns the user's quota now."""
-    accounts = accounts or AccountsRepository()
-    user = accounts.get_user(user_id, consistent=True)
+    users = UsersRepository()
+    user = balances.get_user(user_id)
     if user is None:
-        accounts.create_user(username="demo", display_name="Demo user", email="demo@example.com",
-                             role=100, quota=quota, user_id=user_id)
+        users.create_user(username="demo", display_name="Demo user", email="demo@example.com",
+                          role=100, quota=quota, user_id=user_id)
         left = quota
     else:
         left = int(user.get("quota", 0))
         if set_quota and left != quota:  # at start, before any request can hold a part of it
-            left = accounts.add_user_quota(user_id, quota - left)
-    accounts.raise_user_counter(user_id)  # a store kept from before the counter followed explicit ids
-    accounts.set_access_token(user_id, access_token)
-    if accounts.get_key(keys.hash_secret(key)) is None:
-        accounts.create_key(user_id, name="demo", key=key)
+            left = balances.add_user_quota(user_id, quota - left)
+    users.raise_user_counter(user_id)  # a store kept from before the counter followed explicit ids
+    users.set_access_token(user_id, access_token)
+    if balances.get_key(keys.hash_secret(key)) is None:
+        KeysRepository().create_key(user_id, name="demo", key=key)
     return left
 
 
@@ -101,31 +104,31 @@ def _limits(args: argparse.Namespace, current: Limits) -> Limits:
                            budget_period=period)
 
 
-def set_limits(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+def set_limits(args: argparse.Namespace) -> dict[str, Any]:
     if args.user is not None:
-        record = accounts.get_user(args.user, consistent=True)
+        record = balances.get_user(args.user)
         if record is None:
             raise UserNotFound(args.user)
     else:
-        record = accounts.get_key(accounts.key_hash_for_id(args.key))
+        record = balances.get_key(KeysRepository().key_hash_for_id(args.key))
     before = Limits.of(record)
     after = _limits(args, before)
     attributes = after.attributes(clearing=True)
     if args.key is not None:  # marked as the operator's: the key's owner may tighten them, never loosen them
         marks = _limits(args, Limits.operator_set(record)).attributes()
         attributes[OPERATOR_LIMITS] = marks or None
-    accounts.set_limits(limits=attributes, user_id=args.user, key_id=args.key)
+    UsersRepository().set_limits(limits=attributes, user_id=args.user, key_id=args.key)
     return {("user_id" if args.user is not None else "key_id"): args.user if args.user is not None else args.key,
             "limits": after.view()}
 
 
-def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def run(argv: Sequence[str]) -> dict[str, Any]:
     args = _parser().parse_args(argv)
-    accounts = accounts or AccountsRepository()
+    users, api_keys = UsersRepository(), KeysRepository()
     if args.command == "create-user":
         token = keys.new_secret()
-        user = accounts.create_user(username=args.username, email=args.email or "", quota=_units(args) or 0,
-                                    user_id=args.id, role=args.role, access_token=token)
+        user = users.create_user(username=args.username, email=args.email or "", quota=_units(args) or 0,
+                                 user_id=args.id, role=args.role, access_token=token)
         return {"user_id": user["id"], "username": user["username"], "quota": user["quota"],
                 "access_token": token}
     if args.command == "issue-key":
@@ -134,57 +137,57 @@ def run(argv: Sequence[str], accounts: AccountsRepository | None = None) -> dict
         expires_at = args.expires_at or (int(time.time()) + args.expires_in_days * 86400 if args.expires_in_days else 0)
         models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
         given = _limits(args, Limits()).attributes()  # the flags given: the operator's, marked as such
-        secret, record = accounts.create_key(args.user, name=args.name, quota=_units(args),
+        secret, record = api_keys.create_key(args.user, name=args.name, quota=_units(args),
                                              expires_at=expires_at, allowed_models=models,
                                              limits={**_limits(args, Limits.defaults()).attributes(),
                                                      **({OPERATOR_LIMITS: given} if given else {})})
         return {"key": secret, **_key_view(record)}
     if args.command == "list-keys":
-        return {"user_id": args.user, "keys": [_key_view(k) for k in accounts.list_keys(args.user)]}
+        return {"user_id": args.user, "keys": [_key_view(k) for k in balances.list_keys(args.user)]}
     if args.command == "revoke-key":
-        accounts.revoke_key(args.key_id)
+        api_keys.revoke_key(args.key_id)
         return {"key_id": args.key_id, "status": "revoked"}
     if args.command == "add-quota":
         units = _units(args)
         if units is None:  # argparse requires one of the two amounts
             raise SystemExit("add-quota: give --units or --usd")
         if args.key:
-            return {"key_id": args.key, "remain_quota": accounts.add_key_quota(args.key, units)}
-        return {"user_id": args.user, "quota": accounts.add_user_quota(args.user, units)}
+            return {"key_id": args.key, "remain_quota": api_keys.add_key_quota(args.key, units)}
+        return {"user_id": args.user, "quota": balances.add_user_quota(args.user, units)}
     if args.command == "set-access-token":
         token = args.token or keys.new_secret()
-        accounts.set_access_token(args.user, token)
+        users.set_access_token(args.user, token)
         return {"user_id": args.user, "access_token": token}
     if args.command == "usage" and args.by == "model":
-        return usage_by_model(args, accounts)
+        return usage_by_model(args)
     if args.command == "usage":
-        profile = accounts.get_user(args.user, consistent=True)
+        profile = balances.get_user(args.user)
         if profile is None:
             raise UserNotFound(args.user)
-        total = accounts.usage(args.user, start=parse_date("start", args.start),
+        total = balances.usage(args.user, start=parse_date("start", args.start),
                                end=parse_date("end", args.end, end=True), key_id=args.key, model=args.model)
         return {"user_id": args.user, "requests": total.requests, "units": total.units,
                 "usd": str(Decimal(total.units) / UNITS_PER_USD), "quota_left": profile["quota"],
                 "used_quota": profile["used_quota"], "request_count": profile["request_count"]}
     if args.command == "logs":
-        return _logs(args, accounts)
+        return _logs(args)
     if args.command in OPERATOR_COMMANDS:
-        return OPERATOR_COMMANDS[args.command](args, accounts)
+        return OPERATOR_COMMANDS[args.command](args)
     raise AssertionError(args.command)  # argparse only lets known commands through
 
 
-def _logs(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+def _logs(args: argparse.Namespace) -> dict[str, Any]:
     """The request log of a user (or one of its keys), as the log routes show it, plus the key id."""
-    if accounts.get_user(args.user, consistent=True) is None:
+    if balances.get_user(args.user) is None:
         raise UserNotFound(args.user)
-    names = {key["key_id"]: key.get("name", "") for key in accounts.list_keys(args.user, include_deleted=True)}
+    names = {key["key_id"]: key.get("name", "") for key in balances.list_keys(args.user, include_deleted=True)}
     if args.key and args.key not in names:
         raise KeyNotFound(f"{args.key} (not a key of user {args.user})")
     params = {"page_size": str(args.limit), "start_timestamp": args.since, "end_timestamp": args.until,
               "model_name": args.model, "type": args.type, "cursor": args.cursor}
     query = requestlog.LogQuery({k: v for k, v in params.items() if v is not None})
     return {"user_id": args.user, **requestlog.read(args.user, query, key_ids=(args.key,) if args.key else None,
-                                                    key_names=names, accounts=accounts)}
+                                                    key_names=names)}
 
 
 _RELATIVE = re.compile(r"([0-9]+)([smhd])")
@@ -310,23 +313,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # ---- operator commands: users, key deletion, spend per model --------------------------------
 
-def list_users(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+def list_users(args: argparse.Namespace) -> dict[str, Any]:
     return {"users": [{**{name: user.get(name) for name in (
         "id", "username", "email", "status", "quota", "used_quota", "request_count", "created_at")},
-        "limits": Limits.of(user).view()} for user in accounts.list_users()]}
+        "limits": Limits.of(user).view()} for user in balances.list_users()]}
 
 
-def disable_user(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
-    changed = accounts.set_user_enabled(args.user, False)
+def disable_user(args: argparse.Namespace) -> dict[str, Any]:
+    changed = UsersRepository().set_user_enabled(args.user, False)
     return {"user_id": args.user, "status": "disabled", "keys_disabled": changed}
 
 
-def enable_user(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
-    changed = accounts.set_user_enabled(args.user, True)
+def enable_user(args: argparse.Namespace) -> dict[str, Any]:
+    changed = UsersRepository().set_user_enabled(args.user, True)
     return {"user_id": args.user, "status": "enabled", "keys_enabled": changed}
 
 
-def set_password(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+def set_password(args: argparse.Namespace) -> dict[str, Any]:
     """The console's password of a user: given, or asked for twice without echo."""
     import getpass
 
@@ -337,22 +340,22 @@ def set_password(args: argparse.Namespace, accounts: AccountsRepository) -> dict
         password = getpass.getpass("New password: ")
         if getpass.getpass("Again: ") != password:
             raise ValueError("the two passwords differ")
-    store_password(args.user, password, accounts)
-    user = accounts.get_user(args.user, consistent=True) or {}
+    store_password(args.user, password)
+    user = balances.get_user(args.user) or {}
     return {"user_id": args.user, "username": user.get("username"), "password": "set"}
 
 
-def delete_key(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
-    accounts.delete_key(args.key_id)
+def delete_key(args: argparse.Namespace) -> dict[str, Any]:
+    KeysRepository().delete_key(args.key_id)
     return {"key_id": args.key_id, "deleted": True}
 
 
-def usage_by_model(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+def usage_by_model(args: argparse.Namespace) -> dict[str, Any]:
     """A user's spend per model and UTC day, from the same ledger read as `usage`."""
-    if accounts.get_user(args.user, consistent=True) is None:
+    if balances.get_user(args.user) is None:
         raise UserNotFound(args.user)
-    entries = accounts.ledger(args.user, start=parse_date("start", args.start), end=parse_date("end", args.end),
-                              key_id=args.key)
+    entries = UsageRepository().ledger(args.user, start=parse_date("start", args.start),
+                                       end=parse_date("end", args.end), key_id=args.key)
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for entry in entries:
         day = str(entry.get("sk", "USAGE#")).removeprefix("USAGE#")[:10]
@@ -364,7 +367,7 @@ def usage_by_model(args: argparse.Namespace, accounts: AccountsRepository) -> di
         for (day, model), row in sorted(rows.items())]}
 
 
-def list_channels(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+def list_channels(args: argparse.Namespace) -> dict[str, Any]:
     """Every channel of the channels document with its health, then any health item of a channel
     the document no longer names. Read from the store itself, never a cache."""
     from gateway.routing.channels import get_catalog
@@ -383,15 +386,15 @@ def _channel_command(args: argparse.Namespace, enable: bool) -> dict[str, Any]:
     return {"name": args.name, **book().command(args.name, enable=enable).view()}
 
 
-def enable_channel(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+def enable_channel(args: argparse.Namespace) -> dict[str, Any]:
     return _channel_command(args, enable=True)
 
 
-def disable_channel(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+def disable_channel(args: argparse.Namespace) -> dict[str, Any]:
     return _channel_command(args, enable=False)
 
 
-def outbox(args: argparse.Namespace, accounts: AccountsRepository) -> dict[str, Any]:
+def outbox(args: argparse.Namespace) -> dict[str, Any]:
     """The newest messages `make run` sent (sign-up codes, resets): its local outbox, as the running
     gateway's endpoint file names it."""
     from gateway.commerce import mail

@@ -15,11 +15,12 @@ from decimal import Decimal
 from typing import Any
 
 from gateway import groups, keys, observability
-from gateway.admission.limits import Limits
 from gateway.errors import AuthenticationFailed, NotFound, PermissionDenied, shown
+from gateway.limit_values import Limits
 from gateway.settings import get_settings
-from gateway.store.accounts import AccountsRepository
 from gateway.store.aws import store_call_ahead
+from gateway.store.keys import KeysRepository
+from gateway.store.users import UsersRepository
 
 _LAST_USED_EVERY = 60  # seconds between last-used stamps of one key from one warm function
 
@@ -157,7 +158,7 @@ def _load_user_groups(user_id: int) -> dict[str, Any]:
         hit, found = _users.get(str(user_id), ttl)
         if hit and found is not None:
             return found
-    profile = AccountsRepository().raw_user(user_id) or {}
+    profile = UsersRepository().raw_user(user_id) or {}
     found = {"group": str(profile.get("group") or groups.DEFAULT_GROUP),
              "can_use_self_group": bool(profile.get("can_use_self_group"))}
     if ttl > 0:
@@ -193,10 +194,10 @@ def _load_key(key_hash: str) -> dict[str, Any] | None:
         hit, record = _cache.get(key_hash, ttl)
         if hit:
             return record
-    accounts = AccountsRepository()
-    record = accounts.get_key(key_hash, balances=False)
+    repository = KeysRepository()
+    record = repository.raw_key(key_hash)
     if record is None:
-        record = accounts.get_key(key_hash, balances=False, consistent=True)
+        record = repository.raw_key(key_hash, consistent=True)
     # A disabled key comes back when its user is enabled: never remembered, so enabling takes
     # effect at once (a revoked or deleted key stays that way and is remembered).
     if ttl > 0 and record is not None and record.get("status") != "disabled":
@@ -261,7 +262,7 @@ def authenticate(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | N
         raise AuthenticationFailed("the API key has expired", code="expired_api_key")
     if _cache.due_for_stamp(key_hash):
         try:
-            AccountsRepository().touch_key(key_hash, now)
+            KeysRepository().touch_key(key_hash, now)
         except Exception:  # a last-used stamp is never worth failing a request for
             pass
     allowed = record.get("allowed_models")

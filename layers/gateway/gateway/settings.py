@@ -74,7 +74,7 @@ class Settings:
     buffered_keepalive_seconds: float = 30.0
     # A custom domain's base path mapping (e.g. /ai): stripped before a buffered function routes.
     base_path: str = ""
-    # The limits a new key gets unless it is given its own (0: none; `admission.limits.Limits.defaults`).
+    # The limits a new key gets unless it is given its own (0: none; `limit_values.Limits.defaults`).
     default_key_rpm: int = 0
     default_key_max_parallel: int = 0
     default_key_budget_usd: float = 0.0

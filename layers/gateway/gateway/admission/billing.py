@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway import observability
-from gateway.admission import leases, limits, steps
+from gateway.admission import lease_folds, leases, limits, steps
 from gateway.admission.ledger import (
     LOG_CONSUME,
     LOG_ERROR,
@@ -49,32 +49,23 @@ from gateway.admission.ledger import (
     Reservation,
     entry,
 )
+from gateway.admission.transactions import transact
 from gateway.auth import USER_DISABLED, Principal, key_refusal
-from gateway.aws_failures import cancellation_reasons, cancelled_to_ask_again
-from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota, RateLimited
+from gateway.aws_failures import cancellation_reasons
+from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
 from gateway.prices import with_ratio
 from gateway.settings import get_settings
-from gateway.store.accounts import (
-    HOLD_SHARDS,
-    PROFILE,
-    day_total_updates,
-    hold_index_keys,
-    hold_shard,
-    key_pk,
-    quota_debit,
-    reservation_pk,
-    user_pk,
-)
 from gateway.store.aws import (
-    TRANSACT_ATTEMPTS,
     client,
     from_item,
     is_condition_failure,
     to_item,
     to_values,
 )
-from gateway.store.aws import transact as aws_transact
+from gateway.store.holds import HOLD_SHARDS, hold_index_keys, hold_shard, is_lease, quota_debit, reservation_pk
+from gateway.store.table import PROFILE, key_pk, user_pk
+from gateway.store.usage import day_total_updates
 
 steps.register(limits.step())  # rate limits and budgets: the admission step of every hold
 
@@ -226,23 +217,6 @@ def _claim(request_id: str) -> None:
             return
         raise Conflict(f"request id {request_id} has already been used; a request is billed once under its own id",
                        code="duplicate_request") from None
-
-
-def transact(writes: list[dict[str, Any]], *, attempts: int = TRANSACT_ATTEMPTS) -> None:
-    """One transaction (`store.aws.transact`). DynamoDB cancels one that meets another on the same
-    item (a user's profile and day totals are in every reservation and settlement of that user) or
-    whose table is over its throughput for the moment: it is asked again. A failed condition or
-    anything else is raised at once, so neither is ever read as "already closed" or "quota too
-    low"; still cancelled after `attempts`, a 429 to retry."""
-    try:
-        aws_transact(_db(), writes, attempts=attempts,
-                     asked_again=lambda: observability.incident("TransactionConflicts"))
-    except Exception as exc:
-        if not cancelled_to_ask_again(exc):
-            raise
-        observability.incident("AccountBusy")
-        raise RateLimited("the account is busy with other requests at this moment; retry",
-                          code="account_busy", headers={"Retry-After": "1"}) from None
 
 
 def _refused(exc: Exception) -> set[int]:
@@ -412,7 +386,7 @@ def _key_counts(reservation: Reservation, units: int) -> dict[str, Any]:
 def overdue(now: float, limit: int = 100) -> Iterator[Reservation]:
     """Open reservations whose hold ran out before `now`, earliest first, shard by shard."""
     for record in _overdue_records(now, limit):
-        if not leases.is_lease(record):
+        if not is_lease(record):
             yield Reservation.from_record(record)
 
 
@@ -440,7 +414,7 @@ def sweep_stale(*, now: float | None = None) -> dict[str, int]:
     (conditioned on it being open), with the reason in its entry."""
     now = time.time() if now is None else now
     counts = {"refunded": 0, "already_closed": 0}
-    counts.update(leases.sweep(r for r in _overdue_records(now) if leases.is_lease(r)))
+    counts.update(lease_folds.sweep(r for r in _overdue_records(now) if is_lease(r)))
     for reservation in overdue(now):
         if reservation.status != RESERVED:
             counts["already_closed"] += 1  # the index copy was behind
@@ -463,4 +437,4 @@ def sweep_stale(*, now: float | None = None) -> dict[str, int]:
 
 __all__ = ["LOG_CONSUME", "LOG_ERROR", "LOG_REFUND", "REFUNDED", "REQUEST_HOLD_SECONDS", "RESERVED", "SETTLED",
            "Reservation", "get_reservation", "overdue", "refund", "reserve", "reserve_request", "settle", "sweep_stale",
-           "task_hold_seconds", "transact"]
+           "task_hold_seconds"]

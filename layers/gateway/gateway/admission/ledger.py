@@ -2,7 +2,7 @@
 
 A ledger entry is written once per request, settled or refunded, by whichever path held it
 (`billing` for a durable reservation, `leases` for a hold on a quota lease). Its partition is one
-of the user's ledger shards (`store.accounts.ledger_pk`), chosen by the request id; the request log
+of the user's ledger shards (`store.usage.ledger_pk`), chosen by the request id; the request log
 reads the account's entries across the shards and one key's or one model's through the indexes.
 """
 
@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from gateway.settings import get_settings
-from gateway.store.accounts import ledger_index, ledger_pk, usage_sk
+from gateway.store.usage import ledger_index, ledger_pk, usage_sk
 
 RESERVED, SETTLED, REFUNDED = "reserved", "settled", "refunded"
 # The request log's entry types (`gateway.api.requestlog`): a settled request; a refund because the

@@ -10,11 +10,12 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from gateway.admission import limits
+from gateway.admission import balances, limits
 from gateway.auth import Principal
 from gateway.errors import AuthenticationFailed, InvalidRequest, shown
+from gateway.limit_values import Limits
 from gateway.prices import UNITS_PER_USD, units_to_whole_usd
-from gateway.store.accounts import AccountsRepository
+from gateway.store.users import UsersRepository
 
 UNLIMITED_USD = 100_000_000
 _UNITS_PER_CENT = UNITS_PER_USD // 100
@@ -50,24 +51,21 @@ def parse_date(name: str, value: str | None, *, end: bool = False) -> datetime |
     return day + timedelta(days=1, microseconds=-1) if end else day
 
 
-def billing_usage(principal: Principal, start_date: str | None, end_date: str | None,
-                  accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def billing_usage(principal: Principal, start_date: str | None, end_date: str | None) -> dict[str, Any]:
     """What this key has spent between the dates (both optional, inclusive), in cents."""
     start, end = parse_date("start_date", start_date), parse_date("end_date", end_date, end=True)
     if start and end and start > end:
         raise InvalidRequest("start_date: must not be after end_date", param="start_date")
-    units = (accounts or AccountsRepository()).usage(principal.user_id, start=start, end=end,
-                                                     key_id=principal.key_id).units
+    units = balances.usage(principal.user_id, start=start, end=end, key_id=principal.key_id).units
     cents = Decimal(units) / _UNITS_PER_CENT
     return {"object": "list", "total_usage": int(cents) if cents == cents.to_integral_value() else float(cents)}
 
 
-def subscription(principal: Principal, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def subscription(principal: Principal) -> dict[str, Any]:
     """The key's authorized quota in whole USD: what is left plus what it has used."""
-    accounts = accounts or AccountsRepository()
-    key = accounts.get_key(principal.key_hash) or {}
+    key = balances.get_key(principal.key_hash) or {}
     # True once the user has paid online (`commerce.payments` sets it with the credit).
-    paid = bool((accounts.raw_user(principal.user_id) or {}).get("has_payment_method"))
+    paid = bool((UsersRepository().raw_user(principal.user_id) or {}).get("has_payment_method"))
     if key.get("unlimited"):
         limit = UNLIMITED_USD
     else:
@@ -76,20 +74,18 @@ def subscription(principal: Principal, accounts: AccountsRepository | None = Non
         "object": "billing_subscription", "has_payment_method": paid, "soft_limit_usd": limit,
         "hard_limit_usd": limit, "system_hard_limit_usd": limit, "access_until": int(key.get("expires_at") or 0),
     }
-    if limits.Limits.of(key).any:  # the key's rate limits and budget, beside the spec's fields
+    if Limits.of(key).any:  # the key's rate limits and budget, beside the spec's fields
         answer["limits"] = limits.shown(key, limits.limit_scope(key_id=principal.key_id), datetime.now(UTC))
     return answer
 
 
-def access_token_user(authorization: str | None, api_user: str | None,
-                      accounts: AccountsRepository | None = None) -> int:
+def access_token_user(authorization: str | None, api_user: str | None) -> int:
     """The user id named by both the system access token and `X-Api-User`, whose account is
     enabled (else a 401)."""
-    return token_owner(authorization, api_user, accounts or AccountsRepository())[0]
+    return token_owner(authorization, api_user)[0]
 
 
-def token_owner(authorization: str | None, api_user: str | None,
-                 accounts: AccountsRepository) -> tuple[int, dict[str, Any]]:
+def token_owner(authorization: str | None, api_user: str | None) -> tuple[int, dict[str, Any]]:
     """The access token's user id and profile; a 401 for a missing or wrong token or user, or a
     disabled user (disabling a user refuses its access token at once, as it does its keys)."""
     token = (authorization or "").strip()
@@ -101,7 +97,7 @@ def token_owner(authorization: str | None, api_user: str | None,
     # ASCII digits of an int64 only: int() of "²" or of 5000 digits would fail after the check.
     if not (api_user.isascii() and api_user.isdigit() and len(api_user) <= 19):
         raise AuthenticationFailed("X-Api-User must be the numeric id of the access token's user")
-    record = accounts.access_token_record(token)
+    record = UsersRepository().access_token_record(token)
     if record is None:
         raise AuthenticationFailed("the access token is not valid")
     user_id = int(record["user_id"])
@@ -109,7 +105,7 @@ def token_owner(authorization: str | None, api_user: str | None,
         raise AuthenticationFailed("the access token does not belong to the user in X-Api-User")
     if record.get("replaced_at"):
         raise AuthenticationFailed("the access token has been replaced by a newer one (set-access-token)")
-    user = accounts.get_user(user_id, consistent=True)
+    user = balances.get_user(user_id)
     if user is None:
         raise AuthenticationFailed("the access token's user no longer exists")
     if int(user.get("status", 1)) != 1:
@@ -117,10 +113,9 @@ def token_owner(authorization: str | None, api_user: str | None,
     return user_id, user
 
 
-def user_self(authorization: str | None, api_user: str | None,
-              accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def user_self(authorization: str | None, api_user: str | None) -> dict[str, Any]:
     """The account envelope for the user named by both the access token and `X-Api-User`."""
-    return account_record(token_owner(authorization, api_user, accounts or AccountsRepository())[1])
+    return account_record(token_owner(authorization, api_user)[1])
 
 
 def account_record(user: dict[str, Any]) -> dict[str, Any]:
@@ -177,9 +172,8 @@ def spend_span(query: dict[str, str] | None, today: date | None = None) -> tuple
     return last - timedelta(days=spend_days(query) - 1), last
 
 
-def self_spend(user_id: int, query: dict[str, str] | None, accounts: AccountsRepository | None = None,
-               today: date | None = None) -> dict[str, Any]:
+def self_spend(user_id: int, query: dict[str, str] | None, today: date | None = None) -> dict[str, Any]:
     """GET /api/data/self?days=7|30|90: the user's spend (units) and requests per UTC day and model,
     read from its day totals (one Query)."""
     first, last = spend_span(query, today)
-    return spend_answer(spend_rows((accounts or AccountsRepository()).day_totals(user_id, first, last)), first, last)
+    return spend_answer(spend_rows(balances.day_totals(user_id, first, last)), first, last)

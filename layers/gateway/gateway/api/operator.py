@@ -9,16 +9,19 @@ from datetime import date
 from typing import Any
 
 from gateway import groups
-from gateway.admission.limits import Limits
+from gateway.admission import balances
 from gateway.api.account import spend_answer, spend_rows, spend_span
 from gateway.api.tokens import changed_limits
 from gateway.errors import Conflict, InvalidRequest, NotFound, shown
 from gateway.keys import new_secret
+from gateway.limit_values import Limits
 from gateway.passwords import hash_password
 from gateway.routing.channels import get_catalog
 from gateway.routing.health import book, channels_view
 from gateway.schemas.account import NewUser, QuotaAddition, UserLimits, UserStatus, UserUpdate
-from gateway.store.accounts import AccountsRepository, UserNotFound
+from gateway.store.signin import SignInRepository
+from gateway.store.table import UserNotFound
+from gateway.store.users import UsersRepository
 from gateway.validation import parse_body
 
 PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
@@ -52,34 +55,33 @@ def user_id_of(text: str) -> int:
     return int(text)
 
 
-def users(query: dict[str, str] | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def users(query: dict[str, str] | None) -> dict[str, Any]:
     """GET /api/admin/users?page_size=&after=: users by id, a page at a time."""
     size = _number(query, "page_size", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX) or PAGE_SIZE_DEFAULT
     after = _number(query, "after", None, 0, 2**63 - 1)
-    page, last = (accounts or AccountsRepository()).users_page(size, after)
+    page, last = UsersRepository().users_page(size, after)
     return _ok({"items": [_user_view(user) for user in page],
                 "next_after": last})
 
 
-def create_user(body: str | bytes | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def create_user(body: str | bytes | None) -> dict[str, Any]:
     """POST /api/admin/users: a user with a password (it signs in at once) and its access token."""
-    accounts = accounts or AccountsRepository()
+    accounts, sign_in = UsersRepository(), SignInRepository()
     request = parse_body(NewUser, body)
-    if accounts.user_id_for_username(request.username) is not None:
+    if sign_in.user_id_for_username(request.username) is not None:
         raise Conflict(f"username: '{request.username}' is taken", param="username")
     token = new_secret()
     user = accounts.create_user(username=request.username, display_name=request.display_name,
                                 email=request.email, role=request.role, quota=request.quota, access_token=token)
     try:
-        accounts.set_password(int(user["id"]), hash_password(request.password))
+        sign_in.set_password(int(user["id"]), hash_password(request.password))
     except ValueError:  # another operator took the name in between: this user stays without a password
         accounts.set_user_enabled(int(user["id"]), False)
         raise Conflict(f"username: '{request.username}' is taken", param="username") from None
     return _ok({**_user_view(user), "access_token": token})
 
 
-def set_status(user_id: int, body: str | bytes | None, *, operator_id: int,
-               accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def set_status(user_id: int, body: str | bytes | None, *, operator_id: int) -> dict[str, Any]:
     """PUT /api/admin/users/{id}/status: 2 disables the user and refuses each of its keys at
     once; 1 enables it again (and the keys disabling took). An operator never disables itself
     (it would lock itself out of the console)."""
@@ -87,38 +89,37 @@ def set_status(user_id: int, body: str | bytes | None, *, operator_id: int,
     if user_id == operator_id and request.status != 1:
         raise InvalidRequest("id: an operator cannot disable its own account", param="id")
     try:
-        changed = (accounts or AccountsRepository()).set_user_enabled(user_id, request.status == 1)
+        changed = UsersRepository().set_user_enabled(user_id, request.status == 1)
     except UserNotFound:
         raise NotFound(f"id: no user {user_id}", param="id") from None
     return _ok({"id": user_id, "status": request.status, "keys_changed": changed})
 
 
-def add_quota(user_id: int, body: str | bytes | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def add_quota(user_id: int, body: str | bytes | None) -> dict[str, Any]:
     """POST /api/admin/users/{id}/quota: units added on top of what the user has left."""
     request = parse_body(QuotaAddition, body)
     try:
-        quota = (accounts or AccountsRepository()).add_user_quota(user_id, request.quota)
+        quota = balances.add_user_quota(user_id, request.quota)
     except UserNotFound:
         raise NotFound(f"id: no user {user_id}", param="id") from None
     return _ok({"id": user_id, "quota": quota})
 
 
-def set_limits(user_id: int, body: str | bytes | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def set_limits(user_id: int, body: str | bytes | None) -> dict[str, Any]:
     """PUT /api/admin/users/{id}/limits: the user's rpm, tpm, max_parallel and budget."""
-    accounts = accounts or AccountsRepository()
     request = parse_body(UserLimits, body)
-    user = accounts.get_user(user_id, consistent=True)
+    user = balances.get_user(user_id)
     if user is None:
         raise NotFound(f"id: no user {user_id}", param="id")
     limits = changed_limits(request, Limits.of(user))
     try:
-        accounts.set_limits(limits=limits.attributes(clearing=True), user_id=user_id)
+        UsersRepository().set_limits(limits=limits.attributes(clearing=True), user_id=user_id)
     except UserNotFound:
         raise NotFound(f"id: no user {user_id}", param="id") from None
     return _ok({"id": user_id, **limits.view()})
 
 
-def update_user(body: str | bytes | None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def update_user(body: str | bytes | None) -> dict[str, Any]:
     """PUT /api/user/ {id, group, can_use_self_group}: moves a user to a group GroupRatio prices
     (another is a 400) and says whether it may choose any priced group for its keys. Its keys are
     priced and routed by the new group within the key cache's seconds, never mid-request."""
@@ -135,7 +136,7 @@ def update_user(body: str | bytes | None, accounts: AccountsRepository | None = 
     if not changes:
         raise InvalidRequest("group: give group or can_use_self_group to change", param="group")
     try:
-        user = (accounts or AccountsRepository()).set_user_fields(request.id, changes)
+        user = UsersRepository().set_user_fields(request.id, changes)
     except UserNotFound:
         raise NotFound(f"id: no user {request.id}", param="id") from None
     return _ok(_user_view(user))
@@ -148,18 +149,17 @@ def channels() -> dict[str, Any]:
     return _ok(channels_view(get_catalog(), book().store.all()))
 
 
-def spend(query: dict[str, str] | None, accounts: AccountsRepository | None = None,
-          today: date | None = None) -> dict[str, Any]:
+def spend(query: dict[str, str] | None, today: date | None = None) -> dict[str, Any]:
     """GET /api/admin/spend?days=7|30|90: every user's spend per UTC day and model, added up (one
     Query per user, up to SPEND_USERS_MAX users)."""
-    accounts = accounts or AccountsRepository()
+    accounts = UsersRepository()
     first, last = spend_span(query, today)
     rows: dict[tuple[str, str], list[int]] = {}
     page, after = accounts.users_page(PAGE_SIZE_MAX, None)
     seen = 0
     while page and seen < SPEND_USERS_MAX:
         for user in page:
-            for key, counted in spend_rows(accounts.day_totals(int(user["id"]), first, last)).items():
+            for key, counted in spend_rows(balances.day_totals(int(user["id"]), first, last)).items():
                 row = rows.setdefault(key, [0] * len(counted))
                 for n, value in enumerate(counted):
                     row[n] += value

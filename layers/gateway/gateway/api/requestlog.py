@@ -27,11 +27,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from gateway.admission import balances
 from gateway.admission.billing import LOG_CONSUME, LOG_ERROR, LOG_REFUND, REFUNDED, SETTLED
 from gateway.admission.ledger import LOG_TOPUP
 from gateway.auth import Principal
 from gateway.errors import InvalidRequest
-from gateway.store.accounts import LOG_BY_KEY, LOG_BY_MODEL, LOG_BY_USER, AccountsRepository, usage_sk, user_pk
+from gateway.store.table import user_pk
+from gateway.store.usage import LOG_BY_KEY, LOG_BY_MODEL, LOG_BY_USER, UsageRepository, usage_sk
 from gateway.validation import integer_param
 
 PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
@@ -136,11 +138,11 @@ def _cursor(value: Any) -> str | None:
 # --- reading -----------------------------------------------------------------------------------
 
 def account_log(user_id: int, params: Mapping[str, Any] | None,
-                accounts: AccountsRepository | None = None) -> dict[str, Any]:
+                accounts: UsageRepository | None = None) -> dict[str, Any]:
     """GET /api/log/self: every key's entries of the account, in the account envelope."""
-    accounts = accounts or AccountsRepository()
+    accounts = accounts or UsageRepository()
     query = LogQuery(params)
-    names = _key_names(user_id, accounts)
+    names = _key_names(user_id)
     key_ids = None
     if query.token_name is not None:
         key_ids = tuple(key_id for key_id, name in names.items() if name == query.token_name)
@@ -148,7 +150,7 @@ def account_log(user_id: int, params: Mapping[str, Any] | None,
 
 
 def key_log(principal: Principal, params: Mapping[str, Any] | None,
-            accounts: AccountsRepository | None = None) -> dict[str, Any]:
+            accounts: UsageRepository | None = None) -> dict[str, Any]:
     """GET /api/log/token: the calling key's entries only."""
     query = LogQuery(params)
     key_ids = (principal.key_id,) if query.token_name in (None, principal.key_name) else ()
@@ -160,14 +162,14 @@ def _envelope(data: dict[str, Any]) -> dict[str, Any]:
     return {"success": True, "message": "", "data": data}
 
 
-def _key_names(user_id: int, accounts: AccountsRepository) -> dict[str, str]:
-    return {key["key_id"]: key.get("name", "") for key in accounts.list_keys(user_id, include_deleted=True)}
+def _key_names(user_id: int) -> dict[str, str]:
+    return {key["key_id"]: key.get("name", "") for key in balances.list_keys(user_id, include_deleted=True)}
 
 
 def read(user_id: int, query: LogQuery, *, key_ids: tuple[str, ...] | None = None,
-         key_names: Mapping[str, str] | None = None, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+         key_names: Mapping[str, str] | None = None, accounts: UsageRepository | None = None) -> dict[str, Any]:
     """One page of a user's log. `key_ids` None means every key; () means none (an empty page)."""
-    accounts = accounts or AccountsRepository()
+    accounts = accounts or UsageRepository()
     page: dict[str, Any] = {"items": [], "total": 0, "total_exact": True, "page": query.page,
                             "page_size": query.page_size, "has_more": False, "next_cursor": None}
     if key_ids == ():
@@ -325,7 +327,7 @@ EXPORT_COLUMNS = ("created_at", "request_id", "type", "model_name", "token_name"
 
 
 def export_csv(user_id: int, params: Mapping[str, Any] | None,
-               accounts: AccountsRepository | None = None) -> tuple[str, bool]:
+               accounts: UsageRepository | None = None) -> tuple[str, bool]:
     """GET /api/log/self/export?start_timestamp=&end_timestamp=: the account's log entries of the
     window (both ends required, at most `EXPORT_MAX_DAYS` apart; `type`, `model_name` and
     `token_name` filter as in the log) as CSV, newest first, at most `EXPORT_MAX_ROWS` of them.
@@ -333,7 +335,7 @@ def export_csv(user_id: int, params: Mapping[str, Any] | None,
     import csv
     import io
 
-    accounts = accounts or AccountsRepository()
+    accounts = accounts or UsageRepository()
     given = {k: v for k, v in (params or {}).items() if k not in ("p", "page_size", "cursor")}
     query = LogQuery(given)
     for name in ("start_timestamp", "end_timestamp"):
@@ -343,7 +345,7 @@ def export_csv(user_id: int, params: Mapping[str, Any] | None,
     if query.end - query.start > EXPORT_MAX_DAYS * 86400:
         raise InvalidRequest(f"end_timestamp: an export spans at most {EXPORT_MAX_DAYS} days; export in parts",
                              param="end_timestamp")
-    names = _key_names(user_id, accounts)
+    names = _key_names(user_id)
     key_ids = None
     if query.token_name is not None:
         key_ids = tuple(key_id for key_id, name in names.items() if name == query.token_name)

@@ -13,7 +13,7 @@
   is checked, so parallel tries never check more than the limit. A name's ceiling slows every
   address down (one try per `SLOWED_GAP_SECONDS`) instead of locking its owner out: hammering
   from one address never refuses the owner's right password from another. Names compare
-  case-insensitively (`store.accounts.username_pk`), in the pointer, the counters and creation.
+  case-insensitively (`store.signin.username_pk`), in the pointer, the counters and creation.
 - `caller(headers)`: every account route is reached either with the system access token in
   `Authorization` or with the session cookie, and always with `X-Api-User` naming the same user.
   That header is also the CSRF guard: a page of another site can neither read the cookie nor
@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway import keys
+from gateway.admission import balances
 from gateway.api.account import account_record, token_owner
 from gateway.errors import AuthenticationFailed, InvalidRequest, PermissionDenied, RateLimited
 from gateway.passwords import hash_password, verify_password
 from gateway.schemas.account import PasswordChange, SignIn
-from gateway.store.accounts import AccountsRepository, SignInCounter
+from gateway.store.signin import SignInCounter, SignInRepository
 from gateway.validation import parse_body
 
 SESSION_COOKIE = "gateway_session"
@@ -56,11 +57,11 @@ NAME_WINDOW_SECONDS = 3600
 SLOWED_GAP_SECONDS = 60
 
 
-def set_password(user_id: int, password: str, accounts: AccountsRepository | None = None) -> None:
+def set_password(user_id: int, password: str, accounts: SignInRepository | None = None) -> None:
     """The admin command line's `set-password` (the same rules as the API's)."""
     if not 8 <= len(password) <= 256:
         raise ValueError("a password has 8 to 256 characters")
-    (accounts or AccountsRepository()).set_password(user_id, hash_password(password))
+    (accounts or SignInRepository()).set_password(user_id, hash_password(password))
 
 
 # ---- sign-in ---------------------------------------------------------------------------------
@@ -100,9 +101,9 @@ def _limited(retry_after: int) -> RateLimited:
                        headers={"Retry-After": str(retry_after)}, param="username", code="sign_in_limited")
 
 
-def sign_in(body: str | bytes | None, address: str, https: bool, accounts: AccountsRepository | None = None,
+def sign_in(body: str | bytes | None, address: str, https: bool, accounts: SignInRepository | None = None,
             now: float | None = None) -> SignedIn:
-    accounts = accounts or AccountsRepository()
+    accounts = accounts or SignInRepository()
     request = parse_body(SignIn, body)
     now = time.time() if now is None else now
     name, address = request.username.lower(), address or "unknown"
@@ -155,11 +156,11 @@ def _session_token(headers: Mapping[str, str]) -> str | None:
     return None
 
 
-def sign_out(headers: Mapping[str, str], accounts: AccountsRepository | None = None) -> str:
+def sign_out(headers: Mapping[str, str], accounts: SignInRepository | None = None) -> str:
     """Deletes the session of the cookie, named by `X-Api-User` as every cookie call is (else a
     401: no other site ends a session); returns the Set-Cookie that clears the cookie. Without
     a session there is nothing to end, and the cookie is cleared all the same."""
-    accounts = accounts or AccountsRepository()
+    accounts = accounts or SignInRepository()
     token = _session_token(headers)
     session = accounts.get_session(keys.hash_secret(token)) if token else None
     if session is not None:
@@ -171,13 +172,13 @@ def sign_out(headers: Mapping[str, str], accounts: AccountsRepository | None = N
 
 # ---- who is calling ----------------------------------------------------------------------------
 
-def caller(headers: Mapping[str, str], accounts: AccountsRepository | None = None) -> tuple[int, dict[str, Any]]:
+def caller(headers: Mapping[str, str], accounts: SignInRepository | None = None) -> tuple[int, dict[str, Any]]:
     """The enabled user calling an account route: by the system access token in Authorization,
     else by the session cookie; either way `X-Api-User` must name that user (else a 401)."""
-    accounts = accounts or AccountsRepository()
+    accounts = accounts or SignInRepository()
     api_user = (headers.get("x-api-user") or "").strip()
     if (headers.get("authorization") or "").strip() or not _session_token(headers):
-        return token_owner(headers.get("authorization"), api_user, accounts)
+        return token_owner(headers.get("authorization"), api_user)
     token = _session_token(headers) or ""
     session = accounts.get_session(keys.hash_secret(token))
     if session is None or int(session.get("expires_at", 0)) <= time.time():
@@ -185,28 +186,28 @@ def caller(headers: Mapping[str, str], accounts: AccountsRepository | None = Non
     user_id = int(session["user_id"])
     if api_user != str(user_id):
         raise AuthenticationFailed("X-Api-User must be the id of the signed-in user")
-    user = accounts.get_user(user_id, consistent=True)
+    user = balances.get_user(user_id)
     if user is None or int(user.get("status", 1)) != 1:
         raise AuthenticationFailed("the signed-in user is disabled or gone")
     return user_id, user
 
 
-def require_operator(headers: Mapping[str, str], accounts: AccountsRepository | None = None) -> tuple[int, dict]:
+def require_operator(headers: Mapping[str, str], accounts: SignInRepository | None = None) -> tuple[int, dict]:
     user_id, user = caller(headers, accounts)
     if int(user.get("role", 1)) < OPERATOR_ROLE:
         raise PermissionDenied(f"this needs an operator (role {OPERATOR_ROLE} or more)")
     return user_id, user
 
 
-def self_record(headers: Mapping[str, str], accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def self_record(headers: Mapping[str, str], accounts: SignInRepository | None = None) -> dict[str, Any]:
     """GET /api/user/self."""
     return account_record(caller(headers, accounts)[1])
 
 
 def change_password(headers: Mapping[str, str], body: str | bytes | None,
-                    accounts: AccountsRepository | None = None) -> dict[str, Any]:
+                    accounts: SignInRepository | None = None) -> dict[str, Any]:
     """PUT /api/user/self: a new password, the current one required (also for a token caller)."""
-    accounts = accounts or AccountsRepository()
+    accounts = accounts or SignInRepository()
     request = parse_body(PasswordChange, body)
     user_id, user = caller(headers, accounts)
     if not verify_password(request.original_password, user.get("password_hash")):

@@ -17,11 +17,13 @@ from decimal import Decimal
 from typing import Any
 
 from gateway import groups
-from gateway.admission.limits import OPERATOR_LIMITS, Limits
+from gateway.admission import balances
 from gateway.errors import Conflict, InvalidRequest, NotFound
+from gateway.limit_values import OPERATOR_LIMITS, Limits
 from gateway.prices import usd_to_units
 from gateway.schemas.tokens import LimitFields, NewToken, TokenFields, TokenStatus, TokenUpdate
-from gateway.store.accounts import AccountsRepository, KeyNotFound
+from gateway.store.keys import KeysRepository
+from gateway.store.table import KeyNotFound
 
 MAX_KEYS_PER_USER = 100
 PAGE_SIZE_MAX = 100
@@ -77,11 +79,10 @@ def _page(query: Mapping[str, str] | None) -> tuple[int, int]:
     return values[0], values[1]
 
 
-def list_tokens(user_id: int, query: Mapping[str, str] | None,
-                accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def list_tokens(user_id: int, query: Mapping[str, str] | None) -> dict[str, Any]:
     """One page of the user's keys, newest first (`p` from 0)."""
     page, size = _page(query)
-    records = sorted((accounts or AccountsRepository()).list_keys(user_id),
+    records = sorted(balances.list_keys(user_id),
                      key=lambda r: (int(r.get("created_ms") or int(r.get("created_at") or 0) * 1000),
                                     r["key_id"]), reverse=True)
     now = int(time.time())
@@ -89,11 +90,11 @@ def list_tokens(user_id: int, query: Mapping[str, str] | None,
     return _ok({"items": items, "total": len(records), "page": page, "page_size": size})
 
 
-def create_token(user_id: int, body: NewToken, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def create_token(user_id: int, body: NewToken, accounts: KeysRepository | None = None) -> dict[str, Any]:
     """A new key of the user, within the user's own limits; the answer shows the key, once."""
-    accounts = accounts or AccountsRepository()
-    user = _user(accounts, user_id)
-    if len(accounts.list_keys(user_id)) >= MAX_KEYS_PER_USER:
+    accounts = accounts or KeysRepository()
+    user = _user(user_id)
+    if len(balances.list_keys(user_id)) >= MAX_KEYS_PER_USER:
         raise Conflict(f"a user has at most {MAX_KEYS_PER_USER} keys: delete one first", code="too_many_keys")
     limits = _limits(body, Limits.defaults().capped(Limits.of(user)), user)
     expires_at = _expiry(body.expired_time) if body.expired_time is not None else 0
@@ -107,10 +108,10 @@ def create_token(user_id: int, body: NewToken, accounts: AccountsRepository | No
     return _ok({**token_view(record), "key": secret})
 
 
-def update_token(user_id: int, body: TokenUpdate, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def update_token(user_id: int, body: TokenUpdate, accounts: KeysRepository | None = None) -> dict[str, Any]:
     """Changes the fields given; the others keep their values."""
-    accounts = accounts or AccountsRepository()
-    user = _user(accounts, user_id)
+    accounts = accounts or KeysRepository()
+    user = _user(user_id)
     record = _owned(accounts, user_id, body.id)
     changes: dict[str, Any] = {}
     if body.name is not None:
@@ -143,10 +144,10 @@ def update_token(user_id: int, body: TokenUpdate, accounts: AccountsRepository |
     return _ok(token_view(updated))
 
 
-def set_token_status(user_id: int, body: TokenStatus, accounts: AccountsRepository | None = None) -> dict[str, Any]:
+def set_token_status(user_id: int, body: TokenStatus, accounts: KeysRepository | None = None) -> dict[str, Any]:
     """Enables or disables one of the user's keys; a key the operator revoked cannot be enabled."""
-    accounts = accounts or AccountsRepository()
-    _user(accounts, user_id)
+    accounts = accounts or KeysRepository()
+    _user(user_id)
     record = _owned(accounts, user_id, body.id)
     wanted, other = ("active", PAUSED) if body.status == ENABLED else (PAUSED, "active")
     try:
@@ -161,9 +162,9 @@ def set_token_status(user_id: int, body: TokenStatus, accounts: AccountsReposito
     return _ok(token_view(updated))
 
 
-def delete_token(user_id: int, token_id: str, accounts: AccountsRepository | None = None) -> dict[str, Any]:
-    accounts = accounts or AccountsRepository()
-    _user(accounts, user_id)
+def delete_token(user_id: int, token_id: str, accounts: KeysRepository | None = None) -> dict[str, Any]:
+    accounts = accounts or KeysRepository()
+    _user(user_id)
     _owned(accounts, user_id, token_id)
     try:
         accounts.delete_key(token_id)
@@ -176,8 +177,8 @@ def _ok(data: Any) -> dict[str, Any]:
     return {"success": True, "message": "", "data": data}
 
 
-def _user(accounts: AccountsRepository, user_id: int) -> dict[str, Any]:
-    user = accounts.get_user(user_id, consistent=True)
+def _user(user_id: int) -> dict[str, Any]:
+    user = balances.get_user(user_id)
     if user is None:  # the access token's check read it a moment ago
         raise NotFound("the user no longer exists")
     return user
@@ -187,7 +188,7 @@ def _not_found(token_id: str) -> NotFound:
     return NotFound(f"no key with id '{token_id[:64]}'", param="id", code="token_not_found")
 
 
-def _owned(accounts: AccountsRepository, user_id: int, token_id: str) -> dict[str, Any]:
+def _owned(accounts: KeysRepository, user_id: int, token_id: str) -> dict[str, Any]:
     record = accounts.user_key(user_id, token_id) if token_id.isascii() and token_id.isalnum() else None
     if record is None:
         raise _not_found(token_id)

@@ -14,7 +14,7 @@ All or nothing: a crash before the transaction changes nothing, after it everyth
 A retry of the same call after a lost answer carries botocore's `ClientRequestToken`, which
 DynamoDB treats as the same transaction for ten minutes; a later retry meets the claim's condition
 (`ClaimFailed`), and the caller answers from the source's state (the same user's code: redeemed).
-A transaction cancelled only by another transaction's conflict is asked again (`billing.transact`).
+A transaction cancelled only by another transaction's conflict is asked again (`admission.transactions.transact`).
 
 Top-up entries carry `units: 0` (nothing was spent: usage and spend never count them) and the
 credited amount in `credited_units`.
@@ -30,8 +30,9 @@ from typing import Any
 from gateway.admission.ledger import LOG_TOPUP
 from gateway.aws_failures import cancellation_reasons
 from gateway.settings import get_settings
-from gateway.store.accounts import PROFILE, ledger_pk, usage_sk, user_pk
 from gateway.store.aws import to_item, to_values
+from gateway.store.table import PROFILE, user_pk
+from gateway.store.usage import ledger_pk, usage_sk
 
 
 class ClaimFailed(Exception):
@@ -112,7 +113,7 @@ def writes(credit: Credit, claims: Sequence[dict[str, Any]], now: datetime | Non
 def apply(credit: Credit, claims: Sequence[dict[str, Any]], now: datetime | None = None) -> None:
     """Adds the credit exactly once with its claims (see the module); `ClaimFailed` or
     `ProfileRefused` when a condition fails, with nothing written."""
-    from gateway.admission.billing import transact
+    from gateway.admission.transactions import transact
 
     items = writes(credit, claims, now)
     try:

@@ -48,8 +48,9 @@ from gateway.observability import logger
 from gateway.prices import UNITS_PER_USD
 from gateway.schemas.account import MAX_QUOTA_UNITS
 from gateway.settings import get_settings
-from gateway.store.accounts import PROFILE, AccountsRepository, user_pk
 from gateway.store.aws import to_item, to_values
+from gateway.store.table import PROFILE, user_pk
+from gateway.store.users import UsersRepository
 
 PENDING, SUCCESS, EXPIRED = "pending", "success", "expired"
 #: The most one order may buy (USD of quota): a bound on a typo, not a business rule.
@@ -145,7 +146,7 @@ class BadWebhook(InvalidRequest):
 
 
 def webhook(body: bytes, signature: str | None, repo: CommerceRepository | None = None,
-            accounts: AccountsRepository | None = None) -> dict[str, Any]:
+            accounts: UsersRepository | None = None) -> dict[str, Any]:
     """POST /api/stripe/webhook: verified, then acted on (see the module)."""
     import stripe
 
@@ -180,7 +181,7 @@ def webhook(body: bytes, signature: str | None, repo: CommerceRepository | None 
         return {"received": True, "handled": True}
     if session.get("payment_status") not in ("paid", "no_payment_required"):
         return {"received": True, "handled": False}  # paid later: async_payment_succeeded comes then
-    credit_order(order, accounts or AccountsRepository())
+    credit_order(order, accounts or UsersRepository())
     return {"received": True, "handled": True}
 
 
@@ -193,7 +194,7 @@ def _order_of(session: Mapping[str, Any], repo: CommerceRepository) -> dict[str,
     return order
 
 
-def credit_order(order: Mapping[str, Any], accounts: AccountsRepository, now: int | None = None) -> bool:
+def credit_order(order: Mapping[str, Any], accounts: UsersRepository, now: int | None = None) -> bool:
     """Credits a paid order once (False: it was credited before), with the inviter's reward when this
     is the payer's first credited payment."""
     now = int(time.time()) if now is None else now

@@ -37,8 +37,10 @@ from gateway.commerce import mail
 from gateway.errors import Conflict, InvalidRequest, PermissionDenied, RateLimited
 from gateway.passwords import hash_password
 from gateway.settings import get_settings
-from gateway.store.accounts import PROFILE, AccountsRepository, user_pk
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
+from gateway.store.signin import SignInRepository
+from gateway.store.table import PROFILE, user_pk
+from gateway.store.users import UsersRepository
 
 CODE_SECONDS = 600  # new-api's VerificationValidMinutes: 10
 MAX_CODE_TRIES = 5
@@ -155,10 +157,9 @@ def send_code(email_text: str, address: str, now: float | None = None) -> dict[s
     return {"success": True, "message": ""}
 
 
-def register(request: Any, address: str, accounts: AccountsRepository | None = None,
-             now: float | None = None) -> dict[str, Any]:
+def register(request: Any, address: str, now: float | None = None) -> dict[str, Any]:
     """POST /api/user/register."""
-    accounts = accounts or AccountsRepository()
+    accounts, sign_in = UsersRepository(), SignInRepository()
     email = normal_email(request.email) if request.email else ""
     limit(f"addr:{address or 'unknown'}", *([f"email:{email}"] if email else []), now=now)
     if not options.current("RegisterEnabled") or not options.current("PasswordRegisterEnabled"):
@@ -169,7 +170,7 @@ def register(request: Any, address: str, accounts: AccountsRepository | None = N
             raise InvalidRequest("email: required (this gateway verifies addresses)", param="email")
         if not request.verification_code or not consume_code(REGISTER, email, request.verification_code, now):
             raise InvalidRequest("verification_code: wrong or expired; ask for a new one", param="verification_code")
-    if accounts.user_id_for_username(request.username) is not None:
+    if sign_in.user_id_for_username(request.username) is not None:
         raise Conflict("username: taken; choose another", param="username")
     inviter = accounts.user_id_for_aff_code(request.aff_code) if request.aff_code else None
     quota = int(options.current("QuotaForNewUser")) + (int(options.current("QuotaForInvitee")) if inviter else 0)
@@ -178,7 +179,7 @@ def register(request: Any, address: str, accounts: AccountsRepository | None = N
     try:
         if verified:
             _claim_email(email, user_id)
-        accounts.set_password(user_id, hash_password(request.password))  # claims the username
+        sign_in.set_password(user_id, hash_password(request.password))  # claims the username
     except ValueError:
         _forget_user(user_id, str(user["aff_code"]), email if verified else "")
         raise Conflict("username: taken; choose another", param="username") from None
@@ -238,7 +239,7 @@ def send_reset(email_text: str, address: str, link_base: str, now: float | None 
     return {"success": True, "message": ""}
 
 
-def reset(email_text: str, token: str, address: str, accounts: AccountsRepository | None = None,
+def reset(email_text: str, token: str, address: str, accounts: SignInRepository | None = None,
           now: float | None = None) -> dict[str, Any]:
     """POST /api/user/reset {email, token}: a new random password, answered in `data`."""
     email = normal_email(email_text)
@@ -247,5 +248,5 @@ def reset(email_text: str, token: str, address: str, accounts: AccountsRepositor
     if not token or not consume_code(RESET, email, token, now) or owner is None:
         raise InvalidRequest("token: the reset link is wrong or has expired; ask for a new one", param="token")
     password = secrets.token_urlsafe(12)
-    (accounts or AccountsRepository()).set_password(owner, hash_password(password))
+    (accounts or SignInRepository()).set_password(owner, hash_password(password))
     return {"success": True, "message": "", "data": password}

@@ -1,4 +1,4 @@
-"""This concern's items in the accounts table (single-table design, beside `store.accounts`; the
+"""This concern's items in the accounts table (single-table design, beside `store.table`; the
 site options' item is `store.options`).
 
 | item | pk | sk |

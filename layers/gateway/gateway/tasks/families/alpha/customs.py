@@ -28,8 +28,8 @@ from gateway.observability import logger
 from gateway.routing.channels import get_catalog
 from gateway.routing.failover import record_failure, report_success
 from gateway.settings import get_settings
-from gateway.store.accounts import user_pk
 from gateway.store.aws import client, from_item, to_item, to_values
+from gateway.store.table import user_pk
 from gateway.tasks.adapter import send
 from gateway.tasks.families.alpha.adapter import AlphaAdapter
 from gateway.upstreams.errors import UpstreamError
