@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 if TYPE_CHECKING:
     from gateway.upstreams.vertex import VertexSite
@@ -52,32 +52,43 @@ class Channel:
         return group is None or not self.groups or group in self.groups
 
     def allows_poll_url(self, url: str) -> bool:
-        """Whether the gateway may send this channel's key to `url`, a polling URL the upstream
-        named: an https URL of the base URL's host or of a `poll_hosts` entry (`api.example.com`,
-        or `*.example.com` for its subdomains). An entry written as an origin with its scheme
-        (`http://127.0.0.1:9001`) allows exactly that origin, plain http included: the local
-        runner's simulators need it; a real channel should never list one."""
+        """Whether the gateway may send this channel's key to `url`, a polling or result URL the
+        upstream named: the base URL's own origin, whatever its scheme (a relay on a private
+        network is often plain http: its key already goes there with every request); an https
+        URL of the base URL's host or of a `poll_hosts` entry (`api.example.com`, or
+        `*.example.com` for its subdomains). An entry written as an origin with its scheme
+        (`http://127.0.0.1:9001`) allows exactly that origin, plain http included."""
         try:
             parts = urlsplit(url)
-            port = parts.port
+            origin = _origin(parts)
+            base = urlsplit(self.base_url)
+            own = _origin(base)
         except ValueError:
             return False
         host = (parts.hostname or "").lower()
         if not host or parts.username is not None or parts.password is not None:
             return False
-        origin = f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
-        if origin in self.poll_hosts:
+        if origin == own or origin in self.poll_hosts:
             return True
         if parts.scheme != "https":
             return False
-        base = urlsplit(self.base_url)
-        if base.scheme == "https" and (base.hostname or "").lower() == host:
+        if (base.hostname or "").lower() == host:
             return True
         return any(host == entry or (entry.startswith("*.") and host.endswith(entry[1:]))
                    for entry in self.poll_hosts if "://" not in entry)
 
     def upstream_model(self, model: str) -> str:
         return self.model_map.get(model, model)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(parts: SplitResult) -> str:
+    """`scheme://host[:port]`, lower case, a scheme's default port left out (RFC 6454's origin:
+    `http://relay` and `http://relay:80` are one). ValueError for a port that is no number."""
+    scheme, host, port = parts.scheme.lower(), (parts.hostname or "").lower(), parts.port
+    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != _DEFAULT_PORTS.get(scheme) else "")
 
 
 def _check_variant(protocol: str, variant: str | None) -> None:
@@ -141,7 +152,7 @@ def document_model() -> Any:
                         raise ValueError(f"{value!r}: an origin is scheme://host[:port], nothing more")
                 elif not value or "/" in value or ":" in value or "*" in value.removeprefix("*."):
                     raise ValueError(f"{value!r}: a host name, '*.' and a domain, or an origin")
-            return [value.lower().rstrip("/") for value in values]
+            return [_origin(urlsplit(value)) if "://" in value else value.lower() for value in values]
 
         @field_validator("base_url")
         @classmethod
