@@ -18,7 +18,7 @@ from urllib.parse import SplitResult, urlsplit
 if TYPE_CHECKING:
     from gateway.upstreams.vertex import VertexSite
 
-PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
+PROTOCOLS = ("chat", "messages", "content", "azure", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
 ANY_MODEL = "*"
 #: A channel's `variant` (imgtask only): the open-source midjourney-proxy or its extended build.
 VARIANTS = ("basic", "extended")
@@ -43,6 +43,8 @@ class Channel:
     variant: str | None = None
     #: A Vertex AI channel's project and region (content and delta); its key is a service-account key file.
     vertex: VertexSite | None = None
+    #: An azure channel's data-plane api-version (None: `upstreams.azure.DEFAULT_API_VERSION`).
+    api_version: str | None = None
 
     def serves(self, model: str) -> bool:
         return model in self.models or ANY_MODEL in self.models
@@ -96,6 +98,11 @@ def _check_variant(protocol: str, variant: str | None) -> None:
         raise ValueError(f"variant: only an imgtask channel has one, not a {protocol} channel")
 
 
+def _check_api_version(protocol: str, api_version: str | None) -> None:
+    if api_version is not None and protocol != "azure":
+        raise ValueError(f"api_version: only an azure channel has one, not a {protocol} channel")
+
+
 def _check_group(value: str) -> str:
     """A name in a channel's `groups`, as `GroupRatio` takes names (`gateway.options.valid_group_name`)."""
     from gateway.options import MAX_GROUP_NAME, valid_group_name
@@ -141,6 +148,8 @@ def document_model() -> Any:
         groups: list[Annotated[str, AfterValidator(_check_group)]] = []
 
         variant: Literal[VARIANTS] | None = None  # type: ignore[valid-type]
+        # azure only: a dated data-plane version (2024-10-21, 2025-04-01-preview)
+        api_version: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}(-preview)?$")
 
         @field_validator("poll_hosts")
         @classmethod
@@ -172,6 +181,7 @@ def document_model() -> Any:
             if self.vertex is None and not self.base_url:
                 raise ValueError("base_url: is required (a Vertex channel may leave it out)")
             _check_variant(self.protocol, self.variant)
+            _check_api_version(self.protocol, self.api_version)
             return self
 
     class Document(BaseModel):
@@ -215,7 +225,15 @@ def channel_of(spec: Any, api_key: str, source: str = "channels document") -> Ch
                                       "service-account key file names no project_id)")
         site = VertexSite(project=project, region=spec.vertex.region)
         base_url = spec.base_url or site.host_url
+    if spec.protocol == "azure":
+        from gateway.upstreams.azure import service_principal
+
+        try:
+            service_principal(api_key)
+        except ValueError as exc:
+            raise ChannelsConfigError(f"{source}: channel {spec.name}: {exc}") from None
     return Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
                    models=frozenset(spec.models), model_map=dict(spec.model_map),
                    priority=spec.priority, weight=spec.weight, poll_hosts=frozenset(spec.poll_hosts),
-                   groups=frozenset(spec.groups), variant=spec.variant, vertex=site)
+                   groups=frozenset(spec.groups), variant=spec.variant, vertex=site,
+                   api_version=spec.api_version)
