@@ -96,8 +96,16 @@ def _version_refusal(request: Request) -> Response | None:
 
 
 async def _as_chat(request: Request, endpoint: Callable[[Request], Awaitable[Response]], path: str) -> Response:
-    """The chat simulator's answer to this request, sent to its own `path` with its own auth."""
+    """The chat simulator's answer to this request, sent to its own `path` with its own auth (a
+    deployment route's body needs no `model`: the path names the deployment)."""
     raw = await request.body()
+    deployment = request.path_params.get("deployment")
+    try:
+        body = json.loads(raw) if deployment else None
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "model" not in body:
+        raw = json.dumps({**body, "model": deployment}).encode()
     headers = [(k, v) for k, v in request.scope["headers"] if k not in (b"authorization", b"api-key")]
     inner = {**request.scope, "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
              "headers": [*headers, (b"authorization", b"Bearer azure-key-checked")]}
