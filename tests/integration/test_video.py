@@ -122,6 +122,30 @@ def test_a_delta_video_link_opens_without_any_key_for_a_day_and_carries_none(
     assert forged["statusCode"] == 403
 
 
+def test_a_delta_channel_on_plain_http_gets_its_videos_with_its_key(
+        tasks_env, functions, queues, demo, accounts, lambda_context, clock, tmp_path):
+    # Given a delta channel whose base URL is plain http (a relay on a private network), listing
+    # no poll_hosts: its upstream's video.uri is on that same origin and answers only with the key
+    document = {"channels": [{"name": "delta-relay", "protocol": "delta", "base_url": tasks_env + "/delta",
+                              "api_key": "relay-key", "models": ["*"]}]}
+    path = tmp_path / "channels.json"
+    path.write_text(json.dumps(document))
+    saved = use_environment(GATEWAY_CHANNELS_FILE=str(path), GATEWAY_SIMULATOR_URL=None)
+    try:
+        task_id = submit(functions, lambda_context, DELTA, demo["key"])[1]["task_id"]
+        clock.advance()
+        queues.polls(lambda_context)
+        # Then the videos were fetched with the channel's key (before: without it, refused, the
+        # task failed and refunded though the upstream had made and charged them)
+        answer = result(functions, lambda_context, task_id, demo["key"])[1]
+        assert answer["task_status"] == "succeeded", answer
+        assert [open_link(functions, lambda_context, link).content for link in answer["video_results"]] == \
+            [MP4_BYTES, MP4_BYTES]
+        assert [(e["outcome"], e["units"]) for e in ledger_of(accounts, task_id)] == [("settled", DELTA_UNITS)]
+    finally:
+        use_environment(**saved)
+
+
 def test_delta_videos_answered_inline_are_kept_and_served_by_the_gateways_links(
         tasks_env, functions, queues, demo, accounts, lambda_context, clock):
     body = {**DELTA, "instances": [{"prompt": "a fox #fault=inline"}]}

@@ -8,6 +8,8 @@ SIMULATORS: dict[str, str] = {
     "chat": "gateway_local.simulators.chat:app",  # text, embeddings, models and images
     "messages": "gateway_local.simulators.messages:app",
     "content": "gateway_local.simulators.content:app",
+    # Azure OpenAI: deployment routes, the v1 Responses route, Entra ID's token endpoint
+    "azure": "gateway_local.simulators.azure:app",
     "delta": "gateway_local.simulators.delta:app",
     "zeta": "gateway_local.simulators.zeta:app",
     "epsilon": "gateway_local.simulators.epsilon:app",

@@ -90,6 +90,25 @@ FAULTS: dict[str, dict[str, Callable[[], tuple[int, Any, dict[str, str]]]]] = {
                                           "billing details.", "type": "insufficient_quota", "param": None,
                                           "code": "insufficient_quota"}}, {}),
     },
+    "azure": {
+        # The content filter refusing a prompt: a 400 `content_filter`, its categories in
+        # `innererror` (learn.microsoft.com/azure/ai-services/openai/concepts/content-filter
+        # "Scenario details"; the body as users meet it: vibrantlabsai/ragas#649).
+        "content_filter": lambda: (400, {"error": {
+            "message": "The response was filtered due to the prompt triggering Azure OpenAI's content management "
+                       "policy. Please modify your prompt and retry. To learn more about our content filtering "
+                       "policies please read our documentation: https://go.microsoft.com/fwlink/?linkid=2198766",
+            "type": None, "param": "prompt", "code": "content_filter", "status": 400,
+            "innererror": {"code": "ResponsibleAIPolicyViolation", "content_filter_result": {
+                "hate": {"filtered": False, "severity": "safe"}, "jailbreak": {"filtered": False, "detected": False},
+                "self_harm": {"filtered": False, "severity": "safe"}, "sexual": {"filtered": False, "severity": "safe"},
+                "violence": {"filtered": True, "severity": "medium"}}}}}, {}),
+        # A wrong or regenerated key (Azure OpenAI REST reference, "Authentication").
+        "keyinvalid": lambda: (401, {"error": {"code": "401", "message": "Access denied due to invalid subscription "
+                                               "key or wrong API endpoint. Make sure to provide a valid key for an "
+                                               "active subscription and use a correct regional API endpoint for your "
+                                               "resource."}}, {}),
+    },
     "anthropic": {
         # anthropics/claude-code#4684, anthropics/claude-quickstarts#229.
         "credit": lambda: (400, {"type": "error", "error": {

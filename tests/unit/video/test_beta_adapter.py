@@ -95,8 +95,27 @@ def test_a_polling_url_is_followed_only_to_a_host_the_channel_allows(url, allowe
     assert strict.allows_poll_url(url) is allowed
 
 
-def test_a_plain_http_base_url_is_not_trusted_for_polling_unless_listed():
-    assert not channel(base_url="http://api.beta.test").allows_poll_url("http://api.beta.test/v1/get_result")
+@pytest.mark.parametrize("url,allowed", [
+    ("http://relay.internal:8080/v1/get_result?id=1", True),  # the base URL's own origin, plain http as it is
+    ("HTTP://Relay.Internal:8080/files/1", True),
+    ("https://relay.internal/v1/get_result", True),  # its host over TLS
+    ("http://relay.internal/v1/get_result", False),  # another port: another origin
+    ("http://relay.internal:8081/x", False),
+    ("http://other.internal:8080/x", False),
+    ("http://user:pw@relay.internal:8080/x", False),
+])
+def test_a_plain_http_base_url_vouches_for_its_own_origin_only(url, allowed):
+    # A relay on a private network: its key already goes to this origin with every request
+    assert channel(base_url="http://relay.internal:8080/").allows_poll_url(url) is allowed
+
+
+def test_an_origin_is_compared_with_its_default_port_left_out():
+    assert channel(base_url="http://relay.internal").allows_poll_url("http://relay.internal:80/x")
+    assert channel(base_url="https://api.beta.test:443/v1").allows_poll_url("https://api.beta.test/x")
+    parsed = Catalog.from_document({"channels": [{"name": "b", "protocol": "beta", "base_url": "https://a.test",
+                                                  "api_key": "k", "models": ["*"],
+                                                  "poll_hosts": ["http://10.0.0.2:80"]}]}).channels[0]
+    assert parsed.allows_poll_url("http://10.0.0.2/result") and not parsed.allows_poll_url("http://10.0.0.2:81/r")
 
 
 def test_the_channels_document_reads_poll_hosts_and_refuses_bad_ones():

@@ -62,7 +62,9 @@ from gateway.upstreams.clients import client_for
 # The output a request may generate when it sets no limit of its own, for the reservation only:
 # the settlement is always the real usage.
 DEFAULT_OUTPUT_TOKENS = 4096
-TEXT_PROTOCOLS = ("chat", "messages", "content")
+TEXT_PROTOCOLS = ("chat", "messages", "content", "azure")
+# The dialect each text protocol speaks (azure: chat's bodies on Azure's addresses, `upstreams/azure`).
+_SPOKEN = {"chat": CHAT, "azure": CHAT, "messages": MESSAGES, "content": CONTENT}
 # The channel protocol that speaks each client dialect natively (tried first at equal priority).
 _NATIVE = {CHAT: "chat", RESPONSES: "chat", MESSAGES: "messages", CONTENT: "content"}
 _USAGE_READERS = {CHAT: usage_from_chat, RESPONSES: usage_from_responses, MESSAGES: usage_from_messages,
@@ -100,6 +102,8 @@ class TextCall:
     def protocols(self) -> tuple[str, ...]:
         if self.operation in _CONTENT_METHODS:
             return ("content",)
+        if self.operation == EMBED:
+            return ("chat", "azure")
         return TEXT_PROTOCOLS if self.operation == GENERATE else ("chat",)
 
     @property
@@ -108,10 +112,9 @@ class TextCall:
         return self.body.get("stop_sequences") if self.dialect == MESSAGES else None
 
     def upstream_dialect(self, channel: Channel) -> str:
-        # A chat channel serves the responses dialect itself; anything else is converted.
-        if self.dialect == RESPONSES and channel.protocol == "chat":
-            return RESPONSES
-        return channel.protocol
+        # A chat (or azure) channel serves the responses dialect itself; anything else is converted.
+        spoken = _SPOKEN[channel.protocol]
+        return RESPONSES if self.dialect == RESPONSES and spoken == CHAT else spoken
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,12 +13,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 if TYPE_CHECKING:
     from gateway.upstreams.vertex import VertexSite
 
-PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
+PROTOCOLS = ("chat", "messages", "content", "azure", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
 ANY_MODEL = "*"
 #: A channel's `variant` (imgtask only): the open-source midjourney-proxy or its extended build.
 VARIANTS = ("basic", "extended")
@@ -43,6 +43,8 @@ class Channel:
     variant: str | None = None
     #: A Vertex AI channel's project and region (content and delta); its key is a service-account key file.
     vertex: VertexSite | None = None
+    #: An azure channel's data-plane api-version (None: `upstreams.azure.DEFAULT_API_VERSION`).
+    api_version: str | None = None
 
     def serves(self, model: str) -> bool:
         return model in self.models or ANY_MODEL in self.models
@@ -52,26 +54,27 @@ class Channel:
         return group is None or not self.groups or group in self.groups
 
     def allows_poll_url(self, url: str) -> bool:
-        """Whether the gateway may send this channel's key to `url`, a polling URL the upstream
-        named: an https URL of the base URL's host or of a `poll_hosts` entry (`api.example.com`,
-        or `*.example.com` for its subdomains). An entry written as an origin with its scheme
-        (`http://127.0.0.1:9001`) allows exactly that origin, plain http included: the local
-        runner's simulators need it; a real channel should never list one."""
+        """Whether the gateway may send this channel's key to `url`, a polling or result URL the
+        upstream named: the base URL's own origin, whatever its scheme (a relay on a private
+        network is often plain http: its key already goes there with every request); an https
+        URL of the base URL's host or of a `poll_hosts` entry (`api.example.com`, or
+        `*.example.com` for its subdomains). An entry written as an origin with its scheme
+        (`http://127.0.0.1:9001`) allows exactly that origin, plain http included."""
         try:
             parts = urlsplit(url)
-            port = parts.port
+            origin = _origin(parts)
+            base = urlsplit(self.base_url)
+            own = _origin(base)
         except ValueError:
             return False
         host = (parts.hostname or "").lower()
         if not host or parts.username is not None or parts.password is not None:
             return False
-        origin = f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
-        if origin in self.poll_hosts:
+        if origin == own or origin in self.poll_hosts:
             return True
         if parts.scheme != "https":
             return False
-        base = urlsplit(self.base_url)
-        if base.scheme == "https" and (base.hostname or "").lower() == host:
+        if (base.hostname or "").lower() == host:
             return True
         return any(host == entry or (entry.startswith("*.") and host.endswith(entry[1:]))
                    for entry in self.poll_hosts if "://" not in entry)
@@ -80,9 +83,24 @@ class Channel:
         return self.model_map.get(model, model)
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(parts: SplitResult) -> str:
+    """`scheme://host[:port]`, lower case, a scheme's default port left out (RFC 6454's origin:
+    `http://relay` and `http://relay:80` are one). ValueError for a port that is no number."""
+    scheme, host, port = parts.scheme.lower(), (parts.hostname or "").lower(), parts.port
+    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != _DEFAULT_PORTS.get(scheme) else "")
+
+
 def _check_variant(protocol: str, variant: str | None) -> None:
     if variant is not None and protocol != "imgtask":
         raise ValueError(f"variant: only an imgtask channel has one, not a {protocol} channel")
+
+
+def _check_api_version(protocol: str, api_version: str | None) -> None:
+    if api_version is not None and protocol != "azure":
+        raise ValueError(f"api_version: only an azure channel has one, not a {protocol} channel")
 
 
 def _check_group(value: str) -> str:
@@ -130,6 +148,8 @@ def document_model() -> Any:
         groups: list[Annotated[str, AfterValidator(_check_group)]] = []
 
         variant: Literal[VARIANTS] | None = None  # type: ignore[valid-type]
+        # azure only: a dated data-plane version (2024-10-21, 2025-04-01-preview)
+        api_version: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}(-preview)?$")
 
         @field_validator("poll_hosts")
         @classmethod
@@ -141,7 +161,7 @@ def document_model() -> Any:
                         raise ValueError(f"{value!r}: an origin is scheme://host[:port], nothing more")
                 elif not value or "/" in value or ":" in value or "*" in value.removeprefix("*."):
                     raise ValueError(f"{value!r}: a host name, '*.' and a domain, or an origin")
-            return [value.lower().rstrip("/") for value in values]
+            return [_origin(urlsplit(value)) if "://" in value else value.lower() for value in values]
 
         @field_validator("base_url")
         @classmethod
@@ -161,6 +181,7 @@ def document_model() -> Any:
             if self.vertex is None and not self.base_url:
                 raise ValueError("base_url: is required (a Vertex channel may leave it out)")
             _check_variant(self.protocol, self.variant)
+            _check_api_version(self.protocol, self.api_version)
             return self
 
     class Document(BaseModel):
@@ -204,7 +225,15 @@ def channel_of(spec: Any, api_key: str, source: str = "channels document") -> Ch
                                       "service-account key file names no project_id)")
         site = VertexSite(project=project, region=spec.vertex.region)
         base_url = spec.base_url or site.host_url
+    if spec.protocol == "azure":
+        from gateway.upstreams.azure import service_principal
+
+        try:
+            service_principal(api_key)
+        except ValueError as exc:
+            raise ChannelsConfigError(f"{source}: channel {spec.name}: {exc}") from None
     return Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
                    models=frozenset(spec.models), model_map=dict(spec.model_map),
                    priority=spec.priority, weight=spec.weight, poll_hosts=frozenset(spec.poll_hosts),
-                   groups=frozenset(spec.groups), variant=spec.variant, vertex=site)
+                   groups=frozenset(spec.groups), variant=spec.variant, vertex=site,
+                   api_version=spec.api_version)

@@ -48,10 +48,11 @@ def fetch(http: Sender, url: str, channel: Channel | None = None,
           key_headers: Mapping[str, str] | None = None) -> httpx.Response | None:
     """The upstream's bytes at `url`, or None once it no longer serves them. The channel's key
     (`key_headers`) goes with the request only to a URL the channel vouches for
-    (`Channel.allows_poll_url`: https on its own host, or a listed one), on every redirect hop
-    too; anywhere else the URL must carry its own signature, and must pass the callbacks' address
-    check (no private, loopback or metadata address: `callbacks.check_url`). An `UpstreamError`
-    (retryable) for transport trouble or an upstream failure; not retryable for an unsafe address."""
+    (`Channel.allows_poll_url`: its base URL's origin, whatever the scheme; https on its host; a
+    listed one), on every redirect hop too; anywhere else the URL must carry its own signature,
+    and must pass the callbacks' address check (no private, loopback or metadata address:
+    `callbacks.check_url`). An `UpstreamError` (retryable) for transport trouble or an upstream
+    failure; not retryable for an unsafe address."""
     from gateway.tasks.callbacks import UnsafeCallback, check_url
 
     for _ in range(MAX_REDIRECTS + 1):

@@ -94,8 +94,10 @@ class UpstreamClient:
         headers = {**self.auth_headers(), "accept": "text/event-stream" if stream else "application/json"}
         timeout = httpx.Timeout(connect=self.timeouts.connect, read=None, write=self.timeouts.idle,
                                 pool=self.timeouts.connect)
+        # A path may carry its own query (Azure's api-version): empty params would wipe it.
         return self._client.build_request(method, self.url(path), json=payload, headers=headers,
-                                          params=self.stream_params if stream else None, timeout=timeout)
+                                          params=self.stream_params if stream and self.stream_params else None,
+                                          timeout=timeout)
 
     async def probe(self) -> None:
         """The health probe: the model list, read and thrown away (never billed to anyone)."""

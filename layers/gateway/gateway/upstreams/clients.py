@@ -1,4 +1,5 @@
-"""The text protocols' clients, by the protocol a channel names (and its Vertex AI flavour)."""
+"""The text protocols' clients, by the protocol a channel names (and its Vertex AI flavour; an
+azure channel's api-version)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from typing import Any
 
 import httpx
 
+from gateway.upstreams.azure import AzureClient
 from gateway.upstreams.base import Timeouts, UpstreamClient
 from gateway.upstreams.chat import ChatClient
 from gateway.upstreams.content import ContentClient, VertexContentClient
 from gateway.upstreams.messages import MessagesClient
 
 TEXT_CLIENTS: dict[str, type[UpstreamClient]] = {"chat": ChatClient, "messages": MessagesClient,
-                                                 "content": ContentClient}
+                                                 "content": ContentClient, "azure": AzureClient}
 
 
 def client_for(channel: Any, http: httpx.AsyncClient, timeouts: Timeouts | None = None) -> UpstreamClient:
@@ -22,4 +24,6 @@ def client_for(channel: Any, http: httpx.AsyncClient, timeouts: Timeouts | None 
         explicit = sorted(m for m in channel.models if m != "*")
         return VertexContentClient(channel.base_url, channel.api_key, http, timeouts, site=site,
                                    **({"probe_model": channel.upstream_model(explicit[0])} if explicit else {}))
+    if channel.protocol == "azure":
+        return AzureClient(channel.base_url, channel.api_key, http, timeouts, api_version=channel.api_version)
     return TEXT_CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)
