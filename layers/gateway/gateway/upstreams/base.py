@@ -64,6 +64,7 @@ class UpstreamClient:
         self._api_key = api_key
         self._client = client
         self.timeouts = timeouts or Timeouts()
+        self.last_headers: httpx.Headers = httpx.Headers()
 
     def __repr__(self) -> str:  # never the key
         return f"{type(self).__name__}({self.base_url!r})"
@@ -118,6 +119,7 @@ class UpstreamClient:
         except httpx.HTTPError as exc:
             raise self.transport_error(exc) from None
         observability.upstream_latency(time.perf_counter() - started)
+        self.last_headers = response.headers  # a client serves one attempt: where usage rides in a header (TEI)
         try:
             content = await self._read_body(response, deadline)
         finally:

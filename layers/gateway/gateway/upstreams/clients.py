@@ -1,4 +1,4 @@
-"""The text protocols' clients, by the protocol a channel names (and its Vertex AI flavour)."""
+"""The synchronous protocols' clients, by the protocol a channel names (and its Vertex AI flavour)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from gateway.upstreams.base import Timeouts, UpstreamClient
 from gateway.upstreams.chat import ChatClient
 from gateway.upstreams.content import ContentClient, VertexContentClient
 from gateway.upstreams.messages import MessagesClient
+from gateway.upstreams.rerank import CohereClient, JinaClient
 
+#: The synchronous protocols' clients (text, and rerank's: `upstreams/rerank.py`).
 TEXT_CLIENTS: dict[str, type[UpstreamClient]] = {"chat": ChatClient, "messages": MessagesClient,
-                                                 "content": ContentClient}
+                                                 "content": ContentClient, "cohere": CohereClient,
+                                                 "jina": JinaClient}
 
 
 def client_for(channel: Any, http: httpx.AsyncClient, timeouts: Timeouts | None = None) -> UpstreamClient:
@@ -22,4 +25,6 @@ def client_for(channel: Any, http: httpx.AsyncClient, timeouts: Timeouts | None 
         explicit = sorted(m for m in channel.models if m != "*")
         return VertexContentClient(channel.base_url, channel.api_key, http, timeouts, site=site,
                                    **({"probe_model": channel.upstream_model(explicit[0])} if explicit else {}))
+    if channel.protocol == "jina":
+        return JinaClient(channel.base_url, channel.api_key, http, timeouts, variant=getattr(channel, "variant", None))
     return TEXT_CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)
