@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway import asgi, observability
-from gateway.api import count_tokens, rerank, text
+from gateway.api import count_tokens, moderations, rerank, text
 from gateway.api import models as model_list
 from gateway.errors import GatewayError, render
 from gateway.observability import logger
@@ -64,6 +64,7 @@ app = asgi.application([
     asgi.route("/v1beta/models/{proxy:path}", text.content),
     asgi.route("/v1/embeddings", text.embeddings),
     asgi.route("/v1/rerank", rerank.rerank),
+    asgi.route("/v1/moderations", moderations.moderations),
     Route("/v1/models", models, methods=["GET"]),
     Route("/v1/models/{model:path}", models, methods=["GET"]),
     Route("/v1beta/models", models, methods=["GET"]),

@@ -99,6 +99,9 @@ class ChatClient(UpstreamClient):
     async def embeddings(self, payload: dict[str, Any]) -> dict[str, Any]:
         return await self.call("/v1/embeddings", payload)
 
+    async def moderations(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return await self.call("/v1/moderations", payload)
+
     async def models(self) -> dict[str, Any]:
         return await self.call("/v1/models", method="GET")
 
