@@ -214,7 +214,7 @@ async def _speech_attempt(metered: Metered, channel: Channel, http: httpx.AsyncC
     except BaseException:
         await upcoming.aclose()
         raise
-    given = (stream.headers or {}).get("content-type", "")
+    given = stream.headers.get("content-type", "") if stream.headers is not None else ""
     fmt = metered.request.response_format
     content_type = given if given.startswith("audio/") else SPEECH_TYPES[fmt]
     return SpeechAnswer(metered, upcoming, cast(bytes, first), content_type, channel)

@@ -98,9 +98,13 @@ class UpstreamClient:
         return self._client.build_request(method, self.url(path), json=payload, headers=headers,
                                           params=self.stream_params if stream else None, timeout=timeout)
 
+    def probe_target(self) -> str:
+        """The path of the health probe (a protocol with variants may answer per variant)."""
+        return self.probe_path
+
     async def probe(self) -> None:
         """The health probe: the model list, read and thrown away (never billed to anyone)."""
-        await self.call(self.probe_path, method="GET")
+        await self.call(self.probe_target(), method="GET")
 
     async def call(self, path: str, payload: dict[str, Any] | None = None, *, method: str = "POST") -> dict[str, Any]:
         """A non-streamed exchange: the decoded JSON answer, or an `UpstreamError`."""

@@ -75,8 +75,8 @@ class CohereClient(RerankClient):
     async def rerank(self, model: str, query: str, documents: list[str], top_n: int,
                      extra: dict[str, Any]) -> Ranked:
         # v2 takes strings only, and no return_documents: the gateway adds the documents itself.
-        payload = {"model": model, "query": query, "documents": documents, "top_n": top_n,
-                   **{k: extra[k] for k in ("max_tokens_per_doc", "priority") if k in extra}}
+        payload: dict[str, Any] = {"model": model, "query": query, "documents": documents, "top_n": top_n,
+                                   **{k: extra[k] for k in ("max_tokens_per_doc", "priority") if k in extra}}
         answer = await self.call("/v2/rerank", payload)
         billed = (answer.get("meta") or {}).get("billed_units") or {}
         return Ranked(_scores(answer.get("results"), len(documents)),
@@ -93,7 +93,9 @@ class JinaClient(RerankClient):
                  *, variant: str | None = None):
         super().__init__(base_url, api_key, client, timeouts)
         self.variant = variant or "jina"
-        self.probe_path = self.probe_paths[self.variant]
+
+    def probe_target(self) -> str:
+        return self.probe_paths[self.variant]
 
     def auth_headers(self) -> dict[str, str]:
         # TEI's key is optional (server.rs: `Bearer <api_key>` only when it was started with one).
