@@ -2,7 +2,8 @@
 
 What every streaming function shares (the request id from the gateway, the relay that watches for
 the client going away, the error mapping) is `gateway.asgi`; the routes hand each request to
-`gateway.api.text` and write its answer. A shutdown waits for the bills of the requests it cancelled.
+`gateway.api` (text, and rerank, moderations and audio) and write its answer. A shutdown waits
+for the bills of the requests it cancelled.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway import asgi, observability
-from gateway.api import count_tokens, text
+from gateway.api import audio, count_tokens, moderations, rerank, text
 from gateway.api import models as model_list
 from gateway.errors import GatewayError, render
 from gateway.observability import logger
@@ -63,6 +64,11 @@ app = asgi.application([
     asgi.route("/v1/responses/compact", text.compact_responses),
     asgi.route("/v1beta/models/{proxy:path}", text.content),
     asgi.route("/v1/embeddings", text.embeddings),
+    asgi.route("/v1/rerank", rerank.rerank),
+    asgi.route("/v1/moderations", moderations.moderations),
+    asgi.route("/v1/audio/speech", audio.speech),
+    asgi.route("/v1/audio/transcriptions", audio.transcriptions),
+    asgi.route("/v1/audio/translations", audio.translations),
     Route("/v1/models", models, methods=["GET"]),
     Route("/v1/models/{model:path}", models, methods=["GET"]),
     Route("/v1beta/models", models, methods=["GET"]),

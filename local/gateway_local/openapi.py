@@ -50,7 +50,7 @@ _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError",
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
     from gateway.api.channels import request_schemas
-    from gateway.schemas import account, commerce, images, plants, tokens
+    from gateway.schemas import account, audio, commerce, images, moderation, plants, rerank, tokens
     from gateway.schemas.text import chat, content, embeddings, messages, responses
     from gateway.tasks.families.alpha import schema as alpha
     from gateway.tasks.families.beta.schema import BetaRequest
@@ -72,6 +72,11 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/v1/images/generations"): ("application/json",
                                              [images.IotaGenerationRequest, images.ThetaGenerationRequest]),
         ("POST", "/v1/images/edits"): ("multipart/form-data", None),
+        ("POST", "/v1/rerank"): ("application/json", rerank.RerankRequest),
+        ("POST", "/v1/moderations"): ("application/json", moderation.ModerationRequest),
+        ("POST", "/v1/audio/speech"): ("application/json", audio.SpeechRequest),
+        ("POST", "/v1/audio/transcriptions"): ("multipart/form-data", _audio_form("transcription")),
+        ("POST", "/v1/audio/translations"): ("multipart/form-data", _audio_form("translation")),
         ("POST", "/v1/video/generations"): ("application/json", [DeltaVideoRequest, ZetaVideoRequest]),
         ("POST", "/v1/videos"): ("application/json", EpsilonVideoRequest),
         ("POST", "/v1/messages/count_tokens"): ("application/json", messages.MessagesRequest),
@@ -134,6 +139,41 @@ def _schema_of(model: Any, definitions: dict[str, Any]) -> dict[str, Any]:
         definitions[name] = definition
     definitions[model.__name__] = schema
     return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _audio_form(operation: str) -> dict[str, Any]:
+    """A transcription's or translation's form (`gateway.schemas.audio`), as OpenAI's."""
+    from gateway.multipart import MAX_REQUEST_BYTES
+    from gateway.schemas import audio
+
+    formats = audio.TRANSCRIPT_FORMATS if operation == "transcription" else audio.TRANSLATION_FORMATS
+    properties: dict[str, Any] = {
+        "file": {"type": "string", "format": "binary",
+                 "description": f"flac, mp3, mp4/m4a, ogg, wav or webm audio; the whole request at most "
+                                f"{MAX_REQUEST_BYTES} bytes (a 413 above)"},
+        "model": {"type": "string"},
+        "prompt": {"type": "string"},
+        "response_format": {"type": "string", "enum": list(formats), "default": "json"},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+    }
+    if operation == "transcription":
+        properties.update({
+            "language": {"type": "string", "description": "ISO-639-1"},
+            "timestamp_granularities[]": {"type": "array", "items": {"type": "string", "enum": ["word", "segment"]},
+                                          "description": "with response_format verbose_json only"},
+            "include[]": {"type": "array", "items": {"type": "string", "enum": ["logprobs"]}},
+            "stream": {"type": "boolean", "description": "not served yet: true is a 400"},
+        })
+    return {"type": "object", "required": ["file", "model"], "properties": properties}
+
+
+#: The answers' media types where a route answers more than JSON.
+_ANSWER_TYPES = {
+    "/v1/audio/speech": ("audio/mpeg", "audio/opus", "audio/aac", "audio/flac", "audio/wav", "audio/pcm",
+                         "text/event-stream"),
+    "/v1/audio/transcriptions": ("application/json", "text/plain"),
+    "/v1/audio/translations": ("application/json", "text/plain"),
+}
 
 
 def _edit_form() -> dict[str, Any]:
@@ -300,9 +340,9 @@ def build(template_path: str = "template.yaml") -> dict[str, Any]:
         operation: dict[str, Any] = {
             "operationId": f"{method.lower()}_{''.join(c if c.isalnum() else '_' for c in path).strip('_')}",
             "tags": [path.split("/")[1] if not path.startswith("/v1/") else path.split("/")[2]],
-            "responses": {"200": {"description": "the answer", "content": {
+            "responses": {"200": {"description": "the answer", "content": dict.fromkeys(_ANSWER_TYPES.get(path, (
                 "text/event-stream" if "stream" in path else "text/csv" if path.endswith("/export")
-                else "application/json": {"schema": {}}}}},
+                else "application/json",)), {"schema": {}})}},
             "security": ([] if path in _ANONYMOUS else
                          [{"accessToken": []}, {"session": []}] if path.startswith(_ACCOUNT_PATHS) else
                          [{"bearer": []}, {"apiKey": []}, {"googApiKey": []}, {"queryKey": []}]),

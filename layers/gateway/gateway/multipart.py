@@ -9,7 +9,8 @@ Strictness: the media type must be `multipart/form-data` with a `boundary`; line
 every part has a `Content-Disposition: form-data; name="..."`; the body ends with the closing
 delimiter `--<boundary>--`. A part with a `filename` parameter is a file, any other part a text
 field (UTF-8). A text field is single-valued, so a text field's name sent twice is rejected
-rather than silently picking one of the values; file parts may repeat a name (several images as
+rather than silently picking one of the values, except an array field's (`name[]`, each item a
+part, as the openai SDK sends them: `Form.values_named`); file parts may repeat a name (several images as
 `image` or `image[]`, the forms SDKs send), and each form's rules say how many it takes.
 
 Size rules, in the order they bite:
@@ -71,6 +72,12 @@ class Form:
     fields: dict[str, str] = field(default_factory=dict)
     files: dict[str, UploadedFile] = field(default_factory=dict)  # the first file of each name
     more_files: dict[str, list[UploadedFile]] = field(default_factory=dict)  # later ones, in order
+    more_fields: dict[str, list[str]] = field(default_factory=dict)  # an array field's (`name[]`) later values
+
+    def values_named(self, name: str) -> list[str]:
+        """Every value of a text field, an array field (`name[]`) sent once per item."""
+        first = self.fields.get(name)
+        return [first, *self.more_fields.get(name, [])] if first is not None else []
 
     def files_named(self, name: str) -> list[UploadedFile]:
         """Every file part sent under `name`, in order."""
@@ -251,6 +258,14 @@ def _add_part(form: Form, part: bytes) -> None:
     if not name:
         raise _malformed("a part's Content-Disposition has no name")
     is_file = "filename" in params or "filename*" in params
+    if name in form.fields and not is_file and name.endswith("[]"):
+        # An array field: the openai SDK sends `timestamp_granularities[]=word` and `=segment`
+        # as two parts (`_base_client._serialize_multipartform`, array_format="brackets").
+        try:
+            form.more_fields.setdefault(name, []).append(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise InvalidRequest(f"{name}: a text field must be UTF-8", param=name) from None
+        return
     if name in form.fields or (name in form.files and not is_file):
         raise InvalidRequest(f"{name}: is sent more than once; it takes a single value", param=name)
 

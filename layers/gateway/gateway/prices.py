@@ -40,6 +40,20 @@ class Price:
     image_input_per_million: Decimal | None = None  # input images of an edit, per token the upstream reports
     per_second: Decimal | None = None
     per_call: Decimal | None = None
+    # Rerank: per search unit (Cohere's and Bedrock's: one query over up to 100 documents), or per
+    # million tokens the upstream reports (Jina, Voyage, TEI).
+    per_search_unit: Decimal | None = None
+    rerank_per_million: Decimal | None = None
+    # Moderation, per input item (text or image); OpenAI's is free, so the shipped ones are 0.
+    per_moderation: Decimal | None = None
+    # Speech: per million input characters (tts-1), or per token (`input_per_million` for the text
+    # and this for the audio made: gpt-4o-mini-tts).
+    per_million_characters: Decimal | None = None
+    audio_output_per_million: Decimal | None = None
+    # Transcription and translation: per second of input audio (whisper-1), or per token
+    # (this for the audio heard, `input_per_million` for a prompt, `output_per_million` for the text).
+    per_audio_second: Decimal | None = None
+    audio_input_per_million: Decimal | None = None
 
     @classmethod
     def of(cls, spec: Mapping[str, Any]) -> Price:
@@ -134,7 +148,18 @@ _ALPHA = {
     "alpha-image-o1": _p(per_image="0.028"),
 }
 
-SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_ZETA, **_GAMMA, **_BETA, **_IMGTASK, **_ALPHA}
+# Speech, transcription, rerank and moderation (docs/prices.md "Audio, rerank and moderation"): the
+# simulators' models at the rates OpenAI sells tts-1 ($15 per million characters) and whisper-1
+# ($0.006 a minute), and Cohere its rerank ($2 per 1000 search units); moderation is free.
+_AUDIO = {
+    "m-tts": _p(per_million_characters="15.00"),
+    "m-transcribe": _p(per_audio_second="0.0001"),
+    "m-rerank": _p(per_search_unit="0.002"),
+    **{m: _p(per_moderation="0") for m in ("m-moderation", "omni-moderation-latest", "text-moderation-latest")},
+}
+
+SHIPPED: dict[str, Price] = {**_TEXT, **_IMAGES, **_VIDEO, **_ZETA, **_GAMMA, **_BETA, **_IMGTASK, **_ALPHA,
+                             **_AUDIO}
 
 
 class PriceTable:
@@ -320,3 +345,40 @@ def unit_cost(price: Price, *, images: Decimal | int = 0, seconds: Decimal | int
             raise InvalidRequest("this model is not priced per call", param="model")
         usd += price.per_call * calls
     return usd_to_units(usd)
+
+
+def _rate(rate: Decimal | None, what: str) -> Decimal:
+    if rate is None:
+        raise InvalidRequest(f"this model is not priced {what}", param="model")
+    return rate
+
+
+def rerank_cost(price: Price, *, search_units: int = 0, tokens: int = 0) -> int:
+    """Units for a rerank: per search unit where the model is sold so, else per token."""
+    if price.per_search_unit is not None:
+        return usd_to_units(price.per_search_unit * search_units)
+    return usd_to_units(_rate(price.rerank_per_million, "for reranking") * tokens / MILLION)
+
+
+def moderation_cost(price: Price, inputs: int) -> int:
+    """Units for a moderation of `inputs` items (free unless the operator priced it)."""
+    return usd_to_units(_rate(price.per_moderation, "for moderation") * inputs)
+
+
+def speech_cost(price: Price, *, characters: int = 0, input_tokens: int = 0, audio_tokens: int = 0) -> int:
+    """Units for speech: per input character where sold so, else per text and audio token."""
+    if price.per_million_characters is not None:
+        return usd_to_units(price.per_million_characters * characters / MILLION)
+    audio = _rate(price.audio_output_per_million, "for speech")
+    return usd_to_units((audio * audio_tokens + (price.input_per_million or 0) * input_tokens) / MILLION)
+
+
+def transcription_cost(price: Price, *, seconds: Decimal | int = 0, audio_tokens: int = 0, text_tokens: int = 0,
+                       output_tokens: int = 0) -> int:
+    """Units for a transcription or translation: per second of audio where sold so, else per token
+    (audio heard, prompt text, text written)."""
+    if price.per_audio_second is not None:
+        return usd_to_units(price.per_audio_second * Decimal(seconds))
+    audio = _rate(price.audio_input_per_million, "for transcription")
+    return usd_to_units((audio * audio_tokens + (price.input_per_million or 0) * text_tokens
+                         + (price.output_per_million or 0) * output_tokens) / MILLION)

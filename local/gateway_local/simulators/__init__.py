@@ -17,6 +17,8 @@ SIMULATORS: dict[str, str] = {
     "beta": "gateway_local.simulators.beta:app",
     "imgtask": "gateway_local.simulators.imgtask:app",
     "alpha": "gateway_local.simulators.alpha:app",
+    "cohere": "gateway_local.simulators.cohere:app",  # rerank, Cohere v2
+    "jina": "gateway_local.simulators.jina:app",  # rerank: Jina, Voyage and TEI shapes
     "stripe": "gateway_local.simulators.stripe:app",  # payments: Checkout Sessions and signed webhooks
     # Vertex AI: Google's OAuth token endpoint and the content and delta methods under a project
     "vertex": "gateway_local.simulators.vertex:app",

@@ -1,7 +1,8 @@
 """Simulated chat-dialect upstream (what the `openai` SDK speaks), mounted at `/chat`.
 
 Routes: POST /v1/chat/completions, /v1/responses, /v1/responses/compact, /v1/embeddings and
-GET /v1/models, each also under /fault/{fault}/. Answers, usage and faults: see `_text`.
+GET /v1/models (images: `images`; speech, transcriptions, translations, moderations: `audio`),
+each also under /fault/{fault}/. Answers, usage and faults: see `_text`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gateway.schemas.text.responses import ResponsesRequest
 from gateway.sse import DONE, encode
 from gateway.validation import parse_model
 from gateway_local.simulators import rules
+from gateway_local.simulators.audio import routes as audio_routes
 from gateway_local.simulators.images import routes as image_routes
 
 from ._honour import Tools
@@ -365,6 +367,7 @@ app = Starlette(routes=with_fault_prefix([
     Route("/v1/embeddings", embeddings, methods=["POST"]),
     Route("/v1/models", models, methods=["GET"]),
     *image_routes,  # the chat protocol's images endpoints and the files they hand out
+    *audio_routes,  # speech, transcriptions, translations and moderations
 ]))
 
 # The provider's own refusals of the channel's key or account (`provider_faults`).

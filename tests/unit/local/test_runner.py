@@ -25,7 +25,7 @@ def test_every_api_event_of_the_template_is_a_route(template):
     assert template.route_for("GET", "/")[0].path == "/"
     assert template.route_for("POST", "/v1beta/models/m:generateContent")[0].function == "TextFunction"
     assert template.binary_media_types == ("multipart/form-data", "video/mp4", "image/webp", "image/jpeg",
-                                           "application/binary", "image/*")
+                                           "application/binary", "image/*", "audio/*")
 
 
 def test_the_task_functions_event_sources_are_read(template):

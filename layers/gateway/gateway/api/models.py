@@ -34,6 +34,11 @@ from gateway.routing.channels import get_catalog
 TEXT_PROTOCOLS = ("chat", "messages", "content", "azure")
 EMBEDDING_PROTOCOLS = ("chat", "content", "azure")
 IMAGE_PROTOCOLS = ("chat",)  # the chat dialect carries the images endpoints (gateway.api.images)
+RERANK_PROTOCOLS = ("cohere", "jina")
+# Each kind's channel protocols; a kind not here is a task family's (its own protocol).
+_KIND_PROTOCOLS = {"text": TEXT_PROTOCOLS, "embedding": EMBEDDING_PROTOCOLS, "image": IMAGE_PROTOCOLS,
+                   "rerank": RERANK_PROTOCOLS, "speech": ("chat",), "transcription": ("chat",),
+                   "moderation": ("chat",)}
 # The spec's neutral family words (interface.md, "vocabulary"); a model id starts with its family's.
 FAMILIES = ("imgtask", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota")
 _FAMILY = re.compile(rf"^({'|'.join(FAMILIES)})(?![a-z])")
@@ -47,10 +52,18 @@ MAX_PAGE = 1000
 class ModelInfo:
     id: str
     family: str
-    kind: str  # text | embedding | image | video | task
+    kind: str  # text | embedding | image | video | task | rerank | speech | transcription | moderation
 
 
 def kind_of(price: Price) -> str:
+    if price.per_search_unit is not None or price.rerank_per_million is not None:
+        return "rerank"
+    if price.per_moderation is not None:
+        return "moderation"
+    if price.per_million_characters is not None or price.audio_output_per_million is not None:
+        return "speech"
+    if price.per_audio_second is not None or price.audio_input_per_million is not None:
+        return "transcription"
     if price.per_image is not None:
         return "image"
     if price.per_second is not None:
@@ -67,7 +80,7 @@ def family_of(model: str, catalog: Catalog) -> str:
     if found:
         return found.group(1)
     for channel in catalog.channels:
-        if channel.protocol not in TEXT_PROTOCOLS and model in channel.models:
+        if channel.protocol not in TEXT_PROTOCOLS + RERANK_PROTOCOLS and model in channel.models:
             return channel.protocol
     return TEXT_FAMILY
 
@@ -76,8 +89,7 @@ def _protocols(info: ModelInfo) -> tuple[str, ...]:
     """The channel protocols that can serve this model."""
     if info.family in PROTOCOLS and info.family not in TEXT_PROTOCOLS:
         return (info.family,)
-    return {"text": TEXT_PROTOCOLS, "embedding": EMBEDDING_PROTOCOLS, "image": IMAGE_PROTOCOLS}.get(
-        info.kind, tuple(p for p in PROTOCOLS if p not in TEXT_PROTOCOLS))
+    return _KIND_PROTOCOLS.get(info.kind, tuple(p for p in PROTOCOLS if p not in TEXT_PROTOCOLS + RERANK_PROTOCOLS))
 
 
 def describe(model: str, catalog: Catalog, group: str | None = None) -> ModelInfo | None:

@@ -28,7 +28,9 @@ from gateway.routing.channel import ANY_MODEL
 from gateway.routing.channels import get_catalog
 
 # A price field and whether it is a text model's rate that falls back to another.
-_UNIT_FIELDS = ("per_image", "per_extra_megapixel", "image_input_per_million", "per_second", "per_call")
+_UNIT_FIELDS = ("per_image", "per_extra_megapixel", "image_input_per_million", "per_second", "per_call",
+                "per_search_unit", "rerank_per_million", "per_moderation", "per_million_characters",
+                "audio_output_per_million", "per_audio_second", "audio_input_per_million")
 
 
 def _usd(amount: Decimal, ratio: Decimal) -> float:

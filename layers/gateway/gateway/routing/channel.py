@@ -18,10 +18,13 @@ from urllib.parse import SplitResult, urlsplit
 if TYPE_CHECKING:
     from gateway.upstreams.vertex import VertexSite
 
-PROTOCOLS = ("chat", "messages", "content", "azure", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
+PROTOCOLS = ("chat", "messages", "content", "azure", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask",
+             "cohere", "jina")
 ANY_MODEL = "*"
 #: A channel's `variant` (imgtask only): the open-source midjourney-proxy or its extended build.
 VARIANTS = ("basic", "extended")
+#: A jina channel's `variant`: Jina's own rerank (the default), Voyage's or TEI's (upstreams/rerank.py).
+RERANK_VARIANTS = ("jina", "voyage", "tei")
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,13 @@ def _origin(parts: SplitResult) -> str:
 
 
 def _check_variant(protocol: str, variant: str | None) -> None:
-    if variant is not None and protocol != "imgtask":
-        raise ValueError(f"variant: only an imgtask channel has one, not a {protocol} channel")
+    if variant is None:
+        return
+    allowed = {"imgtask": VARIANTS, "jina": RERANK_VARIANTS}.get(protocol)
+    if allowed is None:
+        raise ValueError(f"variant: only an imgtask or a jina channel has one, not a {protocol} channel")
+    if variant not in allowed:
+        raise ValueError(f"variant: a {protocol} channel's is one of {', '.join(allowed)}")
 
 
 def _check_api_version(protocol: str, api_version: str | None) -> None:
@@ -147,7 +155,7 @@ def document_model() -> Any:
         poll_hosts: list[str] = []
         groups: list[Annotated[str, AfterValidator(_check_group)]] = []
 
-        variant: Literal[VARIANTS] | None = None  # type: ignore[valid-type]
+        variant: Literal[VARIANTS + RERANK_VARIANTS] | None = None  # type: ignore[valid-type]
         # azure only: a dated data-plane version (2024-10-21, 2025-04-01-preview)
         api_version: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}(-preview)?$")
 

@@ -43,7 +43,7 @@ def _exchange(channel: Channel, sender: Any, poll_task: TaskPoll) -> str:
     if channel.protocol in TEXT_CLIENTS:
         async def listed(http: Any) -> Any:
             upstream = client_for(channel, http, PROBE_TIMEOUTS)
-            return await upstream.call(upstream.probe_path, method="GET")
+            return await upstream.call(upstream.probe_target(), method="GET")
 
         return _models_said(run(listed))
     try:

@@ -64,6 +64,7 @@ class UpstreamClient:
         self._api_key = api_key
         self._client = client
         self.timeouts = timeouts or Timeouts()
+        self.last_headers: httpx.Headers = httpx.Headers()
 
     def __repr__(self) -> str:  # never the key
         return f"{type(self).__name__}({self.base_url!r})"
@@ -99,13 +100,42 @@ class UpstreamClient:
                                           params=self.stream_params if stream and self.stream_params else None,
                                           timeout=timeout)
 
+    def probe_target(self) -> str:
+        """The path of the health probe (a protocol with variants may answer per variant)."""
+        return self.probe_path
+
     async def probe(self) -> None:
         """The health probe: the model list, read and thrown away (never billed to anyone)."""
-        await self.call(self.probe_path, method="GET")
+        await self.call(self.probe_target(), method="GET")
 
     async def call(self, path: str, payload: dict[str, Any] | None = None, *, method: str = "POST") -> dict[str, Any]:
         """A non-streamed exchange: the decoded JSON answer, or an `UpstreamError`."""
-        request = self._request(method, path, payload, stream=False)
+        content = await self.exchange(self._request(method, path, payload, stream=False))
+        try:
+            body = json.loads(content)
+        except (ValueError, RecursionError):
+            raise UpstreamError(None, "upstream answered with a body that is not JSON", retryable=True) from None
+        if not isinstance(body, (dict, list)):
+            raise UpstreamError(None, "upstream answered with JSON that is not an object", retryable=True)
+        return cast(dict[str, Any], body)  # an array is let through as it came; the dialect's reader judges it
+
+    async def call_form(self, path: str, fields: dict[str, Any], files: dict[str, Any]) -> bytes:
+        """A multipart/form-data exchange (an audio upload): the answer's bytes as they came (JSON or
+        text: its type in `last_headers`), or an `UpstreamError`."""
+        timeout = httpx.Timeout(connect=self.timeouts.connect, read=None, write=self.timeouts.idle,
+                                pool=self.timeouts.connect)
+        request = self._client.build_request("POST", self.url(path), data=fields, files=files,
+                                             headers=self.auth_headers(), timeout=timeout)
+        return await self.exchange(request)
+
+    def byte_stream(self, path: str, payload: dict[str, Any], accept: str) -> ByteStream:
+        """A streamed answer relayed as bytes (speech audio, or its events); `async with` as `stream`."""
+        request = self._request("POST", path, payload, stream=True)
+        request.headers["accept"] = accept
+        return ByteStream(self, request)
+
+    async def exchange(self, request: httpx.Request) -> bytes:
+        """Sends `request`: the answer's body, or an `UpstreamError` for a refusal or a timeout."""
         started = time.perf_counter()
         timeouts = self.timeouts
         loop = asyncio.get_running_loop()
@@ -120,19 +150,14 @@ class UpstreamClient:
         except httpx.HTTPError as exc:
             raise self.transport_error(exc) from None
         observability.upstream_latency(time.perf_counter() - started)
+        self.last_headers = response.headers  # a client serves one attempt: where usage rides in a header (TEI)
         try:
             content = await self._read_body(response, deadline)
         finally:
             await response.aclose()
         if response.status_code >= 400:
             raise self.status_error(response.status_code, response.headers, content)
-        try:
-            body = json.loads(content)
-        except (ValueError, RecursionError):
-            raise UpstreamError(None, "upstream answered with a body that is not JSON", retryable=True) from None
-        if not isinstance(body, (dict, list)):
-            raise UpstreamError(None, "upstream answered with JSON that is not an object", retryable=True)
-        return cast(dict[str, Any], body)  # an array is let through as it came; the dialect's reader judges it
+        return content
 
     async def _read_body(self, response: httpx.Response, deadline: float) -> bytes:
         """A whole answer body, each chunk within `idle` of the last and all before `deadline`."""
@@ -304,3 +329,21 @@ class EventStream:
             if chunk:
                 waiting_for_first = False
                 yield chunk
+
+
+class ByteStream(EventStream):
+    """An upstream's answer as the chunks of bytes it sends (speech audio), with the same opening,
+    timeouts and closing as `EventStream`; `completed` once the upstream ended it itself."""
+
+    def __aiter__(self) -> AsyncGenerator[bytes]:  # type: ignore[override]
+        return self._bytes()
+
+    async def _bytes(self) -> AsyncGenerator[bytes]:
+        await self.open()
+        try:
+            async with aclosing(self._chunks()) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+            self.completed = True
+        finally:
+            await self.aclose()

@@ -1,12 +1,13 @@
 """The chat wire protocol (what the `openai` SDK speaks): chat completions, responses,
-embeddings and the model list, with `Authorization: Bearer`."""
+embeddings, speech, transcriptions and translations, moderations and the model list, with
+`Authorization: Bearer`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gateway.sse import SSEEvent
-from gateway.upstreams.base import EventStream, UpstreamClient
+from gateway.upstreams.base import ByteStream, EventStream, UpstreamClient
 from gateway.upstreams.errors import ACCOUNT, CAPACITY, ErrorTable, Rule, UpstreamError
 
 # A responses stream ends with one of these; response.failed is reported as an error instead.
@@ -98,6 +99,18 @@ class ChatClient(UpstreamClient):
 
     async def embeddings(self, payload: dict[str, Any]) -> dict[str, Any]:
         return await self.call("/v1/embeddings", payload)
+
+    def speech(self, payload: dict[str, Any]) -> ByteStream:
+        """The audio (or, with `stream_format: sse`, its events) as the upstream sends it."""
+        sse = payload.get("stream_format") == "sse"
+        return self.byte_stream("/v1/audio/speech", payload, "text/event-stream" if sse else "application/octet-stream")
+
+    async def audio_text(self, operation: str, fields: dict[str, Any], file: tuple[str, bytes, str]) -> bytes:
+        """A transcription's or translation's answer, JSON or text as asked (`last_headers` has its type)."""
+        return await self.call_form(f"/v1/audio/{operation}s", fields, {"file": file})
+
+    async def moderations(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return await self.call("/v1/moderations", payload)
 
     async def models(self) -> dict[str, Any]:
         return await self.call("/v1/models", method="GET")

@@ -1,4 +1,4 @@
-"""The text protocols' clients, by the protocol a channel names (and its Vertex AI flavour; an
+"""The synchronous protocols' clients, by the protocol a channel names (and its Vertex AI flavour; an
 azure channel's api-version)."""
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ from gateway.upstreams.base import Timeouts, UpstreamClient
 from gateway.upstreams.chat import ChatClient
 from gateway.upstreams.content import ContentClient, VertexContentClient
 from gateway.upstreams.messages import MessagesClient
+from gateway.upstreams.rerank import CohereClient, JinaClient
 
+#: The synchronous protocols' clients (text, and rerank's: `upstreams/rerank.py`).
 TEXT_CLIENTS: dict[str, type[UpstreamClient]] = {"chat": ChatClient, "messages": MessagesClient,
-                                                 "content": ContentClient, "azure": AzureClient}
+                                                 "content": ContentClient, "azure": AzureClient,
+                                                 "cohere": CohereClient, "jina": JinaClient}
 
 
 def client_for(channel: Any, http: httpx.AsyncClient, timeouts: Timeouts | None = None) -> UpstreamClient:
@@ -26,4 +29,6 @@ def client_for(channel: Any, http: httpx.AsyncClient, timeouts: Timeouts | None 
                                    **({"probe_model": channel.upstream_model(explicit[0])} if explicit else {}))
     if channel.protocol == "azure":
         return AzureClient(channel.base_url, channel.api_key, http, timeouts, api_version=channel.api_version)
+    if channel.protocol == "jina":
+        return JinaClient(channel.base_url, channel.api_key, http, timeouts, variant=getattr(channel, "variant", None))
     return TEXT_CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)
