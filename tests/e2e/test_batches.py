@@ -44,8 +44,8 @@ def test_a_four_line_batch_completes_at_half_price_and_is_its_owners_only(gatewa
     # (every line is rounded up once, as a synchronous request is: docs/batches.md).
     bodies: list[dict] = []
     for n in range(60):
-        body = {"model": "m-small", "messages": [{"role": "user", "content": f"count to {n} please"}],
-                "max_tokens": 8 + n % 5}
+        body = {"model": "m-small", "messages": [{"role": "user", "content": "count the words " * (1 + n // 8)}],
+                "max_tokens": 8 + n % 8}
         usage = openai_client.chat.completions.create(**body).usage
         exact = _sync_units(usage)
         if exact == exact.to_integral_value() and int(exact) % 2 == 0:
