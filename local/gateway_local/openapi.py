@@ -50,7 +50,7 @@ _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError",
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
     from gateway.api.channels import request_schemas
-    from gateway.schemas import account, commerce, images, plants, tokens
+    from gateway.schemas import account, batches, commerce, images, plants, tokens
     from gateway.schemas.text import chat, content, embeddings, messages, responses
     from gateway.tasks.families.alpha import schema as alpha
     from gateway.tasks.families.beta.schema import BetaRequest
@@ -72,6 +72,8 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/v1/images/generations"): ("application/json",
                                              [images.IotaGenerationRequest, images.ThetaGenerationRequest]),
         ("POST", "/v1/images/edits"): ("multipart/form-data", None),
+        ("POST", "/v1/files"): ("multipart/form-data", None),
+        ("POST", "/v1/batches"): ("application/json", batches.BatchCreate),
         ("POST", "/v1/video/generations"): ("application/json", [DeltaVideoRequest, ZetaVideoRequest]),
         ("POST", "/v1/videos"): ("application/json", EpsilonVideoRequest),
         ("POST", "/v1/messages/count_tokens"): ("application/json", messages.MessagesRequest),

@@ -57,10 +57,11 @@ def _file_object(stored: dict[str, Any]) -> dict[str, Any]:
 
 
 def _new_file(data: bytes, filename: str, purpose: str) -> dict[str, Any]:
-    stored = {"id": "file-" + uuid.uuid4().hex[:24], "object": "file", "bytes": len(data),
+    file_id = "file-" + uuid.uuid4().hex[:24]
+    stored: dict[str, Any] = {"id": file_id, "object": "file", "bytes": len(data),
               "created_at": int(clock()), "filename": filename, "purpose": purpose, "status": "processed",
               "expires_at": None, "status_details": None, "data": data}
-    FILES[stored["id"]] = stored
+    FILES[file_id] = stored
     return stored
 
 

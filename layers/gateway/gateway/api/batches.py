@@ -25,44 +25,18 @@ from gateway.tasks import engine, queue
 from gateway.tasks.adapter import TERMINAL
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.batch import FAMILY
-from gateway.tasks.families.batch.lines import ENDPOINTS, FileSummary
-from gateway.validation import integer_param
+from gateway.tasks.families.batch.lines import FileSummary
+from gateway.validation import integer_param, parse_model
 
 ROUTE = "/v1/batches"
-MAX_METADATA_PAIRS, MAX_METADATA_KEY, MAX_METADATA_VALUE = 16, 64, 512
-FIELDS = ("input_file_id", "endpoint", "completion_window", "metadata")
-
-
-def _metadata(value: Any) -> dict[str, str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict) or len(value) > MAX_METADATA_PAIRS or not all(
-            isinstance(k, str) and isinstance(v, str) and len(k) <= MAX_METADATA_KEY and len(v) <= MAX_METADATA_VALUE
-            for k, v in value.items()):
-        raise InvalidRequest(f"metadata: at most {MAX_METADATA_PAIRS} pairs of strings, keys of at most "
-                             f"{MAX_METADATA_KEY} characters, values of at most {MAX_METADATA_VALUE}",
-                             param="metadata")
-    return dict(value)
 
 
 def create(principal: Principal, body: Any) -> dict[str, Any]:
     """POST /v1/batches."""
-    if not isinstance(body, dict):
-        raise InvalidRequest("request body must be a JSON object")
-    unknown = sorted(set(body) - set(FIELDS))
-    if unknown:
-        raise InvalidRequest(f"{shown(unknown[0], 64)}: unknown or unsupported field", param=unknown[0][:64])
-    file_id = body.get("input_file_id")
-    if not isinstance(file_id, str) or not file_id:
-        raise InvalidRequest("input_file_id: required, the id of a file uploaded with purpose batch",
-                             param="input_file_id")
-    endpoint = body.get("endpoint")
-    if endpoint not in ENDPOINTS:
-        raise InvalidRequest(f"endpoint: must be one of {', '.join(ENDPOINTS)}", param="endpoint",
-                             code="invalid_value")
-    if body.get("completion_window") != "24h":
-        raise InvalidRequest("completion_window: must be '24h'", param="completion_window", code="invalid_value")
-    metadata = _metadata(body.get("metadata"))
+    from gateway.schemas.batches import BatchCreate  # pydantic only where a body is parsed
+
+    request = parse_model(BatchCreate, body)
+    file_id, endpoint = request.input_file_id, request.endpoint
     stored = FilesStore().get(principal.user_id, file_id)
     if stored is None:
         raise NotFound(file_not_found(file_id).message, param="input_file_id", code="file_not_found")
@@ -76,7 +50,7 @@ def create(principal: Principal, body: Any) -> dict[str, Any]:
     task = engine.submit(principal, NewTask(
         family=FAMILY.name, model=summary.model, route=ROUTE, quantities=summary.as_dict(),
         upstream_request={"owner_id": str(principal.user_id), "file_id": file_id, "endpoint": endpoint},
-        public={"endpoint": endpoint, "input_file_id": file_id, "metadata": metadata}))
+        public={"endpoint": endpoint, "input_file_id": file_id, "metadata": request.metadata}))
     return FAMILY.query_answer(task)
 
 
