@@ -72,8 +72,10 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/v1/images/generations"): ("application/json",
                                              [images.IotaGenerationRequest, images.ThetaGenerationRequest]),
         ("POST", "/v1/images/edits"): ("multipart/form-data", None),
-        ("POST", "/v1/files"): ("multipart/form-data", None),
+        ("POST", "/v1/files"): ("multipart/form-data", _files_form()),
         ("POST", "/v1/batches"): ("application/json", batches.BatchCreate),
+        # The SDK sends no body; one, if sent, is ignored.
+        ("POST", "/v1/batches/{batch_id}/cancel"): ("application/json", {"type": "object"}),
         ("POST", "/v1/video/generations"): ("application/json", [DeltaVideoRequest, ZetaVideoRequest]),
         ("POST", "/v1/videos"): ("application/json", EpsilonVideoRequest),
         ("POST", "/v1/messages/count_tokens"): ("application/json", messages.MessagesRequest),
@@ -150,6 +152,19 @@ def _edit_form() -> dict[str, Any]:
         "n": {"type": "string", "pattern": "^[0-9]+$", "description": f"1 to {images.EDIT_N_MAX}"},
         "response_format": {"type": "string", "enum": list(images.RESPONSE_FORMATS)},
         "seed": {"type": "string", "pattern": "^[0-9]+$", "description": f"0 to {images.SEED_MAX}"},
+    }}
+
+
+def _files_form() -> dict[str, Any]:
+    from gateway.api import files
+
+    return {"type": "object", "required": ["file", "purpose"], "properties": {
+        "file": {"type": "string", "format": "binary",
+                 "description": "a batch's JSONL (checked line by line) or any user_data file"},
+        "purpose": {"type": "string", "enum": list(files.PURPOSES)},
+        "expires_after[anchor]": {"type": "string", "enum": ["created_at"]},
+        "expires_after[seconds]": {"type": "string", "pattern": "^[0-9]+$",
+                                   "description": f"{files.MIN_EXPIRY} to {files.MAX_EXPIRY} (the default)"},
     }}
 
 
@@ -319,11 +334,12 @@ def build(template_path: str = "template.yaml") -> dict[str, Any]:
             operation["parameters"] = parameters
         if (method, path) in models:
             media_type, model = models[(method, path)]
-            schema = _edit_form() if model is None else _schema_of(model, definitions)
+            schema = _edit_form() if model is None else model if isinstance(model, dict) \
+                else _schema_of(model, definitions)
             content = {media_type: {"schema": schema}}
             if path == "/v1/videos":  # the openai SDK sends this form
                 content["multipart/form-data"] = {"schema": schema}
-            operation["requestBody"] = {"required": True, "content": content}
+            operation["requestBody"] = {"required": not path.endswith("/cancel"), "content": content}
         paths.setdefault(path, {})[method.lower()] = operation
     return {
         "openapi": "3.1.0",
