@@ -50,7 +50,7 @@ _ENVELOPE_NAMES = {Dialect.CHAT: "ChatError", Dialect.MESSAGES: "MessagesError",
 def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
     """(method, documented path) -> (media type, pydantic model or list of alternatives)."""
     from gateway.api.channels import request_schemas
-    from gateway.schemas import account, audio, commerce, images, moderation, plants, rerank, tokens
+    from gateway.schemas import account, audio, batches, commerce, images, moderation, plants, rerank, tokens
     from gateway.schemas.text import chat, content, embeddings, messages, responses
     from gateway.tasks.families.alpha import schema as alpha
     from gateway.tasks.families.beta.schema import BetaRequest
@@ -77,6 +77,10 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/v1/audio/speech"): ("application/json", audio.SpeechRequest),
         ("POST", "/v1/audio/transcriptions"): ("multipart/form-data", _audio_form("transcription")),
         ("POST", "/v1/audio/translations"): ("multipart/form-data", _audio_form("translation")),
+        ("POST", "/v1/files"): ("multipart/form-data", _files_form()),
+        ("POST", "/v1/batches"): ("application/json", batches.BatchCreate),
+        # The SDK sends no body; one, if sent, is ignored.
+        ("POST", "/v1/batches/{batch_id}/cancel"): ("application/json", {"type": "object"}),
         ("POST", "/v1/video/generations"): ("application/json", [DeltaVideoRequest, ZetaVideoRequest]),
         ("POST", "/v1/videos"): ("application/json", EpsilonVideoRequest),
         ("POST", "/v1/messages/count_tokens"): ("application/json", messages.MessagesRequest),
@@ -188,6 +192,19 @@ def _edit_form() -> dict[str, Any]:
         "n": {"type": "string", "pattern": "^[0-9]+$", "description": f"1 to {images.EDIT_N_MAX}"},
         "response_format": {"type": "string", "enum": list(images.RESPONSE_FORMATS)},
         "seed": {"type": "string", "pattern": "^[0-9]+$", "description": f"0 to {images.SEED_MAX}"},
+    }}
+
+
+def _files_form() -> dict[str, Any]:
+    from gateway.api import files
+
+    return {"type": "object", "required": ["file", "purpose"], "properties": {
+        "file": {"type": "string", "format": "binary",
+                 "description": "a batch's JSONL (checked line by line) or any user_data file"},
+        "purpose": {"type": "string", "enum": list(files.PURPOSES)},
+        "expires_after[anchor]": {"type": "string", "enum": ["created_at"]},
+        "expires_after[seconds]": {"type": "string", "pattern": "^[0-9]+$",
+                                   "description": f"{files.MIN_EXPIRY} to {files.MAX_EXPIRY} (the default)"},
     }}
 
 
@@ -357,11 +374,12 @@ def build(template_path: str = "template.yaml") -> dict[str, Any]:
             operation["parameters"] = parameters
         if (method, path) in models:
             media_type, model = models[(method, path)]
-            schema = _edit_form() if model is None else _schema_of(model, definitions)
+            schema = _edit_form() if model is None else model if isinstance(model, dict) \
+                else _schema_of(model, definitions)
             content = {media_type: {"schema": schema}}
             if path == "/v1/videos":  # the openai SDK sends this form
                 content["multipart/form-data"] = {"schema": schema}
-            operation["requestBody"] = {"required": True, "content": content}
+            operation["requestBody"] = {"required": not path.endswith("/cancel"), "content": content}
         paths.setdefault(path, {})[method.lower()] = operation
     return {
         "openapi": "3.1.0",

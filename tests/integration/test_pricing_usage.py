@@ -79,7 +79,10 @@ def test_the_pricing_page_shows_the_callers_prices_after_its_group_ratio(account
         "output_per_million": float(large.output_per_million) / 2,
         "cached_input_per_million": float(large.cached_input_per_million) / 2,
         "cache_write_per_million": float(large.cache_write_per_million) / 2,
-        "cache_write_1h_per_million": float(large.cache_write_1h_per_million) / 2}
+        "cache_write_1h_per_million": float(large.cache_write_1h_per_million) / 2,
+        # a batch's line pays half of that again by default (docs/batches.md)
+        "batch_ratio": 0.5, "batch_input_per_million": float(large.input_per_million) / 4,
+        "batch_output_per_million": float(large.output_per_million) / 4}
     assert rows["iota-image-1"]["per_image"] == 0.02 and rows["iota-image-1"]["kind"] == "image"
     assert "output_per_million" not in rows["iota-image-1"]
     # And an anonymous caller sees the default group's (full) prices

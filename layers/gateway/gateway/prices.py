@@ -54,6 +54,9 @@ class Price:
     # (this for the audio heard, `input_per_million` for a prompt, `output_per_million` for the text).
     per_audio_second: Decimal | None = None
     audio_input_per_million: Decimal | None = None
+    # What a batch (`/v1/batches`) pays of every rate above: unset, `DEFAULT_BATCH_RATIO` (the
+    # upstreams sell batches at half price). A ratio, not USD.
+    batch_ratio: Decimal | None = None
 
     @classmethod
     def of(cls, spec: Mapping[str, Any]) -> Price:
@@ -71,6 +74,18 @@ class Price:
     def fields(self) -> dict[str, str]:
         """The fields set, as decimal text (how the option and a task's stored price keep it)."""
         return {f.name: _text(getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+#: A batch's share of the synchronous price when the model's price sets no `batch_ratio`.
+DEFAULT_BATCH_RATIO = Decimal("0.5")
+
+
+def batch_price(price: Price) -> Price:
+    """The price of a batch's lines: every rate times the model's batch ratio (a line is then
+    priced by `token_cost` as a synchronous request is, rounded up once per line)."""
+    ratio = DEFAULT_BATCH_RATIO if price.batch_ratio is None else price.batch_ratio
+    return Price(**{f.name: (None if getattr(price, f.name) is None or f.name == "batch_ratio"
+                             else getattr(price, f.name) * ratio) for f in fields(price)})
 
 
 def _text(amount: Decimal) -> str:
@@ -269,6 +284,8 @@ def _amount(model: str, name: str, value: Any) -> Decimal:
         amount = None
     if amount is None or not amount.is_finite():
         raise ValueError(f"{where}: must be a number of USD (got {shown(json.dumps(value, default=str), 40)})")
+    if name == "batch_ratio" and not 0 <= amount <= 1:
+        raise ValueError(f"{where}: a batch's share of the price, at least 0 and at most 1 (got {shown(value, 40)})")
     if amount < 0 or amount > MAX_USD:
         raise ValueError(f"{where}: must be at least 0 and at most {MAX_USD} USD (got {shown(value, 40)})")
     if amount and amount.normalize().as_tuple().exponent < -MAX_DECIMALS:  # type: ignore[operator]

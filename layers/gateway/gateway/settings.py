@@ -18,6 +18,7 @@ class Settings:
     tasks_table: str = "gateway-tasks"
     # Where results the gateway keeps (beta images) live; unset: nothing is kept, only relayed.
     results_bucket: str = ""
+    files_bucket: str = ""  # the Files API's bytes (store/files)
     plants_table: str = "gateway-plants"
     task_poll_queue_url: str = ""
     callback_queue_url: str = ""
@@ -95,6 +96,7 @@ class Settings:
 ENVIRONMENT = {
     "accounts_table": "ACCOUNTS_TABLE", "tasks_table": "TASKS_TABLE", "plants_table": "PLANTS_TABLE",
     "results_bucket": "RESULTS_BUCKET",
+    "files_bucket": "FILES_BUCKET",
     "task_poll_queue_url": "TASK_POLL_QUEUE_URL",
     "callback_queue_url": "CALLBACK_QUEUE_URL", "channels_file": "GATEWAY_CHANNELS_FILE",
     "channels_parameter": "GATEWAY_CHANNELS_PARAMETER", "channels_secret": "GATEWAY_CHANNELS_SECRET",

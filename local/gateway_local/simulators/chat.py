@@ -2,7 +2,8 @@
 
 Routes: POST /v1/chat/completions, /v1/responses, /v1/responses/compact, /v1/embeddings and
 GET /v1/models (images: `images`; speech, transcriptions, translations, moderations: `audio`),
-each also under /fault/{fault}/. Answers, usage and faults: see `_text`.
+each also under /fault/{fault}/; OpenAI's Files and Batch API (`openai_batch`). Answers, usage
+and faults: see `_text`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from gateway.validation import parse_model
 from gateway_local.simulators import rules
 from gateway_local.simulators.audio import routes as audio_routes
 from gateway_local.simulators.images import routes as image_routes
+from gateway_local.simulators.openai_batch import routes as batch_routes
 
 from ._honour import Tools
 from ._text import (
@@ -360,14 +362,21 @@ async def models(request: Request) -> Response:
         {"id": model, "object": "model", "created": 1700000000, "owned_by": "simulator"} for model in MODELS]})
 
 
-app = Starlette(routes=with_fault_prefix([
+_TEXT_ROUTES = [
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),
     Route("/v1/responses", responses, methods=["POST"]),
     Route("/v1/responses/compact", compact_responses, methods=["POST"]),
     Route("/v1/embeddings", embeddings, methods=["POST"]),
+]
+#: The routes a batch's lines are answered by, in-process (`openai_batch`).
+routes_app = Starlette(routes=_TEXT_ROUTES)
+
+app = Starlette(routes=with_fault_prefix([
+    *_TEXT_ROUTES,
     Route("/v1/models", models, methods=["GET"]),
     *image_routes,  # the chat protocol's images endpoints and the files they hand out
     *audio_routes,  # speech, transcriptions, translations and moderations
+    *batch_routes,  # OpenAI's Files and Batch API (`openai_batch`)
 ]))
 
 # The provider's own refusals of the channel's key or account (`provider_faults`).

@@ -87,8 +87,9 @@ def _db():
     return client("dynamodb")
 
 
-def task_hold_seconds() -> int:
-    return int(get_settings().task_max_age_seconds) + TASK_HOLD_MARGIN_SECONDS
+def task_hold_seconds(max_age_seconds: float | None = None) -> int:
+    """How long a task's hold lasts: its family's maximum age (else the tasks' setting) and a margin."""
+    return int(max_age_seconds or get_settings().task_max_age_seconds) + TASK_HOLD_MARGIN_SECONDS
 
 
 def reserve(principal: Principal, units: int, *, model: str, route: str, reservation_id: str,

@@ -7,7 +7,8 @@ by its group; without credentials, anyone when the operator's option `PricingAno
 (`api.models.describe`: priced, and served by a channel of the caller's group). Its prices are
 those `prices.py` charges by, in USD, times the group's ratio (`gateway.groups`): per million
 tokens (input, output, and for text models the cache read and the 5-minute and 1-hour cache
-write, each at the rate `prices.token_cost` falls back to when the table leaves it unset), per
+write, each at the rate `prices.token_cost` falls back to when the table leaves it unset; the
+batch ratio and a batch line's input and output rates), per
 image (each megapixel past the first where priced so, and per million input-image tokens of an
 edit), per second of video, per call. A task
 family's own multipliers (a resolution, a mode, a clip's seconds) apply on top (docs/prices.md).
@@ -22,7 +23,7 @@ from typing import Any
 from gateway import groups
 from gateway.api.models import describe, kind_of
 from gateway.errors import AuthenticationFailed, PermissionDenied
-from gateway.prices import OPTION_FIELDS, UNITS_PER_USD, Price
+from gateway.prices import DEFAULT_BATCH_RATIO, OPTION_FIELDS, UNITS_PER_USD, Price
 from gateway.routing.catalog import Catalog
 from gateway.routing.channel import ANY_MODEL
 from gateway.routing.channels import get_catalog
@@ -51,6 +52,11 @@ def price_row(model: str, kind: str, family: str, price: Price, ratio: Decimal) 
             row.update(output_per_million=_usd(price.output_per_million or Decimal(0), ratio),
                        cached_input_per_million=_usd(cached, ratio), cache_write_per_million=_usd(write, ratio),
                        cache_write_1h_per_million=_usd(write_1h, ratio))
+        # What a line of a batch (`/v1/batches`) pays: every rate above times the batch ratio.
+        batch = DEFAULT_BATCH_RATIO if price.batch_ratio is None else price.batch_ratio
+        row.update(batch_ratio=float(batch), batch_input_per_million=_usd(input_rate * batch, ratio))
+        if kind == "text":
+            row["batch_output_per_million"] = _usd((price.output_per_million or Decimal(0)) * batch, ratio)
     else:  # a media model priced by tokens too (an upstream's video tokens): its token rates as set
         for name in ("input_per_million", "output_per_million"):
             if getattr(price, name) is not None:

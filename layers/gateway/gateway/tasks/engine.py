@@ -104,7 +104,7 @@ def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) ->
     try:
         reservation = billing.reserve(principal, family.units_to_hold(new, price), model=new.model,
                                       route=new.route, reservation_id=task_id,
-                                      hold_seconds=billing.task_hold_seconds())
+                                      hold_seconds=billing.task_hold_seconds(family.max_age_seconds))
     except BaseException:
         _unclaim(claimed, parked)
         raise
@@ -377,8 +377,9 @@ def finish(task: Task, *, now: float | None = None) -> None:
     """Settles or refunds a terminal task's reservation, enqueues its callback, closes it."""
     now = time.time() if now is None else now
     reservation = billing.Reservation(**task.reservation)
-    if task.status == "succeeded":
-        detail = {"task_id": task.task_id, **family_of(task.family).settlement_detail(task), "channel": task.channel}
+    family = family_of(task.family)
+    if family.settles(task):
+        detail = {"task_id": task.task_id, **family.settlement_detail(task), "channel": task.channel}
         billing.settle(reservation, settled_units(task), detail=detail)
         outcome = billing.SETTLED
     else:
@@ -417,9 +418,10 @@ def sweep(*, now: float | None = None) -> dict[str, int]:
             if task.status in TERMINAL:
                 finish(task, now=now)
                 counts["finished"] += 1
-            elif now - task.created_at > settings.task_max_age_seconds:
-                outcome = record(task, _failed(f"the task did not finish within {int(settings.task_max_age_seconds)} "
-                                               "seconds", "timed_out"), now=now)
+            elif now - task.created_at > (max_age := family_of(task.family).max_age_seconds
+                                          or settings.task_max_age_seconds):
+                outcome = record(task, _failed(f"the task did not finish within {int(max_age)} seconds",
+                                               "timed_out"), now=now)
                 counts["timed_out" if outcome == "finished" else "stale"] += 1
             elif tasks().update(task, {"next_poll_at": int(now + settings.task_sweep_grace_seconds)}) is None:
                 counts["stale"] += 1  # the index copy was behind: the task moved meanwhile

@@ -19,6 +19,7 @@ FAMILIES = (
     "gamma",
     "zeta",
     "imgtask",
+    "batch",
 )
 
 

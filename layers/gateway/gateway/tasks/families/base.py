@@ -98,6 +98,8 @@ class TaskFamily:
     submit_route: ClassVar[str | None] = None
     #: Whether `poll_upstream` asks once for all the tasks of a channel in a batch of polls.
     polls_in_batches: ClassVar[bool] = False
+    #: Seconds after which the sweeper fails an unfinished task (None: `task_max_age_seconds`).
+    max_age_seconds: ClassVar[float | None] = None
 
     def new_task_id(self) -> str:
         """A new public task id (also the id of its reservation): never reused."""
@@ -122,6 +124,11 @@ class TaskFamily:
     def units_to_hold(self, request: NewTask, price: Price) -> int:
         """The worst case of everything the task can produce, reserved at submit."""
         return Quantities.of(request.quantities).units(price)
+
+    def settles(self, task: Task) -> bool:
+        """Whether a terminal task is settled (else refunded): a success; a family that bills
+        what was done of a task that did not succeed (a batch's completed lines) says so."""
+        return task.status == "succeeded"
 
     def units_to_settle(self, task: Task, price: Price | None) -> int:
         """The price of what was delivered, never above the reservation: fewer results than

@@ -1,0 +1,198 @@
+"""The Files and Batch APIs through their function in-process (the emulator's tables, queues and
+files bucket; the chat simulator's Batch API on 127.0.0.1): a batch held at submit, settled once
+to its lines' usage at the batch price, one ledger entry with its line counts; retrieves bill
+nothing; a cancelled batch pays its completed lines; another user sees none of it."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from gateway.admission import balances
+from gateway.prices import SHIPPED, batch_price, token_cost
+from gateway.store.tasks import TasksRepository
+from gateway_local.simulators import chat, openai_batch
+from tests.conftest import api_event, load_function, serve_asgi, use_environment
+from tests.integration.tasks_support import auth, call, ledger_of, status_and_json
+
+CHAT = "/v1/chat/completions"
+BOUNDARY = "batchboundary"
+
+
+@pytest.fixture(scope="module")
+def batches_fn(aws):
+    return load_function("batches")
+
+
+@pytest.fixture(scope="module")
+def chat_url() -> Iterator[str]:
+    with serve_asgi(Starlette(routes=[Mount("/chat", app=chat.app)])) as url:
+        yield url
+
+
+@pytest.fixture
+def sim_clock(tasks_env, chat_url, clock, monkeypatch):
+    """The task environment, every model routed to this chat simulator, its batches on the test's clock."""
+    monkeypatch.setattr(openai_batch, "clock", clock)
+    saved = use_environment(GATEWAY_SIMULATOR_URL=chat_url)
+    yield clock
+    use_environment(**saved)
+
+
+def jsonl(*texts: str, model: str = "m-small") -> bytes:
+    return "".join(json.dumps({"custom_id": f"req-{n}", "method": "POST", "url": CHAT, "body": {
+        "model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 12}}) + "\n"
+        for n, text in enumerate(texts)).encode()
+
+
+def upload(fn, ctx, key: str, data: bytes, purpose: str = "batch") -> tuple[int, dict]:
+    body = (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\n{purpose}\r\n"
+            f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n"
+            f"Content-Type: application/jsonl\r\n\r\n").encode() + data + f"\r\n--{BOUNDARY}--\r\n".encode()
+    event = api_event("POST", "/v1/files", body=base64.b64encode(body).decode(), base64=True,
+                      headers={**auth(key), "Content-Type": f"multipart/form-data; boundary={BOUNDARY}"})
+    return status_and_json(fn.lambda_handler(event, ctx))
+
+
+def route(fn, ctx, method: str, path: str, key: str, *, body=None, query=None, **params: str) -> dict:
+    resource = path
+    for name, value in params.items():
+        resource = resource.replace(value, "{" + name + "}")
+    return call(fn, ctx, method, path, key, body=body, query=query, resource=resource, path_parameters=params or None)
+
+
+def create(fn, ctx, key: str, file_id: str) -> tuple[int, dict]:
+    return status_and_json(route(fn, ctx, "POST", "/v1/batches", key, body={
+        "input_file_id": file_id, "endpoint": CHAT, "completion_window": "24h", "metadata": {"run": "1"}}))
+
+
+def retrieve(fn, ctx, key: str, batch_id: str) -> tuple[int, dict]:
+    return status_and_json(route(fn, ctx, "GET", f"/v1/batches/{batch_id}", key, batch_id=batch_id))
+
+
+def lines_of(fn, ctx, key: str, file_id: str) -> list[dict]:
+    answer = route(fn, ctx, "GET", f"/v1/files/{file_id}/content", key, file_id=file_id)
+    assert answer["statusCode"] == 302
+    return [json.loads(raw) for raw in httpx.get(answer["multiValueHeaders"]["Location"][0]).text.splitlines()]
+
+
+def priced(lines: list[dict]) -> int:
+    price = batch_price(SHIPPED["m-small"])
+    return sum(token_cost(price, input_tokens=line["response"]["body"]["usage"]["prompt_tokens"],
+                          output_tokens=line["response"]["body"]["usage"]["completion_tokens"]) for line in lines)
+
+
+def test_a_batch_is_held_run_upstream_and_settled_once_to_its_lines(
+        tasks_env, batches_fn, queues, demo, accounts, lambda_context, sim_clock):
+    key = demo["key"]
+    status, uploaded = upload(batches_fn, lambda_context, key, jsonl("one", "two", "three", "four"))
+    assert status == 200 and uploaded["object"] == "file" and uploaded["purpose"] == "batch", uploaded
+    before = balances.get_user(1)["quota"]
+    status, batch = create(batches_fn, lambda_context, key, uploaded["id"])
+    assert status == 200 and batch["status"] == "validating" and batch["request_counts"]["total"] == 4, batch
+    held = before - balances.get_user(1)["quota"]
+    assert held > 0
+    # The upstream's ids stay in the store: the answer names the gateway's own only
+    task = TasksRepository().get(batch["id"])
+    assert task is not None and task.upstream_task_id not in json.dumps(batch)
+    queues.polls(lambda_context, rounds=1)
+    assert retrieve(batches_fn, lambda_context, key, batch["id"])[1]["status"] == "in_progress"
+    sim_clock.advance()
+    queues.polls(lambda_context)
+    status, done = retrieve(batches_fn, lambda_context, key, batch["id"])
+    assert status == 200 and done["status"] == "completed", done
+    assert done["request_counts"] == {"total": 4, "completed": 4, "failed": 0} and done["metadata"] == {"run": "1"}
+    assert done["completed_at"] and done["in_progress_at"] and done["error_file_id"] is None
+    output = lines_of(batches_fn, lambda_context, key, done["output_file_id"])
+    assert sorted(line["custom_id"] for line in output) == ["req-0", "req-1", "req-2", "req-3"]
+    assert all(line["id"].startswith("batch_req_") and line["response"]["status_code"] == 200 for line in output)
+    assert task.upstream_task_id not in json.dumps(done) + json.dumps(output)
+    # One ledger entry for the batch, its lines counted; the rest of the hold given back
+    (entry,) = ledger_of(accounts, batch["id"])
+    assert entry["outcome"] == "settled" and entry["units"] == priced(output) < held
+    assert (entry["detail"]["lines"], entry["detail"]["completed"], entry["detail"]["price"]) == (4, 4, "batch")
+    assert balances.get_user(1)["quota"] == before - priced(output)
+    # A thousand retrieves and the list bill nothing more
+    for _ in range(1000):
+        retrieve(batches_fn, lambda_context, key, batch["id"])
+    queues.polls(lambda_context)
+    assert len(ledger_of(accounts, batch["id"])) == 1 and balances.get_user(1)["quota"] == before - priced(output)
+    listed = status_and_json(route(batches_fn, lambda_context, "GET", "/v1/batches", key))[1]
+    assert [b["id"] for b in listed["data"]] == [batch["id"]] and listed["has_more"] is False
+    files = status_and_json(route(batches_fn, lambda_context, "GET", "/v1/files", key))[1]
+    assert {f["id"] for f in files["data"]} == {uploaded["id"], done["output_file_id"]}
+
+    # Another user: a 404 for every id, and nothing in its lists
+    accounts.users.create_user(username="eve", quota=10_000_000, user_id=2)
+    other, _ = accounts.keys.create_key(2, name="eve")
+    for file_id in (uploaded["id"], done["output_file_id"]):
+        for method, path in (("GET", f"/v1/files/{file_id}"), ("GET", f"/v1/files/{file_id}/content"),
+                             ("DELETE", f"/v1/files/{file_id}")):
+            answer = route(batches_fn, lambda_context, method, path, other, file_id=file_id)
+            assert answer["statusCode"] == 404 and "No such File object" in answer["body"], (method, path)
+    assert retrieve(batches_fn, lambda_context, other, batch["id"])[0] == 404
+    assert route(batches_fn, lambda_context, "POST", f"/v1/batches/{batch['id']}/cancel", other,
+                 batch_id=batch["id"])["statusCode"] == 404
+    assert create(batches_fn, lambda_context, other, uploaded["id"])[0] == 404
+    for path in ("/v1/batches", "/v1/files"):
+        assert status_and_json(route(batches_fn, lambda_context, "GET", path, other))[1]["data"] == []
+    # The owner deletes a file: gone from the store and its list
+    deleted = status_and_json(route(batches_fn, lambda_context, "DELETE", f"/v1/files/{uploaded['id']}", key,
+                                    file_id=uploaded["id"]))[1]
+    assert deleted == {"id": uploaded["id"], "object": "file", "deleted": True}
+    assert route(batches_fn, lambda_context, "GET", f"/v1/files/{uploaded['id']}", key,
+                 file_id=uploaded["id"])["statusCode"] == 404
+
+
+def test_a_cancelled_batch_pays_only_for_its_completed_lines(
+        tasks_env, batches_fn, queues, demo, accounts, lambda_context, sim_clock):
+    key = demo["key"]
+    _, uploaded = upload(batches_fn, lambda_context, key, jsonl("one", "two", "#batch=stall three", "four"))
+    before = balances.get_user(1)["quota"]
+    _, batch = create(batches_fn, lambda_context, key, uploaded["id"])
+    queues.polls(lambda_context, rounds=1)
+    sim_clock.advance()
+    queues.polls(lambda_context, rounds=1)
+    assert retrieve(batches_fn, lambda_context, key, batch["id"])[1]["status"] == "in_progress"
+    status, cancelling = status_and_json(route(batches_fn, lambda_context, "POST",
+                                               f"/v1/batches/{batch['id']}/cancel", key, batch_id=batch["id"]))
+    assert status == 200 and cancelling["status"] == "cancelling" and cancelling["cancelling_at"]
+    queues.polls(lambda_context)
+    _, done = retrieve(batches_fn, lambda_context, key, batch["id"])
+    assert done["status"] == "cancelled" and done["request_counts"] == {"total": 4, "completed": 2, "failed": 2}
+    output = lines_of(batches_fn, lambda_context, key, done["output_file_id"])
+    errors = lines_of(batches_fn, lambda_context, key, done["error_file_id"])
+    assert sorted(line["custom_id"] for line in output) == ["req-0", "req-1"]
+    assert [(line["custom_id"], line["response"], line["error"]["code"]) for line in errors] == [
+        ("req-2", None, "batch_cancelled"), ("req-3", None, "batch_cancelled")]
+    (entry,) = ledger_of(accounts, batch["id"])
+    assert entry["outcome"] == "settled" and entry["units"] == priced(output) > 0
+    assert balances.get_user(1)["quota"] == before - priced(output)
+
+
+def test_bad_files_and_batches_are_refused_naming_the_field(
+        tasks_env, batches_fn, demo, lambda_context, sim_clock):
+    key = demo["key"]
+    status, refused = upload(batches_fn, lambda_context, key, jsonl("one") + b'{"custom_id": "x"}\n')
+    assert status == 400 and refused["error"]["param"] == "file"
+    assert refused["error"]["message"].startswith("line 2: method is required")
+    assert refused["error"]["code"] == "missing_required_parameter"
+    status, refused = upload(batches_fn, lambda_context, key, b"x", purpose="fine-tune")
+    assert status == 400 and refused["error"]["param"] == "purpose"
+    _, kept = upload(batches_fn, lambda_context, key, b"notes", purpose="user_data")
+    assert create(batches_fn, lambda_context, key, kept["id"])[1]["error"]["param"] == "input_file_id"
+    _, good = upload(batches_fn, lambda_context, key, jsonl("one"))
+    for body, param in (({"input_file_id": good["id"], "endpoint": "/v1/embeddings", "completion_window": "24h"},
+                         "endpoint"),
+                        ({"input_file_id": good["id"], "endpoint": CHAT, "completion_window": "1h"},
+                         "completion_window"),
+                        ({"input_file_id": good["id"], "endpoint": CHAT, "completion_window": "24h",
+                          "metadata": {str(n): "v" for n in range(17)}}, "metadata")):
+        status, answer = status_and_json(route(batches_fn, lambda_context, "POST", "/v1/batches", key, body=body))
+        assert status == 400 and answer["error"]["param"] == param, answer
