@@ -171,3 +171,26 @@ def test_the_openai_sdk_hears_a_content_filter_refusal_as_its_own_400(demo, azur
                                            messages=[{"role": "user", "content": "x #fault=content_filter"}])
     assert raised.value.status_code == 400 and "content management policy" in str(raised.value)
     assert DynamoHealthStore().get("azure-sdk").state == HEALTHY
+
+
+def test_microsofts_own_sdk_client_is_answered_by_the_simulator_as_by_azure(over_http):
+    # The simulator's addresses are those openai-python's AzureOpenAI sends (deployments, the
+    # api-version query, api-key), and the v1 route the plain client reaches with the key
+    simulators, _ = over_http
+    azure = openai.AzureOpenAI(azure_endpoint=f"{simulators}/azure", api_key="k" * 32, api_version="2024-10-21",
+                               max_retries=0)
+    answer = azure.chat.completions.create(model="my-deployment", messages=[{"role": "user", "content": "hi cat"}])
+    assert "cat" in answer.choices[0].message.content and answer.prompt_filter_results
+    chunks = list(azure.chat.completions.create(model="my-deployment", stream=True,
+                                                messages=[{"role": "user", "content": "hi cat"}]))
+    assert chunks[0].choices == [] and chunks[0].id == ""  # Azure's first chunk, as the gateway meets it
+    assert "cat" in "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert len(azure.embeddings.create(model="my-embedding", input="x").data) == 1
+    with pytest.raises(openai.NotFoundError):  # the Responses API is not under /deployments/
+        azure.responses.create(model="my-deployment", input="hi")
+    v1 = openai.OpenAI(base_url=f"{simulators}/azure/openai/v1/", api_key="k" * 32, max_retries=0)
+    assert "cat" in v1.responses.create(model="my-deployment", input="hi cat").output_text
+    bearer = openai.AzureOpenAI(azure_endpoint=f"{simulators}/azure", azure_ad_token="k" * 32,
+                                api_version="2024-10-21", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):  # a key as a bearer, on a deployment route
+        bearer.chat.completions.create(model="d", messages=[{"role": "user", "content": "x"}])

@@ -14,7 +14,8 @@ Azure's addresses, auth and filter annotations around them.
 - `GET /openai/models?api-version=V`: the resource's models (the health probe).
 - The key: `api-key: <key>` (any non-empty key), or `Authorization: Bearer <a token issued by
   the token endpoint here, unexpired>`; else 401 with Azure's words. A key sent as
-  `Authorization: Bearer` (as an OpenAI client would) is refused.
+  `Authorization: Bearer` (as an OpenAI client would) is refused on the deployment routes, taken
+  on the v1 route (the v1 API's samples call it with the plain `OpenAI` client).
 - Filter annotations (learn.microsoft.com/azure/ai-services/openai/concepts/content-filter,
   "Annotations" and "Streaming"): a chat answer carries `prompt_filter_results` and each choice's
   `content_filter_results`; a chat stream begins with a chunk of no choices, an empty id, model
@@ -73,11 +74,14 @@ def _azure_error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-def _refusal(request: Request) -> Response | None:
-    """Azure's 401 for a request without a valid key or token."""
+def _refusal(request: Request, *, v1: bool = False) -> Response | None:
+    """Azure's 401 for a request without a valid key or token. The v1 routes also take the key
+    as a bearer (the v1 API's samples: `OpenAI(api_key=AZURE_OPENAI_API_KEY, base_url=.../openai/v1/)`)."""
     if request.headers.get("api-key", "").strip():
         return None
     scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+    if v1 and scheme.lower() == "bearer" and presented.strip() and presented.strip() not in TOKENS:
+        return None
     if scheme.lower() == "bearer" and presented.strip() in TOKENS:
         if TOKENS[presented.strip()] > clock():
             return None
@@ -176,7 +180,7 @@ async def deployment_responses(request: Request) -> Response:
 
 
 async def v1_responses(request: Request) -> Response:
-    refused = _refusal(request)
+    refused = _refusal(request, v1=True)
     if refused is not None:
         return refused
     return await _as_chat(request, chat.responses, "/v1/responses")
