@@ -8,6 +8,7 @@ SIMULATORS: dict[str, str] = {
     "chat": "gateway_local.simulators.chat:app",  # text, embeddings, models and images
     "messages": "gateway_local.simulators.messages:app",
     "content": "gateway_local.simulators.content:app",
+    "bedrock": "gateway_local.simulators.bedrock:app",  # Converse, ConverseStream, InvokeModel; SigV4 checked
     "delta": "gateway_local.simulators.delta:app",
     "zeta": "gateway_local.simulators.zeta:app",
     "epsilon": "gateway_local.simulators.epsilon:app",

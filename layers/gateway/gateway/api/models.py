@@ -31,8 +31,8 @@ from gateway.routing.catalog import Catalog
 from gateway.routing.channel import PROTOCOLS
 from gateway.routing.channels import get_catalog
 
-TEXT_PROTOCOLS = ("chat", "messages", "content")
-EMBEDDING_PROTOCOLS = ("chat", "content")
+TEXT_PROTOCOLS = ("chat", "messages", "content", "bedrock")
+EMBEDDING_PROTOCOLS = ("chat", "content", "bedrock")
 IMAGE_PROTOCOLS = ("chat",)  # the chat dialect carries the images endpoints (gateway.api.images)
 # The spec's neutral family words (interface.md, "vocabulary"); a model id starts with its family's.
 FAMILIES = ("imgtask", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota")

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from gateway.upstreams.vertex import VertexSite
 
-PROTOCOLS = ("chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
+PROTOCOLS = ("chat", "messages", "content", "bedrock", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask")
 ANY_MODEL = "*"
 #: A channel's `variant` (imgtask only): the open-source midjourney-proxy or its extended build.
 VARIANTS = ("basic", "extended")
@@ -43,6 +43,10 @@ class Channel:
     variant: str | None = None
     #: A Vertex AI channel's project and region (content and delta); its key is a service-account key file.
     vertex: VertexSite | None = None
+    #: A bedrock channel's AWS Region, and whether a profile-only model goes through its `global.`
+    #: inference profile rather than its geography's (`upstreams/bedrock.py`).
+    region: str | None = None
+    global_profiles: bool = False
 
     def serves(self, model: str) -> bool:
         return model in self.models or ANY_MODEL in self.models
@@ -83,6 +87,14 @@ class Channel:
 def _check_variant(protocol: str, variant: str | None) -> None:
     if variant is not None and protocol != "imgtask":
         raise ValueError(f"variant: only an imgtask channel has one, not a {protocol} channel")
+
+
+def _check_site(spec: Any) -> None:
+    """Where the channel's upstream is: a base URL, or what a Vertex or bedrock channel builds it from."""
+    if (spec.region or spec.inference_profile) and spec.protocol != "bedrock":
+        raise ValueError("region, inference_profile: only a bedrock channel has them")
+    if spec.vertex is None and not spec.base_url and spec.protocol != "bedrock":
+        raise ValueError("base_url: is required (a Vertex or bedrock channel may leave it out)")
 
 
 def _check_group(value: str) -> str:
@@ -130,6 +142,9 @@ def document_model() -> Any:
         groups: list[Annotated[str, AfterValidator(_check_group)]] = []
 
         variant: Literal[VARIANTS] | None = None  # type: ignore[valid-type]
+        # bedrock: its Region (else the key's third part) and which inference profiles it uses
+        region: str | None = Field(None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d+$")
+        inference_profile: Literal["geography", "global"] | None = None
 
         @field_validator("poll_hosts")
         @classmethod
@@ -158,8 +173,7 @@ def document_model() -> Any:
                 raise ValueError("give api_key or api_key_env, not both")
             if self.vertex is not None and self.protocol not in ("content", "delta"):
                 raise ValueError("vertex: only the content and delta protocols have a Vertex AI flavour")
-            if self.vertex is None and not self.base_url:
-                raise ValueError("base_url: is required (a Vertex channel may leave it out)")
+            _check_site(self)
             _check_variant(self.protocol, self.variant)
             return self
 
@@ -204,7 +218,17 @@ def channel_of(spec: Any, api_key: str, source: str = "channels document") -> Ch
                                       "service-account key file names no project_id)")
         site = VertexSite(project=project, region=spec.vertex.region)
         base_url = spec.base_url or site.host_url
+    region = None
+    if spec.protocol == "bedrock":
+        from gateway.upstreams.bedrock import default_url, key_region
+
+        region = spec.region or key_region(api_key or "")
+        if not region:
+            raise ChannelsConfigError(f"{source}: channel {spec.name}: region: is required (or the key's third "
+                                      "part, AK|SK|REGION)")
+        base_url = spec.base_url or default_url(region)
     return Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
                    models=frozenset(spec.models), model_map=dict(spec.model_map),
                    priority=spec.priority, weight=spec.weight, poll_hosts=frozenset(spec.poll_hosts),
-                   groups=frozenset(spec.groups), variant=spec.variant, vertex=site)
+                   groups=frozenset(spec.groups), variant=spec.variant, vertex=site, region=region,
+                   global_profiles=spec.inference_profile == "global")

@@ -103,6 +103,11 @@ class UpstreamClient:
 
     async def call(self, path: str, payload: dict[str, Any] | None = None, *, method: str = "POST") -> dict[str, Any]:
         """A non-streamed exchange: the decoded JSON answer, or an `UpstreamError`."""
+        return (await self.exchange(path, payload, method=method))[0]
+
+    async def exchange(self, path: str, payload: dict[str, Any] | None = None, *,
+                       method: str = "POST") -> tuple[dict[str, Any], httpx.Headers]:
+        """`call`, with the answer's headers (where an upstream reports usage in one)."""
         request = self._request(method, path, payload, stream=False)
         started = time.perf_counter()
         timeouts = self.timeouts
@@ -130,7 +135,8 @@ class UpstreamClient:
             raise UpstreamError(None, "upstream answered with a body that is not JSON", retryable=True) from None
         if not isinstance(body, (dict, list)):
             raise UpstreamError(None, "upstream answered with JSON that is not an object", retryable=True)
-        return cast(dict[str, Any], body)  # an array is let through as it came; the dialect's reader judges it
+        # an array is let through as it came; the dialect's reader judges it
+        return cast(dict[str, Any], body), response.headers
 
     async def _read_body(self, response: httpx.Response, deadline: float) -> bytes:
         """A whole answer body, each chunk within `idle` of the last and all before `deadline`."""

@@ -7,12 +7,13 @@ from typing import Any
 import httpx
 
 from gateway.upstreams.base import Timeouts, UpstreamClient
+from gateway.upstreams.bedrock import BedrockClient
 from gateway.upstreams.chat import ChatClient
 from gateway.upstreams.content import ContentClient, VertexContentClient
 from gateway.upstreams.messages import MessagesClient
 
 TEXT_CLIENTS: dict[str, type[UpstreamClient]] = {"chat": ChatClient, "messages": MessagesClient,
-                                                 "content": ContentClient}
+                                                 "content": ContentClient, "bedrock": BedrockClient}
 
 
 def client_for(channel: Any, http: httpx.AsyncClient, timeouts: Timeouts | None = None) -> UpstreamClient:
@@ -22,4 +23,9 @@ def client_for(channel: Any, http: httpx.AsyncClient, timeouts: Timeouts | None 
         explicit = sorted(m for m in channel.models if m != "*")
         return VertexContentClient(channel.base_url, channel.api_key, http, timeouts, site=site,
                                    **({"probe_model": channel.upstream_model(explicit[0])} if explicit else {}))
+    if channel.protocol == "bedrock":
+        explicit = sorted(m for m in channel.models if m != "*")
+        return BedrockClient(channel.base_url, channel.api_key, http, timeouts, region=channel.region,
+                             global_profiles=channel.global_profiles,
+                             probe_model=channel.upstream_model(explicit[0]) if explicit else None)
     return TEXT_CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)
