@@ -415,12 +415,17 @@ def test_a_throttled_or_wrongly_signed_channel_fails_over(upstreams, catalog, ga
 
 def test_an_exception_mid_stream_ends_each_sdks_stream_with_an_error(bedrock, gateway_url, demo):
     prompt = "tell me more #fault=streamthrottle"
+    raw = openai_client(gateway_url, demo).chat.completions.with_raw_response.create(
+        model="m-small", messages=[{"role": "user", "content": prompt}], stream=True)
+    request_id = raw.headers["x-request-id"]
     with pytest.raises(openai.APIError) as chat_error:
-        with openai_client(gateway_url, demo).chat.completions.stream(
-                model="m-small", messages=[{"role": "user", "content": prompt}]) as events:
-            for _ in events:
-                pass
+        for _ in raw.parse():
+            pass
     assert "Too many requests" in str(chat_error.value)
+    # and the bill is what was delivered: the prompt and the two pieces relayed, no more
+    entry = _ledger_entry(request_id)
+    assert entry["detail"]["outcome"] == "cut"
+    assert int(entry["detail"]["output_tokens"]) == 2
     with pytest.raises(anthropic.APIError):
         with anthropic_client(gateway_url, demo).messages.stream(
                 model="m-small", max_tokens=50, messages=[{"role": "user", "content": prompt}]) as events:
@@ -489,3 +494,26 @@ def test_embeddings_through_invoke_model(upstreams, catalog, gateway_url, demo, 
                                                                 input=["first text", "second"])
     assert [d.index for d in answer.data] == [0, 1] and len(answer.data[0].embedding) > 100
     assert answer.usage.prompt_tokens > 0 and answer.model == "m-embed"
+
+
+# ---- a profile no table knows, learned from Bedrock's refusal ----
+
+def test_a_profile_no_table_knows_is_learned_from_the_refusal_and_billed_by_the_public_name(
+        upstreams, catalog, gateway_url, demo):
+    # Given a bare id the gateway's table does not list, that Bedrock serves only through a profile
+    recorder, url = upstreams
+    future = "anthropic.claude-opus-9-20300101-v1:0"
+    catalog([{**channel(url, "learner", region="eu-west-1", key=f"{rules.ACCESS_KEY}|{rules.SECRET_KEY}|eu-west-1"),
+              "model_map": {"m-small": future}}])
+    recorder.requests.clear()
+    client = anthropic_client(gateway_url, demo)
+    # When it is asked twice
+    for _ in range(2):
+        raw = client.messages.with_raw_response.create(model="m-small", max_tokens=50,
+                                                       messages=[{"role": "user", "content": "hi"}])
+        assert raw.parse().content[0].text == "You said: hi"  # type: ignore[union-attr]
+    # Then the first answer came through the geography's profile after the refusal, the second directly
+    paths = [p.split("/model/")[1] for p, _ in recorder.converse()]
+    assert paths == [f"{future}/converse", f"eu.{future}/converse", f"eu.{future}/converse"]
+    # and the ledger names the public model
+    assert _ledger_entry(raw.headers["x-request-id"])["model"] == "m-small"

@@ -24,10 +24,13 @@ import hmac
 import re
 from typing import Any
 
+from gateway.routing.catalog import SIMULATOR_KEYS
+
 from . import messages as messages_rules
 
-# Credentials the simulator knows (an IAM user's, a role's with its session token, an API key).
-ACCESS_KEY, SECRET_KEY = "AKIASIMULATEDBEDROCK", "simulated-bedrock-secret"
+# Credentials the simulator knows (an IAM user's: the simulator channel's; a role's with its
+# session token; an API key).
+ACCESS_KEY, SECRET_KEY, _ = SIMULATOR_KEYS["bedrock"].split("|")
 ROLE_ACCESS_KEY, ROLE_SECRET_KEY, ROLE_TOKEN = "ASIASIMULATEDROLE", "simulated-role-secret", "simulated-session-token"
 API_KEY = "ABSKc2ltdWxhdGVkLWJlZHJvY2stYXBpLWtleQ=="
 SECRETS = {ACCESS_KEY: SECRET_KEY, ROLE_ACCESS_KEY: ROLE_SECRET_KEY}
