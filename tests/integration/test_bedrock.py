@@ -507,13 +507,16 @@ def test_a_profile_no_table_knows_is_learned_from_the_refusal_and_billed_by_the_
               "model_map": {"m-small": future}}])
     recorder.requests.clear()
     client = anthropic_client(gateway_url, demo)
-    # When it is asked twice
+    # When it is asked, streamed first, then twice more
+    with client.messages.stream(model="m-small", max_tokens=50, messages=[{"role": "user", "content": "hi"}]) as s:
+        assert s.get_final_message().content[0].text == "You said: hi"  # type: ignore[union-attr]
     for _ in range(2):
         raw = client.messages.with_raw_response.create(model="m-small", max_tokens=50,
                                                        messages=[{"role": "user", "content": "hi"}])
         assert raw.parse().content[0].text == "You said: hi"  # type: ignore[union-attr]
-    # Then the first answer came through the geography's profile after the refusal, the second directly
+    # Then the first answer came through the geography's profile after the refusal, the next directly
     paths = [p.split("/model/")[1] for p, _ in recorder.converse()]
-    assert paths == [f"{future}/converse", f"eu.{future}/converse", f"eu.{future}/converse"]
+    assert paths == [f"{future}/converse-stream", f"eu.{future}/converse-stream", f"eu.{future}/converse",
+                     f"eu.{future}/converse"]
     # and the ledger names the public model
     assert _ledger_entry(raw.headers["x-request-id"])["model"] == "m-small"

@@ -387,6 +387,8 @@ class ConverseStream(EventStream):
             return
 
         async def attempt(model: str) -> None:
+            # A first answer refused (the on-demand profile case) was read and closed: start afresh.
+            self._response, self._closed = None, False
             self._request = self._bedrock._request("POST", self._bedrock.model_path(model, "converse-stream"),
                                                    self._payload, stream=True)
             await EventStream.open(self)
