@@ -96,6 +96,28 @@ def install() -> None:
 
     aws._new_client = hooked
     aws.reset_clients()
+    _install_bedrock()
+
+
+def _install_bedrock() -> None:
+    """Bedrock channels sign their own HTTP requests with botocore's signer (no botocore client):
+    a request signed with the function's own role is recorded as the IAM action its operation
+    needs (botocore's service model of bedrock-runtime: Converse and InvokeModel need
+    bedrock:InvokeModel, their streams bedrock:InvokeModelWithResponseStream)."""
+    from gateway.upstreams import bedrock
+
+    original = bedrock.BedrockClient._request
+
+    def signed(self: Any, method: str, path: str, payload: Any, *, stream: bool) -> Any:
+        request = original(self, method, path, payload, stream=stream)
+        function = calling_function()
+        if function is not None and self._static is None and self._bearer is None:
+            streamed = path.endswith(("/converse-stream", "/invoke-with-response-stream"))
+            with _lock:
+                recorded[function].add(f"bedrock:InvokeModel{'WithResponseStream' if streamed else ''}")
+        return request
+
+    bedrock.BedrockClient._request = signed  # type: ignore[method-assign]
 
 
 def granted() -> dict[str, list[list[str]]]:

@@ -10,6 +10,7 @@ SIMULATORS: dict[str, str] = {
     "content": "gateway_local.simulators.content:app",
     # Azure OpenAI: deployment routes, the v1 Responses route, Entra ID's token endpoint
     "azure": "gateway_local.simulators.azure:app",
+    "bedrock": "gateway_local.simulators.bedrock:app",  # Converse, ConverseStream, InvokeModel; SigV4 checked
     "delta": "gateway_local.simulators.delta:app",
     "zeta": "gateway_local.simulators.zeta:app",
     "epsilon": "gateway_local.simulators.epsilon:app",

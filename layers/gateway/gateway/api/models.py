@@ -31,8 +31,8 @@ from gateway.routing.catalog import Catalog
 from gateway.routing.channel import PROTOCOLS
 from gateway.routing.channels import get_catalog
 
-TEXT_PROTOCOLS = ("chat", "messages", "content", "azure")
-EMBEDDING_PROTOCOLS = ("chat", "content", "azure")
+TEXT_PROTOCOLS = ("chat", "messages", "content", "azure", "bedrock")
+EMBEDDING_PROTOCOLS = ("chat", "content", "azure", "bedrock")
 IMAGE_PROTOCOLS = ("chat",)  # the chat dialect carries the images endpoints (gateway.api.images)
 RERANK_PROTOCOLS = ("cohere", "jina")
 # Each kind's channel protocols; a kind not here is a task family's (its own protocol).

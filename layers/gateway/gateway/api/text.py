@@ -45,7 +45,15 @@ from gateway.admission import billing
 from gateway.api.answers import JSON_TYPE, Inbound, PatientAnswer, Send, patiently
 from gateway.errors import InvalidRequest
 from gateway.formats import CHAT, CONTENT, MESSAGES, RESPONSES, StreamConverter, convert_request, convert_response
-from gateway.formats.usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
+from gateway.formats.neutral import CONVERSE
+from gateway.formats.usage import (
+    Usage,
+    usage_from_chat,
+    usage_from_content,
+    usage_from_converse,
+    usage_from_messages,
+    usage_from_responses,
+)
 from gateway.observability import logger
 from gateway.prices import Price, token_cost
 from gateway.routing.channel import Channel
@@ -62,13 +70,16 @@ from gateway.upstreams.clients import client_for
 # The output a request may generate when it sets no limit of its own, for the reservation only:
 # the settlement is always the real usage.
 DEFAULT_OUTPUT_TOKENS = 4096
-TEXT_PROTOCOLS = ("chat", "messages", "content", "azure")
-# The dialect each text protocol speaks (azure: chat's bodies on Azure's addresses, `upstreams/azure`).
-_SPOKEN = {"chat": CHAT, "azure": CHAT, "messages": MESSAGES, "content": CONTENT}
+TEXT_PROTOCOLS = ("chat", "messages", "content", "azure", "bedrock")
+# The dialect each text protocol speaks (azure: chat's bodies on Azure's addresses, `upstreams/azure`;
+# bedrock: Converse, `formats/converse`).
+_SPOKEN = {"chat": CHAT, "azure": CHAT, "messages": MESSAGES, "content": CONTENT, "bedrock": CONVERSE}
+# Embeddings: a chat or azure channel's own route, a bedrock channel's InvokeModel (`BedrockClient.embeddings`).
+EMBEDDING_PROTOCOLS = ("chat", "azure", "bedrock")
 # The channel protocol that speaks each client dialect natively (tried first at equal priority).
 _NATIVE = {CHAT: "chat", RESPONSES: "chat", MESSAGES: "messages", CONTENT: "content"}
 _USAGE_READERS = {CHAT: usage_from_chat, RESPONSES: usage_from_responses, MESSAGES: usage_from_messages,
-                  CONTENT: usage_from_content}
+                  CONTENT: usage_from_content, CONVERSE: usage_from_converse}
 GENERATE, COMPACT, EMBED = "generate", "compact", "embeddings"
 # The content dialect's other actions, served by content channels only: counting is free (a
 # zero-unit ledger entry), an embedding is billed on the gateway's estimate of its input, since
@@ -103,7 +114,7 @@ class TextCall:
         if self.operation in _CONTENT_METHODS:
             return ("content",)
         if self.operation == EMBED:
-            return ("chat", "azure")
+            return EMBEDDING_PROTOCOLS
         return TEXT_PROTOCOLS if self.operation == GENERATE else ("chat",)
 
     @property
@@ -518,6 +529,8 @@ async def _call(client: Any, dialect: str, model: str, payload: dict[str, Any]) 
         return await client.responses(payload)
     if dialect == MESSAGES:
         return await client.messages(payload)
+    if dialect == CONVERSE:
+        return await client.converse(model, payload)
     return await client.generate_content(model, payload)
 
 
@@ -528,6 +541,8 @@ def _open(client: Any, dialect: str, model: str, payload: dict[str, Any]) -> Eve
         return client.stream_responses(payload)
     if dialect == MESSAGES:
         return client.stream_messages(payload)
+    if dialect == CONVERSE:
+        return client.stream_converse(model, payload)
     return client.stream_generate_content(model, payload)
 
 

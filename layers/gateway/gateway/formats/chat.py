@@ -38,6 +38,7 @@ from .neutral import (
     ToolResult,
     ToolStart,
     UsageUpdate,
+    cache_mark,
     data_url,
     effort_for,
     guess_mime_type,
@@ -82,6 +83,9 @@ def parse_request(body: dict[str, Any]) -> Request:
         if role in ("system", "developer"):
             if text := _plain_text(content):
                 request.system.append(text)
+                # cache_control on a content part, as Anthropic-compatible chat servers take it
+                if mark := _cache_of(content):
+                    request.system_cache[len(request.system) - 1] = mark
         elif role == USER:
             request.add(USER, _user_parts(content, where + ".content"))
         elif role == ASSISTANT:
@@ -144,6 +148,12 @@ def _plain_text(content: Any) -> str:
                    if isinstance(p, dict) and p.get("type") in ("text", "refusal"))
 
 
+def _cache_of(content: Any) -> str | None:
+    marks = [cache_mark(p.get("cache_control")) for p in content if isinstance(p, dict)] \
+        if isinstance(content, list) else []
+    return next((m for m in reversed(marks) if m), None)
+
+
 def _user_parts(content: Any, where: str) -> list[Part]:
     if isinstance(content, str):
         return [Text(content)] if content else []
@@ -169,6 +179,8 @@ def _user_parts(content: Any, where: str) -> list[Part]:
             parts.append(Media(mime_type, data=data, filename=file.get("filename")))
         else:
             raise unsupported(f"content part type {kind!r}", f"{where}[{j}].type")
+        if (mark := cache_mark(item.get("cache_control"))) and isinstance(parts[-1], (Text, Media)):
+            parts[-1].cache = mark
     return parts
 
 

@@ -1,7 +1,8 @@
 """Converting a request, an answer or a stream from one text dialect to another.
 
 Every direction goes through the neutral shapes: read with the source dialect's module, write
-with the target's. Channels speak chat, messages or content; clients speak those and responses.
+with the target's. Channels speak chat, messages, content or converse (Bedrock); clients speak
+chat, messages, content and responses.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from typing import Any
 
 from gateway.tokens import estimate_tokens
 
-from . import chat, content, messages, responses
+from . import chat, content, converse, messages, responses
 from .carry import refuse_uncarried
 from .neutral import (
     CHAT,
     CONTENT,
+    CONVERSE,
     MESSAGES,
     RESPONSES,
     End,
@@ -31,10 +33,18 @@ from .neutral import (
     UsageUpdate,
 )
 from .stops import StopFilter, applied_by_gateway, cut_reply
-from .usage import Usage, usage_from_chat, usage_from_content, usage_from_messages, usage_from_responses
+from .usage import (
+    Usage,
+    usage_from_chat,
+    usage_from_content,
+    usage_from_converse,
+    usage_from_messages,
+    usage_from_responses,
+)
 
-_MODULES: dict[str, ModuleType] = {CHAT: chat, MESSAGES: messages, CONTENT: content, RESPONSES: responses}
-_CHANNEL_DIALECTS = (CHAT, MESSAGES, CONTENT)
+_MODULES: dict[str, ModuleType] = {CHAT: chat, MESSAGES: messages, CONTENT: content, RESPONSES: responses,
+                                   CONVERSE: converse}
+_CHANNEL_DIALECTS = (CHAT, MESSAGES, CONTENT, CONVERSE)
 
 Event = tuple[str | None, dict[str, Any] | str]
 
@@ -111,7 +121,8 @@ def convert_response(body: dict[str, Any], *, source: str, target: str, model: s
 
 
 _USAGE_READERS = {CHAT: (usage_from_chat, "usage"), MESSAGES: (usage_from_messages, "usage"),
-                  CONTENT: (usage_from_content, "usageMetadata"), RESPONSES: (usage_from_responses, "usage")}
+                  CONTENT: (usage_from_content, "usageMetadata"), RESPONSES: (usage_from_responses, "usage"),
+                  CONVERSE: (usage_from_converse, "usage")}
 
 
 def usage_of_response(body: dict[str, Any], dialect: str) -> Usage:

@@ -42,6 +42,7 @@ from .neutral import (
     append_text,
     arguments_object,
     budget_for,
+    cache_mark,
     dump_json,
     guess_mime_type,
     restyle_id,
@@ -99,7 +100,9 @@ def parse_request(body: dict[str, Any]) -> Request:
     if isinstance(system, str):
         request.system = [system] if system else []
     elif isinstance(system, list):
-        request.system = [b.get("text") or "" for b in system if b.get("type") == "text"]
+        texts = [b for b in system if b.get("type") == "text"]
+        request.system = [b.get("text") or "" for b in texts]
+        request.system_cache = {i: mark for i, b in enumerate(texts) if (mark := cache_mark(b.get("cache_control")))}
     thinking = body.get("thinking") or {}
     if thinking.get("type") == "enabled":
         request.thinking_budget = thinking.get("budget_tokens")
@@ -115,7 +118,8 @@ def parse_request(body: dict[str, Any]) -> Request:
     for i, tool in enumerate(body.get("tools") or []):
         if tool.get("type") not in (None, "custom") or "input_schema" not in tool:
             raise unsupported(f"tool type {tool.get('type')!r}", f"tools[{i}].type")
-        request.tools.append(Tool(tool.get("name") or "", tool.get("description"), tool["input_schema"]))
+        request.tools.append(Tool(tool.get("name") or "", tool.get("description"), tool["input_schema"],
+                                  cache_mark(tool.get("cache_control"))))
     choice = body.get("tool_choice") or {}
     modes: dict[Any, str] = {"auto": "auto", "any": "required", "tool": "tool", "none": "none"}
     mode = modes.get(choice.get("type"))
@@ -160,6 +164,9 @@ def _parts(content: Any, names_by_id: dict[str, str], where: str) -> list[Part]:
             parts.append(carried or thinking_from_block(block) or Thinking(str(block.get("thinking") or "")))
         else:
             raise unsupported(f"content block type {kind!r}", here + ".type")
+        if (mark := cache_mark(block.get("cache_control"))) and parts \
+                and isinstance(parts[-1], (Text, Media, ToolCall, ToolResult)):
+            parts[-1].cache = mark
     return parts
 
 

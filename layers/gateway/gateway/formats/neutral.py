@@ -2,8 +2,9 @@
 
 A conversion is `<target>.render_*(<source>.parse_*(body))`: one reader and one writer per
 dialect instead of a converter per pair, so adding a dialect is adding a module. The shapes
-keep what at least two dialects can express; what only one can (cache_control, safety settings,
-logprobs) stays behind.
+keep what at least two dialects can express; what only one can (safety settings, logprobs) stays
+behind. Prompt-cache marks (`cache`: a messages `cache_control`, the time to keep, "5m" or "1h")
+ride on the parts, tools and system entries they follow, for the converse dialect's `cachePoint`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from .usage import Usage
 
 CHAT, MESSAGES, CONTENT, RESPONSES = "chat", "messages", "content", "responses"
 DIALECTS = (CHAT, MESSAGES, CONTENT, RESPONSES)
+#: Amazon Bedrock's Converse API: spoken by channels only (no client route takes it).
+CONVERSE = "converse"
 
 # Finish reasons: the chat dialect's words, plus stop_sequence, which only messages tells apart.
 STOP, LENGTH, TOOL_CALLS, CONTENT_FILTER, STOP_SEQUENCE = (
@@ -33,6 +36,7 @@ USER, ASSISTANT = "user", "assistant"
 @dataclass
 class Text:
     text: str
+    cache: str | None = None  # a prompt-cache mark after this part (module docstring)
 
 
 @dataclass
@@ -42,6 +46,7 @@ class Media:
     data: str | None = None
     url: str | None = None
     filename: str | None = None
+    cache: str | None = None
 
     @property
     def kind(self) -> str:
@@ -69,6 +74,7 @@ class ToolCall:
     name: str
     arguments: str  # JSON text, as the chat dialect carries it
     signature: str | None = None  # a content upstream's thoughtSignature on this call, to send back there
+    cache: str | None = None
 
 
 @dataclass
@@ -77,6 +83,7 @@ class ToolResult:
     name: str
     content: list[Text | Media]
     is_error: bool = False
+    cache: str | None = None
 
 
 Part = Text | Media | Thinking | ToolCall | ToolResult
@@ -93,6 +100,7 @@ class Tool:
     name: str
     description: str | None
     parameters: dict[str, Any]
+    cache: str | None = None
 
 
 @dataclass
@@ -112,6 +120,7 @@ class ResponseFormat:
 @dataclass
 class Request:
     system: list[str] = field(default_factory=list)
+    system_cache: dict[int, str] = field(default_factory=dict)  # prompt-cache marks after system entries, by index
     turns: list[Turn] = field(default_factory=list)
     tools: list[Tool] = field(default_factory=list)
     tool_choice: ToolChoice | None = None
@@ -272,7 +281,7 @@ def append_text(parts: list[Part], text: str) -> None:
     """Add text, joining it to a text part just before it (dialects that split text in parts)."""
     if not text:
         return
-    if parts and isinstance(parts[-1], Text):
+    if parts and isinstance(parts[-1], Text) and parts[-1].cache is None:  # a cache mark ends its part
         parts[-1].text += text
     else:
         parts.append(Text(text))
@@ -330,6 +339,13 @@ def budget_for(request: Request) -> int | None:
 
 def effort_for(request: Request) -> str | None:
     return request.reasoning_effort or effort_for_budget(request.thinking_budget)
+
+
+def cache_mark(value: Any) -> str | None:
+    """The time to keep of a messages `cache_control` mark ("5m" or "1h"), None when there is none."""
+    if not isinstance(value, dict) or value.get("type") != "ephemeral":
+        return None
+    return "1h" if value.get("ttl") == "1h" else "5m"
 
 
 def unsupported(what: str, param: str | None = None) -> InvalidRequest:

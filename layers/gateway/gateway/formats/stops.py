@@ -2,7 +2,8 @@
 
 A messages client is told which of its `stop_sequences` ended the answer (`stop_reason:
 "stop_sequence"`, `stop_sequence: "<it>"`). A chat or content channel never says: both report a
-plain "stop" whether the text ended by itself or at a sequence. So when a messages client is
+plain "stop" whether the text ended by itself or at a sequence (a converse channel says
+`stop_sequence` but not which one). So when a messages client is
 served by one of them, the sequences are not sent upstream; the gateway ends the answer at the
 first one itself and says which. The upstream then writes on to its own end (or `max_tokens`),
 and the bill is what it generated (its usage), as for any answer.
@@ -13,6 +14,7 @@ from __future__ import annotations
 from .neutral import (
     CHAT,
     CONTENT,
+    CONVERSE,
     MESSAGES,
     STOP_SEQUENCE,
     End,
@@ -28,7 +30,7 @@ from .neutral import (
 )
 
 # Channel dialects whose answers cannot tell a stop sequence from a natural end.
-_SILENT_UPSTREAMS = (CHAT, CONTENT)
+_SILENT_UPSTREAMS = (CHAT, CONTENT, CONVERSE)
 
 
 def applied_by_gateway(client: str, upstream: str) -> bool:

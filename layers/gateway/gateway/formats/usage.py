@@ -134,3 +134,21 @@ def usage_to_responses(usage: Usage) -> dict[str, Any]:
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.total_tokens,
     }
+
+
+def usage_from_converse(usage: dict[str, Any] | None) -> Usage:
+    # Bedrock's inputTokens leaves out cache reads and writes ("total input tokens = inputTokens +
+    # cacheReadInputTokens + cacheWriteInputTokens", AWS's prompt-caching guide); cacheDetails
+    # splits the writes by how long they are kept. Cache writes are input, never output.
+    cached = _count(usage, "cacheReadInputTokens")
+    created = _count(usage, "cacheWriteInputTokens")
+    details = (usage or {}).get("cacheDetails")
+    hour = sum(_count(d, "inputTokens") for d in details if isinstance(d, dict) and d.get("ttl") == "1h") \
+        if isinstance(details, list) else 0
+    return Usage(
+        input_tokens=_count(usage, "inputTokens") + cached + created,
+        output_tokens=_count(usage, "outputTokens"),
+        cached_input_tokens=cached,
+        cache_creation_input_tokens=created,
+        cache_creation_1h_input_tokens=min(hour, created),
+    )

@@ -22,7 +22,12 @@ from gateway.routing.channel import ANY_MODEL, PROTOCOLS, Channel, ChannelsConfi
 from gateway.settings import get_settings
 
 #: The key of each built-in simulator channel, where its protocol needs a shape of its own.
-SIMULATOR_KEYS = {"alpha": "simulator|simulator-secret-of-at-least-32-bytes"}
+SIMULATOR_KEYS = {"alpha": "simulator|simulator-secret-of-at-least-32-bytes",
+                  # an IAM user's keys and Region, as a bedrock channel holds them (the simulator checks the signature)
+                  "bedrock": "AKIASIMULATEDBEDROCK|simulated-bedrock-secret|us-east-1"}
+#: The simulators tried only once the others failed: the bedrock simulator refuses what Bedrock
+#: refuses (an image by URL, say), which the demo's requests were not written for.
+_SIMULATOR_PRIORITY = {"bedrock": -1}
 
 
 class Catalog:
@@ -77,7 +82,8 @@ class Catalog:
         local = frozenset(f"{parts.scheme}://{host}{port}" for host in ("127.0.0.1", "localhost"))
         return cls([Channel(name=f"simulator-{p}", protocol=p, base_url=f"{base}/{p}",
                             api_key=SIMULATOR_KEYS.get(p, "simulator"), models=frozenset({ANY_MODEL}),
-                            poll_hosts=local) for p in PROTOCOLS], PriceTable())
+                            poll_hosts=local, priority=_SIMULATOR_PRIORITY.get(p, 0),
+                            region="us-east-1" if p == "bedrock" else None) for p in PROTOCOLS], PriceTable())
 
     def candidates(self, model: str, protocols: Iterable[str], prefer: str | None = None, *,
                    group: str | None = None) -> list[Channel]:

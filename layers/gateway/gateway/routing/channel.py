@@ -18,8 +18,8 @@ from urllib.parse import SplitResult, urlsplit
 if TYPE_CHECKING:
     from gateway.upstreams.vertex import VertexSite
 
-PROTOCOLS = ("chat", "messages", "content", "azure", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask",
-             "cohere", "jina")
+PROTOCOLS = ("chat", "messages", "content", "azure", "bedrock", "alpha", "beta", "gamma", "delta", "epsilon", "zeta",
+             "imgtask", "cohere", "jina")
 ANY_MODEL = "*"
 #: A channel's `variant` (imgtask only): the open-source midjourney-proxy or its extended build.
 VARIANTS = ("basic", "extended")
@@ -48,6 +48,10 @@ class Channel:
     vertex: VertexSite | None = None
     #: An azure channel's data-plane api-version (None: `upstreams.azure.DEFAULT_API_VERSION`).
     api_version: str | None = None
+    #: A bedrock channel's AWS Region, and whether a profile-only model goes through its `global.`
+    #: inference profile rather than its geography's (`upstreams/bedrock.py`).
+    region: str | None = None
+    global_profiles: bool = False
 
     def serves(self, model: str) -> bool:
         return model in self.models or ANY_MODEL in self.models
@@ -111,6 +115,14 @@ def _check_api_version(protocol: str, api_version: str | None) -> None:
         raise ValueError(f"api_version: only an azure channel has one, not a {protocol} channel")
 
 
+def _check_site(spec: Any) -> None:
+    """Where the channel's upstream is: a base URL, or what a Vertex or bedrock channel builds it from."""
+    if (spec.region or spec.inference_profile) and spec.protocol != "bedrock":
+        raise ValueError("region, inference_profile: only a bedrock channel has them")
+    if spec.vertex is None and not spec.base_url and spec.protocol != "bedrock":
+        raise ValueError("base_url: is required (a Vertex or bedrock channel may leave it out)")
+
+
 def _check_group(value: str) -> str:
     """A name in a channel's `groups`, as `GroupRatio` takes names (`gateway.options.valid_group_name`)."""
     from gateway.options import MAX_GROUP_NAME, valid_group_name
@@ -158,6 +170,9 @@ def document_model() -> Any:
         variant: Literal[VARIANTS + RERANK_VARIANTS] | None = None  # type: ignore[valid-type]
         # azure only: a dated data-plane version (2024-10-21, 2025-04-01-preview)
         api_version: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}(-preview)?$")
+        # bedrock: its Region (else the key's third part) and which inference profiles it uses
+        region: str | None = Field(None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d+$")
+        inference_profile: Literal["geography", "global"] | None = None
 
         @field_validator("poll_hosts")
         @classmethod
@@ -186,8 +201,7 @@ def document_model() -> Any:
                 raise ValueError("give api_key or api_key_env, not both")
             if self.vertex is not None and self.protocol not in ("content", "delta"):
                 raise ValueError("vertex: only the content and delta protocols have a Vertex AI flavour")
-            if self.vertex is None and not self.base_url:
-                raise ValueError("base_url: is required (a Vertex channel may leave it out)")
+            _check_site(self)
             _check_variant(self.protocol, self.variant)
             _check_api_version(self.protocol, self.api_version)
             return self
@@ -240,8 +254,18 @@ def channel_of(spec: Any, api_key: str, source: str = "channels document") -> Ch
             service_principal(api_key)
         except ValueError as exc:
             raise ChannelsConfigError(f"{source}: channel {spec.name}: {exc}") from None
+    region = None
+    if spec.protocol == "bedrock":
+        from gateway.upstreams.bedrock import default_url, key_region
+
+        region = spec.region or key_region(api_key or "")
+        if not region:
+            raise ChannelsConfigError(f"{source}: channel {spec.name}: region: is required (or the key's third "
+                                      "part, AK|SK|REGION)")
+        base_url = spec.base_url or default_url(region)
     return Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
                    models=frozenset(spec.models), model_map=dict(spec.model_map),
                    priority=spec.priority, weight=spec.weight, poll_hosts=frozenset(spec.poll_hosts),
                    groups=frozenset(spec.groups), variant=spec.variant, vertex=site,
-                   api_version=spec.api_version)
+                   api_version=spec.api_version, region=region,
+                   global_profiles=spec.inference_profile == "global")

@@ -110,7 +110,7 @@ class UpstreamClient:
 
     async def call(self, path: str, payload: dict[str, Any] | None = None, *, method: str = "POST") -> dict[str, Any]:
         """A non-streamed exchange: the decoded JSON answer, or an `UpstreamError`."""
-        content = await self.exchange(self._request(method, path, payload, stream=False))
+        content = await self.send(self._request(method, path, payload, stream=False))
         try:
             body = json.loads(content)
         except (ValueError, RecursionError):
@@ -126,7 +126,7 @@ class UpstreamClient:
                                 pool=self.timeouts.connect)
         request = self._client.build_request("POST", self.url(path), data=fields, files=files,
                                              headers=self.auth_headers(), timeout=timeout)
-        return await self.exchange(request)
+        return await self.send(request)
 
     def byte_stream(self, path: str, payload: dict[str, Any], accept: str) -> ByteStream:
         """A streamed answer relayed as bytes (speech audio, or its events); `async with` as `stream`."""
@@ -134,7 +134,13 @@ class UpstreamClient:
         request.headers["accept"] = accept
         return ByteStream(self, request)
 
-    async def exchange(self, request: httpx.Request) -> bytes:
+    async def exchange(self, path: str, payload: dict[str, Any] | None = None, *,
+                       method: str = "POST") -> tuple[dict[str, Any], httpx.Headers]:
+        """`call`, with the answer's headers (where an upstream reports usage in one)."""
+        body = await self.call(path, payload, method=method)
+        return body, self.last_headers
+
+    async def send(self, request: httpx.Request) -> bytes:
         """Sends `request`: the answer's body, or an `UpstreamError` for a refusal or a timeout."""
         started = time.perf_counter()
         timeouts = self.timeouts

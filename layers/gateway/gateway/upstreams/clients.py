@@ -9,6 +9,7 @@ import httpx
 
 from gateway.upstreams.azure import AzureClient
 from gateway.upstreams.base import Timeouts, UpstreamClient
+from gateway.upstreams.bedrock import BedrockClient
 from gateway.upstreams.chat import ChatClient
 from gateway.upstreams.content import ContentClient, VertexContentClient
 from gateway.upstreams.messages import MessagesClient
@@ -17,7 +18,7 @@ from gateway.upstreams.rerank import CohereClient, JinaClient
 #: The synchronous protocols' clients (text, and rerank's: `upstreams/rerank.py`).
 TEXT_CLIENTS: dict[str, type[UpstreamClient]] = {"chat": ChatClient, "messages": MessagesClient,
                                                  "content": ContentClient, "azure": AzureClient,
-                                                 "cohere": CohereClient, "jina": JinaClient}
+                                                 "bedrock": BedrockClient, "cohere": CohereClient, "jina": JinaClient}
 
 
 def client_for(channel: Any, http: httpx.AsyncClient, timeouts: Timeouts | None = None) -> UpstreamClient:
@@ -31,4 +32,9 @@ def client_for(channel: Any, http: httpx.AsyncClient, timeouts: Timeouts | None 
         return AzureClient(channel.base_url, channel.api_key, http, timeouts, api_version=channel.api_version)
     if channel.protocol == "jina":
         return JinaClient(channel.base_url, channel.api_key, http, timeouts, variant=getattr(channel, "variant", None))
+    if channel.protocol == "bedrock":
+        explicit = sorted(m for m in channel.models if m != "*")
+        return BedrockClient(channel.base_url, channel.api_key, http, timeouts, region=channel.region,
+                             global_profiles=channel.global_profiles,
+                             probe_model=channel.upstream_model(explicit[0]) if explicit else None)
     return TEXT_CLIENTS[channel.protocol](channel.base_url, channel.api_key, http, timeouts)
