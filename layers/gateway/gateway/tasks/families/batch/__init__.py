@@ -78,8 +78,9 @@ def output_file_id(task: Task, what: str) -> str:
 class BatchFamily(TaskFamily):
     name = "batch"
     id_prefix = "batch_"
-    adapter = None  # type: ignore[assignment]  # submit_upstream and poll_upstream speak to the upstream
-    statuses: ClassVar[Mapping[str, str]] = {}
+    adapter = openai.ADAPTER  # the batch's create and retrieve; submit_upstream uploads its file first
+    statuses: ClassVar[Mapping[str, str]] = {**{word: "in_progress" for word in RUNNING}, "completed": "succeeded",
+                                             "failed": "failed", "expired": "cancelled", "cancelled": "cancelled"}
     public_statuses = PUBLIC_STATUS
     result_links = False
     result_noun = "lines"
