@@ -1,8 +1,9 @@
 """The batch family: OpenAI's Batch API (`/v1/batches`), run on the upstream's own batch API.
 
 A batch is a task (its id `batch_...` is its reservation's): submit holds the whole input file
-at the batch price (`prices.batch_price`) and hands the lines to a `chat` channel's upstream
-Batch API (`openai.py`); the poller asks the upstream until it ends, then collects its results
+at the batch price (`prices.batch_price`) and hands the lines to the channel's upstream batch
+API (a `chat` channel's OpenAI Batch API, `openai.py`; a `messages` channel's Message Batches,
+`anthropic.py`); the poller asks the upstream until it ends, then collects its results
 into the gateway's own output and error files (`store/files`, ids of the gateway's own, OpenAI's
 `{id, custom_id, response: {status_code, request_id, body}, error}` lines) and records the
 terminal batch with each line's price: a line that answered 2xx is priced by its usage as a
