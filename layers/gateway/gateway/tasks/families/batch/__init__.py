@@ -127,6 +127,16 @@ class BatchFamily(TaskFamily):
         return Accepted(upstream_task_id=batch_id, details={"batch_status": "validating",
                                                             "upstream_input_file_id": file_id})
 
+    def usable_channels(self, channels: list[Channel], request: NewTask) -> list[Channel]:
+        """A `chat` channel's before a `messages` one's (each in the catalog's order): a line then
+        runs on the dialect it was written in wherever a channel allows; embeddings only on `chat`."""
+        if request.upstream_request.get("endpoint") == "/v1/embeddings":
+            channels = [channel for channel in channels if channel.protocol == "chat"]
+            if not channels:
+                raise InvalidRequest(f"no channel that runs embedding batches serves '{request.model}'",
+                                     param="input_file_id", code="model_not_batchable")
+        return sorted(channels, key=lambda channel: self.protocols.index(channel.protocol))
+
     def adapter_for(self, channel: Channel) -> TaskAdapter:
         return _api(channel).ADAPTER
 
