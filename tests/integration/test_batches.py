@@ -17,7 +17,7 @@ from starlette.routing import Mount
 from gateway.admission import balances
 from gateway.prices import SHIPPED, batch_price, token_cost
 from gateway.store.tasks import TasksRepository
-from gateway_local.simulators import chat, openai_batch
+from gateway_local.simulators import anthropic_batch, chat, messages, openai_batch
 from tests.conftest import api_event, load_function, serve_asgi, use_environment
 from tests.integration.tasks_support import auth, call, ledger_of, status_and_json
 
@@ -32,7 +32,7 @@ def batches_fn(aws):
 
 @pytest.fixture(scope="module")
 def chat_url() -> Iterator[str]:
-    with serve_asgi(Starlette(routes=[Mount("/chat", app=chat.app)])) as url:
+    with serve_asgi(Starlette(routes=[Mount("/chat", app=chat.app), Mount("/messages", app=messages.app)])) as url:
         yield url
 
 
@@ -196,3 +196,39 @@ def test_bad_files_and_batches_are_refused_naming_the_field(
                           "metadata": {str(n): "v" for n in range(17)}}, "metadata")):
         status, answer = status_and_json(route(batches_fn, lambda_context, "POST", "/v1/batches", key, body=body))
         assert status == 400 and answer["error"]["param"] == param, answer
+
+
+def test_a_batch_on_a_messages_channel_runs_on_message_batches_and_answers_in_the_chat_dialect(
+        tasks_env, batches_fn, queues, demo, accounts, lambda_context, sim_clock, chat_url, tmp_path, monkeypatch):
+    # Given only a messages channel: the lines go to Anthropic's Message Batches, converted
+    monkeypatch.setattr(anthropic_batch, "clock", sim_clock)
+    path = tmp_path / "channels.json"
+    path.write_text(json.dumps({"channels": [{"name": "anthropic", "protocol": "messages", "models": ["*"],
+                                              "base_url": chat_url + "/messages", "api_key": "k",
+                                              "poll_hosts": [chat_url]}]}))
+    saved = use_environment(GATEWAY_CHANNELS_FILE=str(path))
+    try:
+        key = demo["key"]
+        _, uploaded = upload(batches_fn, lambda_context, key, jsonl("one", "two", "#batch=stall three"))
+        before = balances.get_user(1)["quota"]
+        status, batch = create(batches_fn, lambda_context, key, uploaded["id"])
+        assert status == 200, batch
+        assert TasksRepository().get(batch["id"]).upstream_task_id.startswith("msgbatch_")
+        queues.polls(lambda_context, rounds=1)
+        assert retrieve(batches_fn, lambda_context, key, batch["id"])[1]["status"] == "in_progress"
+        route(batches_fn, lambda_context, "POST", f"/v1/batches/{batch['id']}/cancel", key, batch_id=batch["id"])
+        queues.polls(lambda_context)
+        _, done = retrieve(batches_fn, lambda_context, key, batch["id"])
+        assert done["status"] == "cancelled" and done["request_counts"] == {"total": 3, "completed": 2, "failed": 1}
+        output = lines_of(batches_fn, lambda_context, key, done["output_file_id"])
+        assert sorted(line["custom_id"] for line in output) == ["req-0", "req-1"]
+        assert all(line["response"]["body"]["object"] == "chat.completion" and
+                   line["response"]["body"]["model"] == "m-small" for line in output)
+        errors = lines_of(batches_fn, lambda_context, key, done["error_file_id"])
+        assert [(line["custom_id"], line["error"]["code"]) for line in errors] == [("req-2", "batch_cancelled")]
+        (entry,) = ledger_of(accounts, batch["id"])
+        assert entry["outcome"] == "settled" and entry["units"] == priced(output) > 0
+        assert balances.get_user(1)["quota"] == before - priced(output)
+        assert "msgbatch_" not in json.dumps(done) + json.dumps(output)
+    finally:
+        use_environment(**saved)

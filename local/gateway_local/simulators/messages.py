@@ -1,6 +1,7 @@
 """Simulated messages-dialect upstream (what the `anthropic` SDK speaks), mounted at `/messages`.
 
-Routes: POST /v1/messages and /v1/messages/count_tokens, also under /fault/{fault}/. Requires
+Routes: POST /v1/messages and /v1/messages/count_tokens, also under /fault/{fault}/; Anthropic's
+Message Batches (`anthropic_batch`). Requires
 `x-api-key` (or a bearer token), `anthropic-version` and `max_tokens`, as the real upstream does.
 Prompt caching is simulated: the prefix up to the last `cache_control` mark is written to the
 cache the first time it is seen and read from it afterwards (usage shows both, like the upstream).
@@ -22,6 +23,7 @@ from gateway.schemas.text.messages import MessagesRequest
 from gateway.sse import encode
 from gateway.tokens import estimate_value_tokens
 from gateway.validation import parse_model
+from gateway_local.simulators.anthropic_batch import routes as batch_routes
 
 from . import rules
 from ._honour import Tools
@@ -208,9 +210,13 @@ async def count_tokens(request: Request) -> Response:
     return JSONResponse({"input_tokens": req.estimate_input_tokens()})
 
 
+#: The route a message batch's requests are answered by, in-process (`anthropic_batch`).
+routes_app = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+
 app = Starlette(routes=with_fault_prefix([
     Route("/v1/messages", messages, methods=["POST"]),
     Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+    *batch_routes,  # Anthropic's Message Batches (`anthropic_batch`)
 ]))
 
 # The provider's own refusals of the channel's key or account (`provider_faults`).

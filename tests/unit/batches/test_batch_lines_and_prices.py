@@ -94,3 +94,19 @@ def test_each_line_is_rounded_up_once_as_a_synchronous_request_is():
     # a responses line reads the responses usage; cached tokens at the (halved) cached rate
     responses = {"usage": {"input_tokens": 1000, "output_tokens": 0, "input_tokens_details": {"cached_tokens": 1000}}}
     assert line_units(price, "/v1/responses", responses) == 13  # 1000 x 0.025 USD/M = 12.5 units, rounded up
+
+
+def test_a_batch_prefers_a_chat_channel_and_runs_embeddings_only_there():
+    from gateway.routing.channel import Channel
+
+    def channel(name: str, protocol: str) -> Channel:
+        return Channel(name=name, protocol=protocol, base_url="https://x", api_key="k", models=frozenset({"*"}))
+
+    anthropic, openai = channel("a", "messages"), channel("o", "chat")
+    chat = NewTask(family="batch", model="m-small", upstream_request={"endpoint": CHAT}, route="/v1/batches")
+    assert FAMILY.usable_channels([anthropic, openai], chat) == [openai, anthropic]
+    embed = NewTask(family="batch", model="m-embed", upstream_request={"endpoint": "/v1/embeddings"},
+                    route="/v1/batches")
+    assert FAMILY.usable_channels([anthropic, openai], embed) == [openai]
+    with pytest.raises(InvalidRequest, match="no channel that runs embedding batches"):
+        FAMILY.usable_channels([anthropic], embed)

@@ -1,8 +1,9 @@
 """The batch family: OpenAI's Batch API (`/v1/batches`), run on the upstream's own batch API.
 
 A batch is a task (its id `batch_...` is its reservation's): submit holds the whole input file
-at the batch price (`prices.batch_price`) and hands the lines to a `chat` channel's upstream
-Batch API (`openai.py`); the poller asks the upstream until it ends, then collects its results
+at the batch price (`prices.batch_price`) and hands the lines to the channel's upstream batch
+API (a `chat` channel's OpenAI Batch API, `openai.py`; a `messages` channel's Message Batches,
+`anthropic.py`); the poller asks the upstream until it ends, then collects its results
 into the gateway's own output and error files (`store/files`, ids of the gateway's own, OpenAI's
 `{id, custom_id, response: {status_code, request_id, body}, error}` lines) and records the
 terminal batch with each line's price: a line that answered 2xx is priced by its usage as a
@@ -26,9 +27,9 @@ from gateway.prices import Price, batch_price, token_cost
 from gateway.routing.channel import Channel
 from gateway.store.files import FilesStore, StoredFile
 from gateway.store.tasks import Task
-from gateway.tasks.adapter import Accepted, Sender, TaskSnapshot
+from gateway.tasks.adapter import Accepted, Sender, TaskAdapter, TaskSnapshot
 from gateway.tasks.families.base import TaskFamily
-from gateway.tasks.families.batch import openai
+from gateway.tasks.families.batch import anthropic, openai
 from gateway.tasks.families.batch.lines import FileSummary, read_lines
 from gateway.upstreams.errors import UpstreamError
 
@@ -47,7 +48,7 @@ PUBLIC_STATUS: Mapping[str, str] = {
 }
 #: The upstream's words while a batch runs, as the gateway shows them.
 RUNNING = {"validating": "validating", "in_progress": "in_progress", "finalizing": "finalizing",
-           "cancelling": "cancelling"}
+           "cancelling": "cancelling"}  # (Anthropic's `canceling` is read as `cancelling`)
 
 
 def line_usage(url: str, body: Mapping[str, Any]) -> Usage:
@@ -78,8 +79,9 @@ def output_file_id(task: Task, what: str) -> str:
 class BatchFamily(TaskFamily):
     name = "batch"
     id_prefix = "batch_"
-    adapter = None  # type: ignore[assignment]  # submit_upstream and poll_upstream speak to the upstream
-    statuses: ClassVar[Mapping[str, str]] = {}
+    adapter = openai.ADAPTER  # the batch's create and retrieve; submit_upstream uploads its file first
+    statuses: ClassVar[Mapping[str, str]] = {**{word: "in_progress" for word in RUNNING}, "completed": "succeeded",
+                                             "failed": "failed", "expired": "cancelled", "cancelled": "cancelled"}
     public_statuses = PUBLIC_STATUS
     result_links = False
     result_noun = "lines"
@@ -88,9 +90,9 @@ class BatchFamily(TaskFamily):
 
     @property
     def protocols(self) -> tuple[str, ...]:
-        # Bedrock's batch inference, Anthropic's Message Batches (`messages`) and Gemini's batch
-        # mode are not done yet: only a `chat` channel's OpenAI Batch API runs a batch.
-        return ("chat",)
+        # OpenAI's Batch API (`chat`), Anthropic's Message Batches (`messages`); Gemini's batch
+        # mode and Bedrock's batch inference are not done yet.
+        return ("chat", "messages")
 
     # --- money ---------------------------------------------------------------------------------
 
@@ -120,10 +122,23 @@ class BatchFamily(TaskFamily):
 
     def submit_upstream(self, http: Sender, channel: Channel, upstream_model: str, request: NewTask) -> Accepted:
         stored = _input_file(request.upstream_request)
-        batch_id, file_id = openai.submit(http, channel, upstream_model, FilesStore().read(stored),
-                                          request.upstream_request["endpoint"])
+        batch_id, file_id = _api(channel).submit(http, channel, upstream_model, FilesStore().read(stored),
+                                                 request.upstream_request["endpoint"])
         return Accepted(upstream_task_id=batch_id, details={"batch_status": "validating",
                                                             "upstream_input_file_id": file_id})
+
+    def usable_channels(self, channels: list[Channel], request: NewTask) -> list[Channel]:
+        """A `chat` channel's before a `messages` one's (each in the catalog's order): a line then
+        runs on the dialect it was written in wherever a channel allows; embeddings only on `chat`."""
+        if request.upstream_request.get("endpoint") == "/v1/embeddings":
+            channels = [channel for channel in channels if channel.protocol == "chat"]
+            if not channels:
+                raise InvalidRequest(f"no channel that runs embedding batches serves '{request.model}'",
+                                     param="input_file_id", code="model_not_batchable")
+        return sorted(channels, key=lambda channel: self.protocols.index(channel.protocol))
+
+    def adapter_for(self, channel: Channel) -> TaskAdapter:
+        return _api(channel).ADAPTER
 
     def poll_upstream(self, http: Sender, channel: Channel,
                       tasks: Sequence[Task]) -> Sequence[TaskSnapshot | UpstreamError]:
@@ -138,13 +153,18 @@ class BatchFamily(TaskFamily):
     def _poll(self, http: Sender, channel: Channel, task: Task) -> TaskSnapshot:
         details: dict[str, Any] = {}
         if task.details.get("cancel_requested") and not task.details.get("cancel_sent"):
-            openai.cancel(http, channel, task.upstream_task_id)
+            _api(channel).cancel(http, channel, task.upstream_task_id)
             details["cancel_sent"] = True
-        batch = openai.retrieve(http, channel, task.upstream_task_id)
-        word = str(batch.get("status") or "")
-        if word in openai.ENDED:
-            return self._collect(http, channel, task, batch)
-        shown = RUNNING.get(word, "in_progress")
+        batch = _api(channel).retrieve(http, channel, task.upstream_task_id)
+        if channel.protocol == "messages":
+            word = str(batch.get("processing_status") or "")
+            ended = anthropic.ended_word(batch, bool(task.details.get("cancel_requested")))
+        else:
+            word = str(batch.get("status") or "")
+            ended = word if word in openai.ENDED else None
+        if ended is not None:
+            return self._collect(http, channel, task, batch, ended)
+        shown = RUNNING.get(word.replace("canceling", "cancelling"), "in_progress")
         if task.details.get("cancel_requested"):
             shown = "cancelling"
         now = int(time.time())
@@ -158,12 +178,20 @@ class BatchFamily(TaskFamily):
         return TaskSnapshot(status="in_progress", upstream_status=word, progress=None, result_urls=[], error=None,
                             duration=None, raw={}, details=details)
 
-    def _collect(self, http: Sender, channel: Channel, task: Task, batch: dict[str, Any]) -> TaskSnapshot:
+    def _collect(self, http: Sender, channel: Channel, task: Task, batch: dict[str, Any],
+                 word: str) -> TaskSnapshot:
         """The ended upstream batch's lines, as the gateway's own output and error files."""
-        word = str(batch["status"])
         stored = FilesStore().get(task.owner_id, str(task.public.get("input_file_id") or ""))
         url = task.public["endpoint"]
-        by_custom_id = {line["custom_id"]: line for line in openai.results(http, channel, batch)}
+        lines = list(read_lines(FilesStore().read(stored))) if stored is not None else []
+        if channel.protocol == "messages":  # its ids are the lines' numbers (`l<n>`)
+            numbered = {f"l{line.number}": line.custom_id for line in lines}
+            found = anthropic.results(http, channel, batch, numbered, url, task.model)
+            if not lines:  # the input file was deleted meanwhile: the lines keep the upstream's ids
+                found = anthropic.results(http, channel, batch, _Same(), url, task.model)
+        else:
+            found = openai.results(http, channel, batch)
+        by_custom_id = {line["custom_id"]: line for line in found}
         price = Price.of(task.price or {})
         outputs: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
@@ -174,8 +202,7 @@ class BatchFamily(TaskFamily):
                    "cancelled": ("batch_cancelled", "This request was not executed: the batch was cancelled."),
                    }.get(word, ("batch_failed", "This request was not executed: the batch failed."))
         # The input file's order; the upstream's own when the input file was deleted meanwhile.
-        custom_ids = [line.custom_id for line in read_lines(FilesStore().read(stored))] if stored is not None \
-            else list(by_custom_id)
+        custom_ids = [line.custom_id for line in lines] if lines else list(by_custom_id)
         for custom_id in custom_ids:
             ours = {"id": "batch_req_" + _derived(task.task_id, custom_id)[:24], "custom_id": custom_id}
             upstream = by_custom_id.get(custom_id)
@@ -263,6 +290,18 @@ class BatchFamily(TaskFamily):
 
     def answer_links(self, answer: Mapping[str, Any]) -> list[str]:
         return []
+
+
+class _Same(dict):
+    """A mapping of every id to itself."""
+
+    def get(self, key, default=None):
+        return key
+
+
+def _api(channel: Channel):
+    """The upstream batch API of the channel's protocol."""
+    return anthropic if channel.protocol == "messages" else openai
 
 
 def _input_file(request: Mapping[str, Any]) -> StoredFile:

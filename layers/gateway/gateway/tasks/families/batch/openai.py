@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 
 from gateway.routing.channel import Channel
-from gateway.tasks.adapter import Sender, join, read_json, send
+from gateway.tasks.adapter import Sender, TaskSnapshot, join, poll, read_json, send
+from gateway.tasks.adapter import submit as adapter_submit
 from gateway.upstreams.chat import ERRORS
 from gateway.upstreams.errors import UpstreamError
 
@@ -42,6 +43,37 @@ def _json(response: httpx.Response, *, retry_unreadable: bool) -> dict[str, Any]
     return read_json(response, _error_text, retry_unreadable=retry_unreadable, errors=ERRORS)
 
 
+class OpenAIBatchAdapter:
+    """The task adapter's shape (`tasks/adapter.TaskAdapter`): the batch's create and its
+    retrieve. The file upload before the create is `submit` below."""
+
+    def build_submit(self, base_url: str, api_key: str, upstream_model: str, request: dict) -> httpx.Request:
+        return httpx.Request("POST", join(base_url.removesuffix("/v1"), "/v1/batches"),
+                             headers={"authorization": f"Bearer {api_key}"},
+                             json={"input_file_id": request["input_file_id"], "endpoint": request["endpoint"],
+                                   "completion_window": "24h"})
+
+    def parse_submit(self, response: httpx.Response) -> str:
+        batch_id = _json(response, retry_unreadable=False).get("id")
+        if not isinstance(batch_id, str) or not batch_id:
+            raise UpstreamError(502, "the upstream created the batch without an id", retryable=False)
+        return batch_id
+
+    def build_poll(self, base_url: str, api_key: str, upstream_task_id: str) -> httpx.Request:
+        return httpx.Request("GET", join(base_url.removesuffix("/v1"), f"/v1/batches/{upstream_task_id}"),
+                             headers={"authorization": f"Bearer {api_key}"})
+
+    def parse_poll(self, response: httpx.Response) -> TaskSnapshot:
+        """The batch as the upstream says it (`raw`); the family reads its status and files."""
+        batch = _json(response, retry_unreadable=True)
+        word = str(batch.get("status") or "")
+        return TaskSnapshot(status="in_progress", upstream_status=word, progress=None, result_urls=[], error=None,
+                            duration=None, raw=batch)
+
+
+ADAPTER = OpenAIBatchAdapter()
+
+
 def submit(http: Sender, channel: Channel, upstream_model: str, data: bytes, endpoint: str) -> tuple[str, str]:
     """Uploads the lines and creates the batch; (the upstream's batch id, its input file id)."""
     lines = []
@@ -56,17 +88,13 @@ def submit(http: Sender, channel: Channel, upstream_model: str, data: bytes, end
     file_id = _json(send(http, upload, repeatable=False), retry_unreadable=False).get("id")
     if not isinstance(file_id, str) or not file_id:
         raise UpstreamError(502, "the upstream stored the batch's file without an id", retryable=False)
-    create = httpx.Request("POST", _url(channel, "/v1/batches"), headers=_headers(channel),
-                           json={"input_file_id": file_id, "endpoint": endpoint, "completion_window": "24h"})
-    batch_id = _json(send(http, create, repeatable=False), retry_unreadable=False).get("id")
-    if not isinstance(batch_id, str) or not batch_id:
-        raise UpstreamError(502, "the upstream created the batch without an id", retryable=False)
+    batch_id = adapter_submit(http, ADAPTER, channel.base_url, channel.api_key, upstream_model,
+                              {"input_file_id": file_id, "endpoint": endpoint})
     return batch_id, file_id
 
 
 def retrieve(http: Sender, channel: Channel, batch_id: str) -> dict[str, Any]:
-    request = httpx.Request("GET", _url(channel, f"/v1/batches/{batch_id}"), headers=_headers(channel))
-    return _json(send(http, request, repeatable=True), retry_unreadable=True)
+    return poll(http, ADAPTER, channel.base_url, channel.api_key, batch_id).raw
 
 
 def cancel(http: Sender, channel: Channel, batch_id: str) -> dict[str, Any]:
