@@ -138,3 +138,37 @@ def test_a_transcription_is_held_for_its_longest_and_settled_to_the_upstreams_se
     entry = ledger(request.request_id)
     assert entry["detail"]["usage_source"] == "upstream" and float(entry["detail"]["seconds"]) == 4.0
     assert int(entry["units"]) == usd_to_units(SHIPPED["m-transcribe"].per_audio_second * 4)
+
+
+TOKEN_TTS = {"m-tts": {"input_per_million": "0.60", "audio_output_per_million": "12"}}
+
+
+def test_speech_sold_per_token_is_settled_to_its_done_events_usage(demo, routes):
+    routes([channel("chat")], prices=TOKEN_TTS)
+    request = inbound("/v1/audio/speech", demo["key"], json.dumps(
+        {"model": "m-tts", "voice": "alloy", "input": "Hello there", "response_format": "wav",
+         "stream_format": "sse"}).encode())
+    headers, chunks = run(audio.speech, request)
+    events = [json.loads(line[6:]) for line in b"".join(chunks).decode().splitlines() if line.startswith("data: ")]
+    usage = events[-1]["usage"]
+    assert headers["content-type"].startswith("text/event-stream") and events[-1]["type"] == "speech.audio.done"
+    entry = ledger(request.request_id)
+    assert entry["detail"]["usage_source"] == "upstream" and int(entry["detail"]["audio_tokens"]) == \
+        usage["output_tokens"]
+    price = Catalog.from_document({"prices": TOKEN_TTS}).prices.get("m-tts")
+    assert int(entry["units"]) == speech_cost(price, input_tokens=usage["input_tokens"],
+                                              audio_tokens=usage["output_tokens"])
+
+
+def test_speech_sold_per_token_without_usage_is_settled_to_the_duration_relayed(demo, routes):
+    routes([channel("chat")], prices=TOKEN_TTS)
+    text = "Hello there, a longer sentence to speak."
+    request = inbound("/v1/audio/speech", demo["key"], json.dumps(
+        {"model": "m-tts", "voice": "alloy", "input": text, "response_format": "wav"}).encode())
+    run(audio.speech, request)
+    entry = ledger(request.request_id)
+    assert entry["detail"]["usage_source"] == "duration"
+    assert float(entry["detail"]["seconds"]) == pytest.approx(len(text) * 0.06, abs=0.01)
+    price = Catalog.from_document({"prices": TOKEN_TTS}).prices.get("m-tts")
+    assert int(entry["units"]) == speech_cost(price, input_tokens=int(entry["detail"]["input_tokens"]),
+                                              audio_tokens=int(entry["detail"]["audio_tokens"])) > 0
