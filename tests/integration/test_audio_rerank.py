@@ -172,3 +172,28 @@ def test_speech_sold_per_token_without_usage_is_settled_to_the_duration_relayed(
     price = Catalog.from_document({"prices": TOKEN_TTS}).prices.get("m-tts")
     assert int(entry["units"]) == speech_cost(price, input_tokens=int(entry["detail"]["input_tokens"]),
                                               audio_tokens=int(entry["detail"]["audio_tokens"])) > 0
+
+
+def test_a_moderation_is_free_by_default_and_priced_per_input_when_the_operator_sets_one(demo, routes):
+    body = json.dumps({"model": "m-moderation", "input": ["I will kill you", "a calm morning"]}).encode()
+    routes([channel("chat")])
+    free = inbound("/v1/moderations", demo["key"], body)
+    _, chunks = run(moderations.moderations, free)
+    assert [r["flagged"] for r in json.loads(b"".join(chunks))["results"]] == [True, False]
+    assert ledger(free.request_id)["outcome"] == "settled" and int(ledger(free.request_id)["units"]) == 0
+    routes([channel("chat")], prices={"m-moderation": {"per_moderation": "0.001"}})
+    priced = inbound("/v1/moderations", demo["key"], body)
+    run(moderations.moderations, priced)
+    assert int(ledger(priced.request_id)["units"]) == usd_to_units(Decimal("0.002"))
+
+
+def test_webm_that_no_answer_could_measure_is_refused_before_anything_is_held(demo, routes):
+    from gateway.errors import InvalidRequest
+
+    routes([channel("chat")])
+    before = quota()
+    body, content_type = form("m-transcribe", b"\x1a\x45\xdf\xa3" + bytes(4000), response_format="text")
+    with pytest.raises(InvalidRequest) as caught:
+        run(audio.transcriptions, inbound("/v1/audio/transcriptions", demo["key"], body, content_type))
+    assert caught.value.param == "file" and "response_format" in caught.value.message
+    assert quota() == before and open_reservations(1) == []
