@@ -138,3 +138,62 @@ def test_a_transcription_is_held_for_its_longest_and_settled_to_the_upstreams_se
     entry = ledger(request.request_id)
     assert entry["detail"]["usage_source"] == "upstream" and float(entry["detail"]["seconds"]) == 4.0
     assert int(entry["units"]) == usd_to_units(SHIPPED["m-transcribe"].per_audio_second * 4)
+
+
+TOKEN_TTS = {"m-tts": {"input_per_million": "0.60", "audio_output_per_million": "12"}}
+
+
+def test_speech_sold_per_token_is_settled_to_its_done_events_usage(demo, routes):
+    routes([channel("chat")], prices=TOKEN_TTS)
+    request = inbound("/v1/audio/speech", demo["key"], json.dumps(
+        {"model": "m-tts", "voice": "alloy", "input": "Hello there", "response_format": "wav",
+         "stream_format": "sse"}).encode())
+    headers, chunks = run(audio.speech, request)
+    events = [json.loads(line[6:]) for line in b"".join(chunks).decode().splitlines() if line.startswith("data: ")]
+    usage = events[-1]["usage"]
+    assert headers["content-type"].startswith("text/event-stream") and events[-1]["type"] == "speech.audio.done"
+    entry = ledger(request.request_id)
+    assert entry["detail"]["usage_source"] == "upstream" and int(entry["detail"]["audio_tokens"]) == \
+        usage["output_tokens"]
+    price = Catalog.from_document({"prices": TOKEN_TTS}).prices.get("m-tts")
+    assert int(entry["units"]) == speech_cost(price, input_tokens=usage["input_tokens"],
+                                              audio_tokens=usage["output_tokens"])
+
+
+def test_speech_sold_per_token_without_usage_is_settled_to_the_duration_relayed(demo, routes):
+    routes([channel("chat")], prices=TOKEN_TTS)
+    text = "Hello there, a longer sentence to speak."
+    request = inbound("/v1/audio/speech", demo["key"], json.dumps(
+        {"model": "m-tts", "voice": "alloy", "input": text, "response_format": "wav"}).encode())
+    run(audio.speech, request)
+    entry = ledger(request.request_id)
+    assert entry["detail"]["usage_source"] == "duration"
+    assert float(entry["detail"]["seconds"]) == pytest.approx(len(text) * 0.06, abs=0.01)
+    price = Catalog.from_document({"prices": TOKEN_TTS}).prices.get("m-tts")
+    assert int(entry["units"]) == speech_cost(price, input_tokens=int(entry["detail"]["input_tokens"]),
+                                              audio_tokens=int(entry["detail"]["audio_tokens"])) > 0
+
+
+def test_a_moderation_is_free_by_default_and_priced_per_input_when_the_operator_sets_one(demo, routes):
+    body = json.dumps({"model": "m-moderation", "input": ["I will kill you", "a calm morning"]}).encode()
+    routes([channel("chat")])
+    free = inbound("/v1/moderations", demo["key"], body)
+    _, chunks = run(moderations.moderations, free)
+    assert [r["flagged"] for r in json.loads(b"".join(chunks))["results"]] == [True, False]
+    assert ledger(free.request_id)["outcome"] == "settled" and int(ledger(free.request_id)["units"]) == 0
+    routes([channel("chat")], prices={"m-moderation": {"per_moderation": "0.001"}})
+    priced = inbound("/v1/moderations", demo["key"], body)
+    run(moderations.moderations, priced)
+    assert int(ledger(priced.request_id)["units"]) == usd_to_units(Decimal("0.002"))
+
+
+def test_webm_that_no_answer_could_measure_is_refused_before_anything_is_held(demo, routes):
+    from gateway.errors import InvalidRequest
+
+    routes([channel("chat")])
+    before = quota()
+    body, content_type = form("m-transcribe", b"\x1a\x45\xdf\xa3" + bytes(4000), response_format="text")
+    with pytest.raises(InvalidRequest) as caught:
+        run(audio.transcriptions, inbound("/v1/audio/transcriptions", demo["key"], body, content_type))
+    assert caught.value.param == "file" and "response_format" in caught.value.message
+    assert quota() == before and open_reservations(1) == []

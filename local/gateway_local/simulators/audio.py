@@ -114,8 +114,12 @@ def samples(seconds: float) -> bytes:
     return b"".join(struct.pack("<h", int(2000 * math.sin(2 * math.pi * 440 * i / RATE))) for i in range(count))
 
 
+def speech_seconds(text: str) -> float:
+    return max(len(text) * SECONDS_PER_CHARACTER, 0.2)
+
+
 def speech_audio(text: str, fmt: str) -> bytes:
-    seconds = max(len(text) * SECONDS_PER_CHARACTER, 0.2)
+    seconds = speech_seconds(text)
     if fmt == "mp3":
         return MP3_FRAME * math.ceil(seconds / MP3_FRAME_SECONDS)
     pcm = samples(seconds)
@@ -156,7 +160,8 @@ async def speech(request: Request) -> Response:
     pieces = [audio[i:i + CHUNK] for i in range(0, len(audio), CHUNK)]
     if req.stream_format == "sse":
         input_tokens = estimate_tokens(req.input)
-        output_tokens = math.ceil(len(audio) / 48)  # about 1000 a second of 24 kHz pcm's bytes / 48
+        # 1000 audio tokens a minute of speech (new-api's figure, `relay/channel/openai/audio.go`)
+        output_tokens = math.ceil(speech_seconds(req.input) * 1000 / 60)
         events = [f"data: {json.dumps({'type': 'speech.audio.delta', 'audio': base64.b64encode(p).decode()})}\n\n"
                   .encode() for p in pieces]
         done = {"type": "speech.audio.done", "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
