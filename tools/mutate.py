@@ -83,6 +83,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
         "tests/integration/test_payments.py"]),
     "redemption": (f"{LAYER}/commerce/redemption.py", ["tests/integration/test_commerce.py"]),
     "payments": (f"{LAYER}/commerce/payments.py", ["tests/integration/test_payments.py"]),
+    # What a refund or a dispute takes back, once, in any order (issue 43).
+    "reversals": (f"{LAYER}/commerce/reversals.py", ["tests/integration/test_payments.py"]),
     "signup": (f"{LAYER}/commerce/signup.py", ["tests/integration/test_signup.py"]),
     # The invitation reward moved into quota (aff_transfer): one conditional credit.
     "invitations": (f"{LAYER}/commerce/invitations.py", ["tests/integration/test_payments.py",
@@ -117,9 +119,9 @@ SAMPLES = {"billing": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "transactions": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "engine": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            **{name: int(os.environ.get("MUTATE_SAMPLE_SLOW", "20"))
-              for name in ("credits", "redemption", "payments", "signup", "invitations", "lease_closes", "lease_folds",
-                           "balances", "limit_values", "table_store", "users_store", "keys_store", "signin_store",
-                           "usage_store", "holds_store")}}
+              for name in ("credits", "redemption", "payments", "reversals", "signup", "invitations", "lease_closes",
+                           "lease_folds", "balances", "limit_values", "table_store", "users_store", "keys_store",
+                           "signin_store", "usage_store", "holds_store")}}
 
 
 def _copy_tree(dest: Path) -> None:
