@@ -112,8 +112,8 @@ def test_a_password_reset_ends_every_session(commerce_fn, account_fn, lambda_con
 @pytest.mark.parametrize("key", ["GroupRatio", "ModelPrice"])
 def test_a_deeply_nested_option_is_a_400_naming_the_key(commerce_fn, lambda_context, demo, key, depth):
     value = "[" * depth + "]" * depth
-    status, body, _ = call(commerce_fn, lambda_context, "PUT", "/api/option/", headers=ROOT,
-                           body={"key": key, "value": value}, resource="/api/option")
+    status, body, _ = call(commerce_fn, lambda_context, "PUT", "/api/option", headers=ROOT,
+                           body={"key": key, "value": value})
     assert status == 400 and key in body["message"] and "deeper" in body["message"], body
     assert key not in OptionsRepository().options()
 

@@ -170,7 +170,8 @@ def parse_value(key: str, value: Any) -> tuple[str, Any]:
         try:
             parse_json(text, what=key)
         except InvalidRequest as exc:
-            said = exc.message if exc.message.startswith(key) else f"{key}: {exc.message}"
+            said = exc.message.replace(f"{exc.param}: ", "", 1) if exc.param else exc.message  # the rule, not where
+            said = said if said.startswith(key) else f"{key} {said}"
             raise InvalidRequest(f"value: {said}", param="value") from None
     try:
         return text, option.parse(text)

@@ -92,6 +92,20 @@ class UsersRepository(AccountsTable):
             self.set_access_token(uid, access_token)
         return profile
 
+    def claim_username(self, user_id: int, username: str) -> bool:
+        """Makes an existing user's name its own (a profile made before names were claimed with
+        it); False when another user holds the name."""
+        try:
+            self._db.put_item(TableName=self.table, Item=to_item({"pk": username_pk(username), "sk": "USERNAME",
+                                                                   "user_id": user_id}),
+                              ConditionExpression="attribute_not_exists(pk) OR user_id = :u",
+                              ExpressionAttributeValues=to_values({":u": user_id}))
+            return True
+        except Exception as exc:
+            if not is_condition_failure(exc):
+                raise
+            return False
+
     def claim_aff_code(self, user_id: int, code: str) -> str:
         """Makes `code` find the user (a pointer item); another code, written on the profile, if
         it is someone else's already."""
