@@ -530,7 +530,9 @@ def test_a_refund_takes_back_what_it_refunds_once(payments_on, payer, accounts, 
     from gateway.api import requestlog
 
     log = requestlog.account_log(payer, {"type": "1"})["data"]["items"]
-    assert sorted(e["quota"] for e in log) == [-1_500_000, -1_000_000, 2_500_000]
+    assert sorted((e["quota"], e["content"]) for e in log) == [
+        (-1_500_000, "stripe refund: 1500000 units taken back"),
+        (-1_000_000, "stripe refund: 1000000 units taken back"), (2_500_000, "stripe: 2500000 units added")]
     assert CommerceRepository().order(order["trade_no"])["taken_units"] == 2_500_000
 
 
@@ -569,6 +571,13 @@ def test_a_dispute_freezes_the_credit_until_it_closes(payments_on, payer, accoun
     payload, signature = signed({"id": "evt_d", "type": "charge.dispute.created", "data": {"object": created}})
     assert post_webhook(commerce_fn, payload, signature)[0] == 200
     assert quota(accounts, payer) == 1_000_000
+    from gateway.api import requestlog
+
+    log = requestlog.account_log(payer, {"type": "1"})["data"]["items"]
+    assert sorted(e["content"] for e in log if e["quota"] < 0) == [
+        "stripe dispute: 1000000 units taken back", "stripe dispute: 1500000 units taken back"]
+    assert sorted(e["content"] for e in log if e["quota"] > 0 and "dispute" in e["content"]) == [
+        "stripe dispute: 1000000 units added"]
 
 
 def test_a_reversal_before_its_payment_is_credited_is_refused_until_it_is(payments_on, payer, accounts,

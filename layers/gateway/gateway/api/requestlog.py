@@ -291,7 +291,10 @@ def content_of(entry: Mapping[str, Any]) -> str:
     kind = entry_type(entry)
     if kind == LOG_TOPUP:
         name = f" '{detail['name']}'" if detail.get("name") else ""
-        return f"{route}{name}: {int(entry.get('credited_units') or 0)} units added"[:300]
+        credited = int(entry.get('credited_units') or 0)
+        if credited < 0:  # a refund or a dispute took a credit back (`commerce.reversals`)
+            return f"{route}{name}: {-credited} units taken back"[:300]
+        return f"{route}{name}: {credited} units added"[:300]
     if kind != LOG_CONSUME:
         reason = str(detail.get("reason") or "no reason recorded")
         held = int(entry.get("reserved_units") or 0)

@@ -28,18 +28,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.admission.ledger import LOG_TOPUP
 from gateway.aws_failures import cancellation_reasons
+from gateway.commerce import credits
 from gateway.commerce.store import order_key
 from gateway.settings import get_settings
-from gateway.store.aws import to_item, to_values
+from gateway.store.aws import TRANSACT_ATTEMPTS, to_item, to_values
 from gateway.store.table import PROFILE, user_pk
-from gateway.store.usage import ledger_pk, usage_sk
 
 OPEN, WON, LOST = "open", "won", "lost"
-#: A dispute's states in the order they happen: a later one is never replaced by an earlier one.
-_DISPUTE_RANK = {"": 0, OPEN: 1, WON: 2, LOST: 2}
-ATTEMPTS = 8
 
 
 class NotCredited(Exception):
@@ -52,12 +48,15 @@ def units_taken(order: Mapping[str, Any], refunded_cents: int, dispute: str) -> 
     if dispute in (OPEN, LOST):
         return units
     refunded = max(0, min(int(refunded_cents), cents))
-    return units * refunded // cents if cents > 0 else 0
+    return units * refunded // cents  # an order charges at least Stripe's smallest charge: never 0 cents
 
 
 def later_dispute(seen: str, new: str) -> str:
-    """The dispute state after `new` is delivered where `seen` was recorded."""
-    return new if _DISPUTE_RANK.get(new, 0) > _DISPUTE_RANK.get(seen, 0) else seen
+    """The dispute state after `new` is delivered where `seen` was recorded: a closed dispute stays
+    closed (a late `created` never reopens it); nothing said keeps what was seen."""
+    if seen in (WON, LOST):
+        return seen
+    return new or seen
 
 
 def profile_move(user_id: int, profile: Mapping[str, Any], delta: int) -> dict[str, Any]:
@@ -80,16 +79,10 @@ def profile_move(user_id: int, profile: Mapping[str, Any], delta: int) -> dict[s
 
 
 def _log(order: Mapping[str, Any], version: int, delta: int, why: str, now: datetime) -> dict[str, Any]:
-    entry_id = f"order-{order['trade_no']}-reversal-{version}"
-    item = {
-        "pk": ledger_pk(int(order["user_id"]), entry_id), "sk": usage_sk(now, entry_id), "request_id": entry_id,
-        "key_id": "", "model": "", "route": f"stripe {why}", "units": 0, "credited_units": -int(delta),
-        "reserved_units": 0, "outcome": "credited", "at": int(now.timestamp() * 1000),
-        "detail": {"trade_no": order["trade_no"]}, "log_type": LOG_TOPUP}
-    retention = get_settings().ledger_retention_days
-    if retention:
-        item["expires_ttl"] = int(now.timestamp()) + retention * 86400
-    return {"Put": {"TableName": get_settings().accounts_table, "Item": to_item(item),
+    """The log entry of a reversal: a top-up entry of `-delta` units (negative: taken back)."""
+    entry = credits.Credit(credit_id=f"order-{order['trade_no']}-reversal-{version}", user_id=int(order["user_id"]),
+                           units=-int(delta), route=f"stripe {why}", detail={"trade_no": order["trade_no"]})
+    return {"Put": {"TableName": get_settings().accounts_table, "Item": to_item(credits.log_entry(entry, now)),
                     "ConditionExpression": "attribute_not_exists(pk)"}}
 
 
@@ -103,7 +96,7 @@ def apply(trade_no: str, *, refunded_cents: int = 0, dispute: str = "", repo: An
     from gateway.store.users import UsersRepository
 
     repo, accounts = repo or CommerceRepository(), accounts or UsersRepository()
-    for _ in range(ATTEMPTS):
+    for _ in range(TRANSACT_ATTEMPTS):  # read again at most as often as a transaction is asked again
         order = repo.order(trade_no)
         if order is None or order.get("status") != "success":
             raise NotCredited(trade_no)
