@@ -83,6 +83,14 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
         "tests/integration/test_payments.py"]),
     "redemption": (f"{LAYER}/commerce/redemption.py", ["tests/integration/test_commerce.py"]),
     "payments": (f"{LAYER}/commerce/payments.py", ["tests/integration/test_payments.py"]),
+    # What a refund or a dispute takes back, once, in any order (issue 43).
+    "reversals": (f"{LAYER}/commerce/reversals.py", [
+        f"tests/integration/test_payments.py::{name}" for name in (
+            "test_a_refund_takes_back_what_it_refunds_once",
+            "test_a_refund_of_what_was_spent_is_owed_and_holds_the_account_at_zero_until_repaid",
+            "test_a_dispute_freezes_the_credit_until_it_closes",
+            "test_a_reversal_before_its_payment_is_credited_is_refused_until_it_is",
+            "test_randomized_credits_refunds_and_disputes_leave_each_orders_net_credit_exact")]),
     "signup": (f"{LAYER}/commerce/signup.py", ["tests/integration/test_signup.py"]),
     # The invitation reward moved into quota (aff_transfer): one conditional credit.
     "invitations": (f"{LAYER}/commerce/invitations.py", ["tests/integration/test_payments.py",
@@ -117,9 +125,9 @@ SAMPLES = {"billing": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "transactions": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            "engine": int(os.environ.get("MUTATE_SAMPLE_SLOW", "20")),
            **{name: int(os.environ.get("MUTATE_SAMPLE_SLOW", "20"))
-              for name in ("credits", "redemption", "payments", "signup", "invitations", "lease_closes", "lease_folds",
-                           "balances", "limit_values", "table_store", "users_store", "keys_store", "signin_store",
-                           "usage_store", "holds_store")}}
+              for name in ("credits", "redemption", "payments", "reversals", "signup", "invitations", "lease_closes",
+                           "lease_folds", "balances", "limit_values", "table_store", "users_store", "keys_store",
+                           "signin_store", "usage_store", "holds_store")}}
 
 
 def _copy_tree(dest: Path) -> None:

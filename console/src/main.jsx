@@ -115,7 +115,7 @@ function App() {
 
   async function signOut() {
     try {
-      await call("GET", "/api/user/logout");
+      await call("POST", "/api/user/logout", { body: {} });
     } finally {
       forget();
       setMe(null);

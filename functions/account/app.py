@@ -57,10 +57,19 @@ def user_login():
     return json_response(signed_in.body, headers={"Set-Cookie": signed_in.cookie, "Cache-Control": "no-store"})
 
 
-@app.get("/api/user/logout")
+@app.post("/api/user/logout")
 def user_logout():
     return json_response({"data": None, "message": "", "success": True},
                          headers={"Set-Cookie": session.sign_out(_headers())})
+
+
+# new-api signs out with a GET; a GET changes nothing here (a link or a prefetch must not end a
+# session): it names the POST that does.
+@app.get("/api/user/logout")
+def user_logout_get():
+    return json_response({"data": None, "success": False,
+                          "message": "sign out with POST /api/user/logout (a GET changes nothing)"},
+                         status=405, headers={"Allow": "POST"})
 
 
 @app.get("/api/data/self")
@@ -109,34 +118,36 @@ def admin_users():
 
 @app.post("/api/admin/users")
 def admin_user_create():
-    session.require_operator(_headers())
-    return json_response(operator.create_user(app.current_event.decoded_body))
+    _, manager = session.require_operator(_headers())
+    return json_response(operator.create_user(app.current_event.decoded_body, manager=manager))
 
 
 @app.put("/api/admin/users/<user_id>/status")
 def admin_user_status(user_id: str):
-    operator_id, _ = session.require_operator(_headers())
+    operator_id, manager = session.require_operator(_headers())
     return json_response(operator.set_status(operator.user_id_of(user_id), app.current_event.decoded_body,
-                                             operator_id=operator_id))
+                                             operator_id=operator_id, manager=manager))
 
 
 @app.post("/api/admin/users/<user_id>/quota")
 def admin_user_quota(user_id: str):
-    session.require_operator(_headers())
-    return json_response(operator.add_quota(operator.user_id_of(user_id), app.current_event.decoded_body))
+    _, manager = session.require_operator(_headers())
+    return json_response(operator.add_quota(operator.user_id_of(user_id), app.current_event.decoded_body,
+                                      manager=manager))
 
 
 @app.put("/api/admin/users/<user_id>/limits")
 def admin_user_limits(user_id: str):
-    session.require_operator(_headers())
-    return json_response(operator.set_limits(operator.user_id_of(user_id), app.current_event.decoded_body))
+    _, manager = session.require_operator(_headers())
+    return json_response(operator.set_limits(operator.user_id_of(user_id), app.current_event.decoded_body,
+                                      manager=manager))
 
 
 # new-api's operator edit of a user (API Gateway serves /api/user and /api/user/ alike).
 @app.put("/api/user")
 def user_update():
-    session.require_operator(_headers())
-    return json_response(operator.update_user(app.current_event.decoded_body))
+    _, manager = session.require_operator(_headers())
+    return json_response(operator.update_user(app.current_event.decoded_body, manager=manager))
 
 
 @app.get("/api/user/self/groups")

@@ -125,7 +125,7 @@ def user_pay():
     user_id, user = session.caller(_headers())
     request = body_model(app, PayRequest)
     return json_response(payments.start(user_id, user, request.amount, request.payment_method,
-                                        return_url=f"{public_base_url(app)}/console/"))
+                                        return_url=f"{public_base_url(app)}/console/", address=_address()))
 
 
 @app.post("/api/stripe/webhook")

@@ -102,6 +102,7 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/imgtask/insight-face/swap"): ("application/json", imgtask.SwapFaceRequest),
         ("POST", "/imgtask/task/list-by-condition"): ("application/json", _IDS),
         ("POST", "/api/user/login"): ("application/json", account.SignIn),
+        ("POST", "/api/user/logout"): ("application/json", _SIGN_OUT),
         ("PUT", "/api/user/self"): ("application/json", account.PasswordChange),
         ("POST", "/api/admin/users"): ("application/json", account.NewUser),
         ("PUT", "/api/admin/users/{id}/status"): ("application/json", account.UserStatus),
@@ -128,6 +129,8 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
 
 
 #: The body of `list-by-condition`, which the imgtask routes read without a model of their own.
+_SIGN_OUT = {"type": "object", "description": "anything (the session is the cookie's); new-api's GET is a 405 "
+             "here, since a GET changes nothing", "example": {}}
 _IDS = {"type": "object", "required": ["ids"], "properties": {"ids": {
     "type": "array", "maxItems": 100, "items": {"type": "string", "pattern": "^[0-9]{1,19}$"}}}}
 

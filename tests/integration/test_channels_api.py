@@ -388,3 +388,31 @@ def test_a_document_channel_whose_key_this_function_does_not_read_is_not_tested_
         assert tested["success"] is True and upstream.keys["added"] == [f"Bearer {KEY}"]
     finally:
         use_environment(GATEWAY_CHANNEL_KEYS_NEEDED=None)
+
+
+# --- issue 43: the stored key never follows a new host; bounds DynamoDB can store -----------------------------
+
+def test_a_new_host_without_a_new_key_is_refused_and_the_key_stays_where_it_was(upstream, account_fn,
+                                                                              lambda_context):
+    status, made = api(account_fn, lambda_context, "POST", "/api/channel/", new_channel(upstream))
+    assert status == 200, made
+    ident = made["data"]["id"]
+    status, body = api(account_fn, lambda_context, "PUT", "/api/channel/",
+                       {"id": ident, "base_url": "http://attacker.example:8080/v1"})
+    assert status == 400 and "base_url" in body["message"], body
+    assert api(account_fn, lambda_context, "GET", f"/api/channel/{ident}")[1]["data"]["base_url"] == \
+        f"{upstream.url}/added"
+    # Another path on the same host keeps the key; a new host with its own key is a plain edit.
+    assert api(account_fn, lambda_context, "PUT", "/api/channel/", {"id": ident, "base_url": f"{upstream.url}/x"}
+               )[0] == 200
+    status, body = api(account_fn, lambda_context, "PUT", "/api/channel/",
+                       {"id": ident, "base_url": "http://other.example:8080/v1", "key": OTHER_KEY})
+    assert status == 200 and body["data"]["key_last4"] == "9876", body
+
+
+@pytest.mark.parametrize("field", ["priority", "weight"])
+@pytest.mark.parametrize("value", [1e200, 10**40, -(10**40)])
+def test_a_channels_priority_and_weight_stay_within_what_dynamodb_stores(upstream, account_fn, lambda_context,
+                                                                          field, value):
+    status, body = api(account_fn, lambda_context, "POST", "/api/channel/", new_channel(upstream, **{field: value}))
+    assert status == 400 and field in body["message"], body

@@ -74,9 +74,10 @@ def test_over_https_the_cookie_is_secure(account_fn, people, lambda_context):
 def test_sign_out_ends_the_session_for_good(account_fn, people, lambda_context):
     _, _, headers = sign_in(account_fn, lambda_context, "ann")
     jar, who = cookie_of(headers), {"X-Api-User": str(people["ann"])}
-    status, _, _ = call(account_fn, lambda_context, "GET", "/api/user/logout", headers={"Cookie": jar})
+    status, _, _ = call(account_fn, lambda_context, "POST", "/api/user/logout", headers={"Cookie": jar}, body={})
     assert status == 401  # no other site ends a session: the cookie alone is not enough
-    status, _, out = call(account_fn, lambda_context, "GET", "/api/user/logout", headers={"Cookie": jar, **who})
+    status, _, out = call(account_fn, lambda_context, "POST", "/api/user/logout", headers={"Cookie": jar, **who},
+                          body={})
     assert status == 200 and "Max-Age=0" in out["Set-Cookie"]
     status, _, _ = call(account_fn, lambda_context, "GET", "/api/user/self", headers={"Cookie": jar, **who})
     assert status == 401

@@ -17,7 +17,7 @@ import stripe
 
 from gateway import options
 from gateway.admission import balances
-from gateway.commerce import credits, invitations, payments
+from gateway.commerce import credits, invitations, payments, reversals
 from gateway.commerce.store import CommerceRepository
 from gateway.errors import GatewayError
 from gateway.store.aws import client, to_item, to_values
@@ -60,6 +60,7 @@ def payments_on(stripe_url, webhook_url, store):
     saved = use_environment(GATEWAY_STRIPE_API_KEY="sk_test_gateway", GATEWAY_STRIPE_WEBHOOK_SECRET=SECRET,
                             GATEWAY_STRIPE_API_BASE=stripe_url, GATEWAY_STRIPE_WEBHOOK_URL=webhook_url,
                             GATEWAY_SIM_STRIPE_API_KEY="sk_test_gateway", GATEWAY_SIM_STRIPE_WEBHOOK_SECRET=SECRET)
+    OptionsRepository().put_option("TopUpRateLimitNum", "1000", by=1, at=0)  # tests open many orders
     options.forget()
     stripe_sim.DELIVERED.clear()
     yield stripe_url
@@ -454,3 +455,212 @@ def test_two_first_payments_racing_pay_the_inviter_once_and_both_credit(payments
     assert inviter["aff_quota"] - before["aff_quota"] == 1_000_000
     assert quota(accounts, payer) == (5 + 3) * 500_000
     assert {CommerceRepository().order(o["trade_no"])["status"] for o in (first, second)} == {"success"}
+
+
+# --- orders limited before Stripe is called (issue 43) ---------------------------------------------------
+
+def pay_route(commerce_fn, user_id, token, ip, amount=5):
+    event = api_event("POST", "/api/user/pay", body=json.dumps({"amount": amount, "payment_method": "stripe"}),
+                      headers={"Authorization": f"Bearer {token}", "X-Api-User": str(user_id)})
+    event["requestContext"]["identity"]["sourceIp"] = ip
+    answer = commerce_fn.lambda_handler(event, LambdaContext())
+    return answer["statusCode"], json.loads(answer["body"]), answer.get("multiValueHeaders") or {}
+
+
+def test_orders_are_limited_per_user_and_per_address_before_stripe_is_called(payments_on, payer, accounts,
+                                                                             commerce_fn):
+    OptionsRepository().put_option("TopUpRateLimitNum", "3", by=1, at=0)
+    options.forget()
+    sessions = len(stripe_sim.SESSIONS)
+    answers = [pay_route(commerce_fn, payer, "ann-access-token", "198.51.100.20", amount=10_000) for _ in range(5)]
+    assert [a[0] for a in answers] == [200, 200, 200, 429, 429], [a[1] for a in answers]
+    assert int(answers[3][2]["Retry-After"][0]) >= 1 and "top-up orders" in answers[3][1]["message"]
+    # The same user from another address: still its own limit. Another user from the first address: its limit.
+    assert pay_route(commerce_fn, payer, "ann-access-token", "203.0.113.20")[0] == 429
+    assert pay_route(commerce_fn, 1, "demo-access-token", "198.51.100.20")[0] == 429
+    assert pay_route(commerce_fn, 1, "demo-access-token", "203.0.113.21")[0] == 200
+    assert len(stripe_sim.SESSIONS) == sessions + 4  # nothing refused ever reached Stripe
+    assert len(CommerceRepository().orders_page(user_id=payer, limit=10)[0]) == 3
+
+
+# --- refunds and disputes (issue 43) --------------------------------------------------------------------
+
+def paid_order(payments_on, payer, accounts, amount=5):
+    order = start(payer, accounts, amount=amount)
+    pay(payments_on, order["session_id"])
+    return order, stripe_sim.SESSIONS[order["session_id"]]["payment_intent"]
+
+
+def stripe_post(payments_on, path, **form):
+    answer = httpx.post(f"{payments_on}{path}", data=form, headers={"Authorization": "Bearer sk_test_gateway"},
+                        timeout=60)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def owed(accounts, user_id):
+    return int(accounts.users.raw_user(user_id, consistent=True).get("owed_quota") or 0)
+
+
+def spend(accounts, user_id, units):
+    """What requests would have spent (the profile's quota to used_quota)."""
+    from gateway.settings import get_settings
+    from gateway.store.table import PROFILE, user_pk
+
+    client("dynamodb").update_item(
+        TableName=get_settings().accounts_table, Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}),
+        UpdateExpression="ADD quota :minus, used_quota :units", ExpressionAttributeValues=to_values(
+            {":minus": -units, ":units": units}))
+
+
+def test_a_refund_takes_back_what_it_refunds_once(payments_on, payer, accounts, commerce_fn):
+    order, intent = paid_order(payments_on, payer, accounts, amount=5)
+    assert quota(accounts, payer) == 2_500_000
+    stripe_post(payments_on, "/v1/refunds", payment_intent=intent, amount="200")  # 2 of 5 USD
+    assert quota(accounts, payer) == 1_500_000
+    refunded = dict(stripe_sim.CHARGES[intent])
+    payload, signature = signed({"id": "evt_r", "type": "charge.refunded", "data": {"object": refunded}})
+    for _ in range(3):  # Stripe delivers it again: nothing more
+        assert post_webhook(commerce_fn, payload, signature)[0] == 200
+    stripe_post(payments_on, "/v1/refunds", payment_intent=intent)  # the rest
+    assert quota(accounts, payer) == 0 and owed(accounts, payer) == 0
+    # The earlier, smaller refund delivered late changes nothing.
+    assert post_webhook(commerce_fn, payload, signature)[0] == 200
+    assert quota(accounts, payer) == 0
+    from gateway.api import requestlog
+
+    log = requestlog.account_log(payer, {"type": "1"})["data"]["items"]
+    assert sorted((e["quota"], e["content"]) for e in log) == [
+        (-1_500_000, "stripe refund: 1500000 units taken back"),
+        (-1_000_000, "stripe refund: 1000000 units taken back"), (2_500_000, "stripe: 2500000 units added")]
+    assert CommerceRepository().order(order["trade_no"])["taken_units"] == 2_500_000
+
+
+def test_a_refund_of_what_was_spent_is_owed_and_holds_the_account_at_zero_until_repaid(
+        payments_on, payer, accounts, commerce_fn):
+    from gateway.settings import get_settings
+    from gateway.store.aws import transact
+    from gateway.store.holds import quota_debit
+
+    paid_order(payments_on, payer, accounts, amount=5)
+    spend(accounts, payer, 2_000_000)
+    _, intent = paid_order(payments_on, payer, accounts, amount=1)  # 0.5 + 0.5 M left
+    first = [i for i, c in stripe_sim.CHARGES.items() if c["amount"] == 500][-1]
+    stripe_post(payments_on, "/v1/refunds", payment_intent=first)  # the first payment, all of it
+    assert quota(accounts, payer) == 0 and owed(accounts, payer) == 1_500_000
+    accounts.users.add_quota(payer, 10)  # an operator's gift does not open the account while it owes
+    with pytest.raises(Exception, match="ConditionalCheckFailed"):
+        transact(client("dynamodb"), [quota_debit(get_settings().accounts_table, payer, 1)])
+    # The next credit repays the debt first.
+    paid_order(payments_on, payer, accounts, amount=5)
+    assert owed(accounts, payer) == 0 and quota(accounts, payer) == 2_500_000 - 1_500_000 + 10
+
+
+def test_a_dispute_freezes_the_credit_until_it_closes(payments_on, payer, accounts, commerce_fn):
+    _, won = paid_order(payments_on, payer, accounts, amount=2)
+    _, lost = paid_order(payments_on, payer, accounts, amount=3)
+    assert quota(accounts, payer) == 2_500_000
+    first = stripe_post(payments_on, "/test/disputes", payment_intent=won)
+    second = stripe_post(payments_on, "/test/disputes", payment_intent=lost)
+    assert quota(accounts, payer) == 0
+    stripe_post(payments_on, f"/test/disputes/{first['id']}/close", status="won")
+    stripe_post(payments_on, f"/test/disputes/{second['id']}/close", status="lost")
+    assert quota(accounts, payer) == 1_000_000 and owed(accounts, payer) == 0
+    # A late `created` of a closed dispute never freezes it again.
+    created = dict(stripe_sim.DISPUTES[first["id"]], status="needs_response")
+    payload, signature = signed({"id": "evt_d", "type": "charge.dispute.created", "data": {"object": created}})
+    assert post_webhook(commerce_fn, payload, signature)[0] == 200
+    assert quota(accounts, payer) == 1_000_000
+    from gateway.api import requestlog
+
+    log = requestlog.account_log(payer, {"type": "1"})["data"]["items"]
+    assert sorted(e["content"] for e in log if e["quota"] < 0) == [
+        "stripe dispute: 1000000 units taken back", "stripe dispute: 1500000 units taken back"]
+    assert sorted(e["content"] for e in log if e["quota"] > 0 and "dispute" in e["content"]) == [
+        "stripe dispute: 1000000 units added"]
+
+
+def test_a_reversal_before_its_payment_is_credited_is_refused_until_it_is(payments_on, payer, accounts,
+                                                                          commerce_fn):
+    order = start(payer, accounts, amount=5)
+    session = dict(stripe_sim.SESSIONS[order["session_id"]], status="complete", payment_status="paid",
+                   payment_intent="pi_early")
+    charge = {"id": "ch_early", "object": "charge", "payment_intent": "pi_early", "amount": 500,
+              "amount_refunded": 500}
+    refund = signed({"id": "evt_early_refund", "type": "charge.refunded", "data": {"object": charge}})
+    status, body = post_webhook(commerce_fn, *refund)
+    assert status == 409 and "payment_intent" in body["message"]  # Stripe delivers it again later
+    assert post_webhook(commerce_fn, *signed({"id": "evt_paid", "type": "checkout.session.completed",
+                                              "data": {"object": session}}))[0] == 200
+    assert post_webhook(commerce_fn, *refund)[0] == 200
+    assert quota(accounts, payer) == 0
+
+
+@pytest.mark.parametrize("seed", [5, 17])
+def test_randomized_credits_refunds_and_disputes_leave_each_orders_net_credit_exact(
+        payments_on, payer, accounts, commerce_fn, seed, monkeypatch):
+    """Orders paid, partly or wholly refunded (several refunds each), disputed (won or lost); every
+    event delivered one to four times, shuffled over four threads, a credit in five applied then
+    crashed, a reversal refused until its payment is credited and delivered again later, as Stripe
+    does: each order ends with exactly its net credit, and the account with their sum."""
+    rng = random.Random(seed)
+    orders = [start(payer, accounts, amount=rng.randint(1, 9)) for _ in range(10)]
+    deliveries, expected = [], 0
+    for o in orders:
+        intent = f"pi_{o['trade_no']}"
+        session = dict(stripe_sim.SESSIONS[o["session_id"]], status="complete", payment_status="paid",
+                       payment_intent=intent)
+        deliveries += [("checkout.session.completed", session)] * rng.randint(1, 3)
+        cents = int(o["money"] * 100)
+        refunded = 0
+        for _ in range(rng.choice([0, 0, 1, 2, 3])):
+            refunded = rng.randint(refunded, cents)
+            charge = {"id": f"ch_{o['trade_no']}", "object": "charge", "payment_intent": intent, "amount": cents,
+                      "amount_refunded": refunded}
+            deliveries += [("charge.refunded", charge)] * rng.randint(1, 3)
+        dispute = ""
+        if rng.random() < 0.4:
+            dispute = rng.choice(["open", "won", "lost"])
+            opened = {"id": f"dp_{o['trade_no']}", "object": "dispute", "payment_intent": intent, "amount": cents,
+                      "status": "needs_response"}
+            deliveries += [("charge.dispute.created", opened)] * rng.randint(1, 2)
+            if dispute != "open":
+                deliveries += [("charge.dispute.closed", dict(opened, status=dispute))] * rng.randint(1, 2)
+        net = o["quota"] - reversals.units_taken({"units": o["quota"], "money_cents": cents}, refunded, dispute)
+        o["net"] = net
+        expected += net
+    rng.shuffle(deliveries)
+    real, lock = credits.apply, threading.Lock()
+
+    def sometimes_crash(credit, claims, now=None):
+        real(credit, claims, now)
+        with lock:
+            crash = rng.random() < 0.2
+        if crash:
+            raise RuntimeError("died after the transaction")
+
+    monkeypatch.setattr(credits, "apply", sometimes_crash)
+
+    def deliver(batch):
+        pending = list(batch)
+        while pending:
+            kind, thing = pending.pop(0)
+            payload, signature = signed({"id": f"evt_{kind}_{thing['id']}", "type": kind, "data": {"object": thing}})
+            if post_webhook(commerce_fn, payload, signature)[0] != 200:
+                pending.append((kind, thing))  # Stripe delivers it again later
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=deliver, args=(deliveries[n::4],)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for o in orders:
+        saved = CommerceRepository().order(o["trade_no"])
+        assert saved["status"] == "success"
+        assert o["quota"] - int(saved.get("taken_units") or 0) == o["net"], (o, saved)
+    assert quota(accounts, payer) == expected and owed(accounts, payer) == 0
+    from gateway.api import requestlog
+
+    log = requestlog.account_log(payer, {"type": "1", "page_size": "100"})["data"]["items"]
+    assert sum(e["quota"] for e in log) == expected

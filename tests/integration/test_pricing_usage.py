@@ -172,6 +172,20 @@ def test_the_log_of_a_range_exports_as_csv_newest_first_and_formula_safe(account
     assert empty.strip().split("\r\n") == [",".join(text_header())]
 
 
+@pytest.mark.parametrize("name", ["\n=1+1", "\x0b=1+1", "\r=1+1", "\t=1+1", " =1+1", "\uff1d1+1", "@SUM(1)",
+                                  "-1+1", "+1"])
+def test_every_cell_a_spreadsheet_would_evaluate_is_quoted(account_fn, lambda_context, accounts, ann, catalog, name):
+    """A key named before names were bounded (stored as it was given) exports as text, whatever it starts with."""
+    catalog([channel("chat")])
+    key, _ = accounts.keys.create_key(ann["id"], name=name)
+    assert run("chat", inbound("chat", key, "hi"))[0] == 200
+    now = int(time.time())
+    _, _, body = call(account_fn, lambda_context, "/api/log/self/export", headers=ann["headers"],
+                      query={"start_timestamp": str(now - 3600), "end_timestamp": str(now + 1)})
+    (row,) = list(csv.DictReader(io.StringIO(body)))
+    assert row["token_name"] == "'" + name
+
+
 def text_header() -> list[str]:
     from gateway.api.requestlog import EXPORT_COLUMNS
 

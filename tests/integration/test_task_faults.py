@@ -279,6 +279,22 @@ def test_a_family_that_reports_every_change_gets_a_callback_per_status_change(
                for body, headers in receiver.received)
 
 
+def test_a_duplicated_callback_message_sends_the_webhook_once(tasks_env, functions, queues, demo, lambda_context,
+                                                              clock):
+    receiver = Receiver(failures=0)
+    with serve_asgi(Starlette(routes=[Route("/hook", receiver.handle, methods=["POST"])])) as url:
+        task_id = _submit(functions, lambda_context, demo["key"], {**ZETA, "callback_url": url + "/hook"})
+        clock.advance()
+        queues.polls(lambda_context)
+        # Given the finished task's callback message delivered three times (SQS is at-least-once)
+        for _ in range(2):
+            queues.sqs.send_message(QueueUrl=queues.url("CallbackQueue"), MessageBody=json.dumps({"task_id": task_id}))
+        queues.callbacks(lambda_context)
+    # Then the receiver heard of it once
+    assert [json.loads(body)["task_status"] for body, _ in receiver.received] == ["succeeded"]
+    assert queues.depth("CallbackQueue") == 0
+
+
 def test_a_family_that_polls_in_batches_asks_its_upstream_once_per_channel_for_a_batch_of_polls(
         tasks_env, functions, queues, demo, accounts, lambda_context, clock, monkeypatch):
     from gateway.tasks.families import family_of

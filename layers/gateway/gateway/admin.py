@@ -62,6 +62,8 @@ def ensure_demo_account(*, user_id: int, key: str, quota: int, access_token: str
                           role=100, quota=quota, user_id=user_id)
         left = quota
     else:
+        # A store kept from before names were claimed with their profile: the name is the demo's.
+        users.claim_username(user_id, str(user.get("username") or "demo"))
         left = int(user.get("quota", 0))
         if set_quota and left != quota:  # at start, before any request can hold a part of it
             left = balances.add_user_quota(user_id, quota - left)

@@ -27,6 +27,7 @@ from gateway.errors import InvalidRequest, shown
 from gateway.prices import UNITS_PER_USD, parse_option
 from gateway.settings import get_settings
 from gateway.store.options import OptionsRepository
+from gateway.validation import parse_json
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,9 @@ OPTIONS: dict[str, Option] = {
     # verification and password reset, per address and per email (new-api: 20 per 20 minutes).
     "CriticalRateLimitNum": Option("20", _int(1, 100_000), describe="sign-up, code and reset requests per window"),
     "CriticalRateLimitDurationSeconds": Option("1200", _int(1, 86_400), describe="that window, in seconds"),
+    # Not new-api options: Checkout Sessions one user, and one address, may open per window (`payments`).
+    "TopUpRateLimitNum": Option("10", _int(1, 100_000), describe="top-up orders per user and per address per window"),
+    "TopUpRateLimitDurationSeconds": Option("600", _int(1, 86_400), describe="that window, in seconds"),
     # new-api's GroupRatio: every price of a user's group multiplied by its ratio (`gateway.groups`).
     "GroupRatio": Option(DEFAULT_RATIOS, parse_ratios, describe="a JSON object of group name to price ratio"),
     # new-api's ModelPrice key (its value there: model -> USD per call; ModelRatio and
@@ -162,6 +166,13 @@ def parse_value(key: str, value: Any) -> tuple[str, Any]:
             raise InvalidRequest(f"value: {key} must hold finite numbers", param="value") from None
     else:
         raise InvalidRequest(f"value: {key} takes a string, a number or a boolean", param="value")
+    if key in ("GroupRatio", "ModelPrice"):  # a body's JSON rule (depth, finite numbers) before its own
+        try:
+            parse_json(text, what=key)
+        except InvalidRequest as exc:
+            said = exc.message.replace(f"{exc.param}: ", "", 1) if exc.param else exc.message  # the rule, not where
+            said = said if said.startswith(key) else f"{key} {said}"
+            raise InvalidRequest(f"value: {said}", param="value") from None
     try:
         return text, option.parse(text)
     except ValueError as exc:

@@ -19,6 +19,16 @@ it takes and answers follows Stripe's API reference (docs.stripe.com/api/checkou
   `?deliveries=N` sends the event N times (Stripe retries and may deliver an event more than once:
   docs.stripe.com/webhooks#handle-duplicate-events).
 
+- `POST /v1/refunds` (`payment_intent`, `amount` in cents, all that is left when absent;
+  docs.stripe.com/api/refunds/create): a paid session's charge is refunded, at most what is left
+  (else a 400 `charge_already_refunded`), and `charge.refunded` is sent with the Charge
+  (`payment_intent`, `amount`, `amount_refunded` so far: docs.stripe.com/api/charges/object).
+- Disputes are opened by Stripe, never by an API call (in test mode, by its dispute test cards:
+  docs.stripe.com/testing#disputes); here `POST /test/disputes` (`payment_intent`) opens one and
+  `POST /test/disputes/{id}/close` (`status` `won` or `lost`) closes it, sending
+  `charge.dispute.created` and `charge.dispute.closed` with the Dispute (`id`, `payment_intent`,
+  `amount`, `status`: docs.stripe.com/api/disputes/object).
+
 Events go to `GATEWAY_STRIPE_WEBHOOK_URL` signed with `GATEWAY_STRIPE_WEBHOOK_SECRET` by the
 `stripe` library's own signer (`stripe.WebhookSignature.generate_signature_header`: `t=...,v1=...`,
 HMAC-SHA256 over `"<t>.<payload>"`, docs.stripe.com/webhooks#verify-manually).
@@ -40,6 +50,8 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 SESSIONS: dict[str, dict[str, Any]] = {}
+CHARGES: dict[str, dict[str, Any]] = {}  # payment intent id -> its charge
+DISPUTES: dict[str, dict[str, Any]] = {}
 _IDEMPOTENT: dict[str, tuple[str, str]] = {}  # key -> (parameters, session id)
 MIN_CHARGE = {"usd": 50}
 DELIVERED: list[dict[str, Any]] = []  # every event sent, for tests
@@ -185,10 +197,58 @@ async def pay(request: Request) -> Response:
     if session is None:
         return HTMLResponse("<h1>No such payment</h1>", 404)
     if session["status"] == "open":
-        session.update(status="complete", payment_status="paid")
+        intent = f"pi_{secrets.token_hex(12)}"
+        session.update(status="complete", payment_status="paid", payment_intent=intent)
+        CHARGES[intent] = {"id": f"ch_{secrets.token_hex(12)}", "object": "charge", "payment_intent": intent,
+                           "amount": session["amount_total"], "amount_refunded": 0, "refunded": False,
+                           "currency": session["currency"], "disputed": False}
         times = max(1, min(int(request.query_params.get("deliveries") or 1), 10))
         await deliver("checkout.session.completed", session, times)
     return RedirectResponse(session.get("success_url") or "/", 303)
+
+
+async def refund(request: Request) -> Response:
+    if not _authorized(request):
+        return _error(401, "Invalid API Key provided")
+    params = {k: str(v) for k, v in (await request.form()).items()}
+    charge = CHARGES.get(params.get("payment_intent", ""))
+    if charge is None:
+        return _error(404, f"No such payment_intent: '{params.get('payment_intent', '')}'", code="resource_missing",
+                      param="payment_intent")
+    left = int(charge["amount"]) - int(charge["amount_refunded"])
+    amount = int(params.get("amount") or left)
+    if amount < 1 or amount > left:
+        return _error(400, f"Refund amount ({amount}) is greater than unrefunded amount on charge ({left})",
+                      code="charge_already_refunded" if left == 0 else "amount_too_large", param="amount")
+    charge["amount_refunded"] = int(charge["amount_refunded"]) + amount
+    charge["refunded"] = charge["amount_refunded"] == charge["amount"]
+    refund_object = {"id": f"re_{secrets.token_hex(12)}", "object": "refund", "amount": amount,
+                     "charge": charge["id"], "payment_intent": charge["payment_intent"], "status": "succeeded"}
+    await deliver("charge.refunded", charge)
+    return JSONResponse(refund_object)
+
+
+async def open_dispute(request: Request) -> Response:
+    params = {k: str(v) for k, v in (await request.form()).items()}
+    charge = CHARGES.get(params.get("payment_intent", ""))
+    if charge is None:
+        return _error(404, "No such payment_intent", code="resource_missing", param="payment_intent")
+    dispute = {"id": f"dp_{secrets.token_hex(12)}", "object": "dispute", "charge": charge["id"],
+               "payment_intent": charge["payment_intent"], "amount": charge["amount"], "status": "needs_response"}
+    DISPUTES[dispute["id"]] = dispute
+    charge["disputed"] = True
+    await deliver("charge.dispute.created", dispute)
+    return JSONResponse(dispute)
+
+
+async def close_dispute(request: Request) -> Response:
+    dispute = DISPUTES.get(request.path_params["dispute_id"])
+    status = str((await request.form()).get("status") or "")
+    if dispute is None or status not in ("won", "lost"):
+        return _error(400, "a known dispute and a status of won or lost", param="status")
+    dispute["status"] = status
+    await deliver("charge.dispute.closed", dispute)
+    return JSONResponse(dispute)
 
 
 app = Starlette(routes=[
@@ -197,4 +257,7 @@ app = Starlette(routes=[
     Route("/v1/checkout/sessions/{session_id}/expire", expire_session, methods=["POST"]),
     Route("/pay/{session_id}", page, methods=["GET"]),
     Route("/pay/{session_id}", pay, methods=["POST"]),
+    Route("/v1/refunds", refund, methods=["POST"]),
+    Route("/test/disputes", open_dispute, methods=["POST"]),
+    Route("/test/disputes/{dispute_id}/close", close_dispute, methods=["POST"]),
 ])

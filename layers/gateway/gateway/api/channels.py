@@ -43,6 +43,8 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 #: Fields of a change that are not the document's.
 _CONTROL = ("id", "key", "status")
+#: The bound of a channel's `priority` and `weight` (a weight is besides never negative).
+MAX_ORDER = 10**9
 _KEY_FIELDS = ("api_key", "api_key_env")
 
 
@@ -80,6 +82,14 @@ def _models() -> tuple[Any, Any]:
                 if not _TEXT.fullmatch(name) or not _TEXT.fullmatch(upstream):
                     raise ValueError(f"'{shown(name, 40)}': model names are 1 to 200 printable characters")
             return values
+
+        @field_validator("priority", "weight")
+        @classmethod
+        def _bounded(cls, value: int) -> int:
+            # DynamoDB keeps numbers up to 38 digits and about 1e125; a channel's order needs far less.
+            if not -MAX_ORDER <= value <= MAX_ORDER:
+                raise ValueError(f"must be from {-MAX_ORDER} to {MAX_ORDER}")
+            return value
 
         @field_validator("base_url")
         @classmethod
@@ -299,6 +309,10 @@ def _changed(record: ChannelRecord, changes: dict[str, Any], data: dict[str, Any
     if not changes and "key" not in data:
         return record
     merged = {**record.spec, **changes, "name": record.name}
+    if "key" not in data and _host(merged.get("base_url")) != _host(record.spec.get("base_url")):
+        # The stored key goes only to the host it was given for: a new host needs its key with it.
+        raise InvalidRequest("base_url: a new host needs the channel's key again ('key' with it): the stored key "
+                             "is never sent to another host", param="base_url")
     if "key" in data:
         parse_model(new_model, {**merged, "key": data["key"]})  # the key's rules, with the rest
     spec = parse_model(added_model, merged).model_dump(exclude={"name", *_KEY_FIELDS})
@@ -313,6 +327,18 @@ def _changed(record: ChannelRecord, changes: dict[str, Any], data: dict[str, Any
     except StaleChannel:
         raise Conflict(f"id: channel {record.id} changed meanwhile; read it again", param="id") from None
     return changed
+
+
+def _host(url: Any) -> str:
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str):
+        return ""
+    try:
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{(parts.hostname or '').lower()}:{parts.port or ''}"
+    except ValueError:
+        return url
 
 
 def delete_channel(ref: str, store: ChannelStore | None = None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ spend across all users per day and model, and each user's limits. Each answers n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date
 from typing import Any
 
@@ -12,7 +13,7 @@ from gateway import groups
 from gateway.admission import balances
 from gateway.api.account import spend_answer, spend_rows, spend_span
 from gateway.api.tokens import changed_limits
-from gateway.errors import Conflict, InvalidRequest, NotFound, shown
+from gateway.errors import Conflict, InvalidRequest, NotFound, PermissionDenied, shown
 from gateway.keys import new_secret
 from gateway.limit_values import Limits
 from gateway.passwords import hash_password
@@ -21,7 +22,7 @@ from gateway.routing.health import book, channels_view
 from gateway.schemas.account import NewUser, QuotaAddition, UserLimits, UserStatus, UserUpdate
 from gateway.store.signin import SignInRepository
 from gateway.store.table import UserNotFound
-from gateway.store.users import UsersRepository
+from gateway.store.users import NameTaken, UsersRepository
 from gateway.validation import parse_body
 
 PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
@@ -55,6 +56,21 @@ def user_id_of(text: str) -> int:
     return int(text)
 
 
+ROOT_ROLE = 100
+
+
+def check_manages(manager: Mapping[str, Any], user_id: int) -> None:
+    """new-api's rule: an operator manages only users of a role below its own; the root (100)
+    manages everyone. A user that does not exist is the caller's 404 to meet."""
+    role = int(manager.get("role", 1))
+    target = balances.get_user(user_id)
+    if target is None:
+        raise NotFound(f"id: no user {user_id}", param="id")
+    if role != ROOT_ROLE and int(target.get("role", 1)) >= role:
+        raise PermissionDenied(f"id: user {user_id} has a role ({target.get('role')}) not below yours ({role}); "
+                               "only the root manages it")
+
+
 def users(query: dict[str, str] | None) -> dict[str, Any]:
     """GET /api/admin/users?page_size=&after=: users by id, a page at a time."""
     size = _number(query, "page_size", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX) or PAGE_SIZE_DEFAULT
@@ -64,30 +80,38 @@ def users(query: dict[str, str] | None) -> dict[str, Any]:
                 "next_after": last})
 
 
-def create_user(body: str | bytes | None) -> dict[str, Any]:
-    """POST /api/admin/users: a user with a password (it signs in at once) and its access token."""
+def create_user(body: str | bytes | None, *, manager: Mapping[str, Any]) -> dict[str, Any]:
+    """POST /api/admin/users: a user with a password (it signs in at once) and its access token.
+    Only the root makes operators or roots; an operator makes users (a role below its own)."""
     accounts, sign_in = UsersRepository(), SignInRepository()
     request = parse_body(NewUser, body)
+    role = int(manager.get("role", 1))
+    if role != ROOT_ROLE and request.role >= role:
+        raise PermissionDenied(f"role: only the root makes a user of role {request.role} (yours is {role})",
+                               param="role")
     if sign_in.user_id_for_username(request.username) is not None:
         raise Conflict(f"username: '{request.username}' is taken", param="username")
     token = new_secret()
-    user = accounts.create_user(username=request.username, display_name=request.display_name,
-                                email=request.email, role=request.role, quota=request.quota, access_token=token)
-    try:
-        sign_in.set_password(int(user["id"]), hash_password(request.password))
-    except ValueError:  # another operator took the name in between: this user stays without a password
-        accounts.set_user_enabled(int(user["id"]), False)
+    try:  # the profile with its name's claim and its password: one transaction
+        user = accounts.create_user(username=request.username, display_name=request.display_name,
+                                    email=request.email, role=request.role, quota=request.quota,
+                                    password_hash=hash_password(request.password))
+    except NameTaken:
         raise Conflict(f"username: '{request.username}' is taken", param="username") from None
+    accounts.set_access_token(int(user["id"]), token)
+    sign_in.refresh_decoy(int(user["id"]))
     return _ok({**_user_view(user), "access_token": token})
 
 
-def set_status(user_id: int, body: str | bytes | None, *, operator_id: int) -> dict[str, Any]:
+def set_status(user_id: int, body: str | bytes | None, *, operator_id: int,
+               manager: Mapping[str, Any]) -> dict[str, Any]:
     """PUT /api/admin/users/{id}/status: 2 disables the user and refuses each of its keys at
     once; 1 enables it again (and the keys disabling took). An operator never disables itself
     (it would lock itself out of the console)."""
     request = parse_body(UserStatus, body)
     if user_id == operator_id and request.status != 1:
         raise InvalidRequest("id: an operator cannot disable its own account", param="id")
+    check_manages(manager, user_id)
     try:
         changed = UsersRepository().set_user_enabled(user_id, request.status == 1)
     except UserNotFound:
@@ -95,9 +119,10 @@ def set_status(user_id: int, body: str | bytes | None, *, operator_id: int) -> d
     return _ok({"id": user_id, "status": request.status, "keys_changed": changed})
 
 
-def add_quota(user_id: int, body: str | bytes | None) -> dict[str, Any]:
+def add_quota(user_id: int, body: str | bytes | None, *, manager: Mapping[str, Any]) -> dict[str, Any]:
     """POST /api/admin/users/{id}/quota: units added on top of what the user has left."""
     request = parse_body(QuotaAddition, body)
+    check_manages(manager, user_id)
     try:
         quota = balances.add_user_quota(user_id, request.quota)
     except UserNotFound:
@@ -105,9 +130,10 @@ def add_quota(user_id: int, body: str | bytes | None) -> dict[str, Any]:
     return _ok({"id": user_id, "quota": quota})
 
 
-def set_limits(user_id: int, body: str | bytes | None) -> dict[str, Any]:
+def set_limits(user_id: int, body: str | bytes | None, *, manager: Mapping[str, Any]) -> dict[str, Any]:
     """PUT /api/admin/users/{id}/limits: the user's rpm, tpm, max_parallel and budget."""
     request = parse_body(UserLimits, body)
+    check_manages(manager, user_id)
     user = balances.get_user(user_id)
     if user is None:
         raise NotFound(f"id: no user {user_id}", param="id")
@@ -119,11 +145,12 @@ def set_limits(user_id: int, body: str | bytes | None) -> dict[str, Any]:
     return _ok({"id": user_id, **limits.view()})
 
 
-def update_user(body: str | bytes | None) -> dict[str, Any]:
+def update_user(body: str | bytes | None, *, manager: Mapping[str, Any]) -> dict[str, Any]:
     """PUT /api/user/ {id, group, can_use_self_group}: moves a user to a group GroupRatio prices
     (another is a 400) and says whether it may choose any priced group for its keys. Its keys are
     priced and routed by the new group within the key cache's seconds, never mid-request."""
     request = parse_body(UserUpdate, body)
+    check_manages(manager, request.id)
     changes: dict[str, Any] = {}
     if request.group is not None:
         ratio = groups.ratio_of(request.group)

@@ -291,7 +291,10 @@ def content_of(entry: Mapping[str, Any]) -> str:
     kind = entry_type(entry)
     if kind == LOG_TOPUP:
         name = f" '{detail['name']}'" if detail.get("name") else ""
-        return f"{route}{name}: {int(entry.get('credited_units') or 0)} units added"[:300]
+        credited = int(entry.get('credited_units') or 0)
+        if credited < 0:  # a refund or a dispute took a credit back (`commerce.reversals`)
+            return f"{route}{name}: {-credited} units taken back"[:300]
+        return f"{route}{name}: {credited} units added"[:300]
     if kind != LOG_CONSUME:
         reason = str(detail.get("reason") or "no reason recorded")
         held = int(entry.get("reserved_units") or 0)
@@ -377,13 +380,18 @@ def export_csv(user_id: int, params: Mapping[str, Any] | None,
 
 
 def _cell(value: Any) -> str:
-    """A CSV cell a spreadsheet shows as text: one starting with = + - @ (or a tab or return) is
-    quoted with a leading apostrophe, so a model or key name never runs as a formula (OWASP's
-    CSV injection advice)."""
+    """A CSV cell a spreadsheet shows as text: one starting with = + - @ (or their full-width
+    forms), or with any space or control character (tab, CR, LF, VT, FF, a space: spreadsheets
+    skip them and evaluate what follows), is quoted with a leading apostrophe, so a model or key
+    name never runs as a formula (OWASP's CSV injection advice); a plain number stays a number."""
     text = str(value).lower() if isinstance(value, bool) else str(value)
-    if text and text[0] in "=+-@\t\r" and not _NUMBER.fullmatch(text):
+    if text and (text[0] in _FORMULA_STARTS or text[0].isspace() or not text[0].isprintable()) \
+            and not _NUMBER.fullmatch(text):
         return "'" + text
     return text
+
+
+_FORMULA_STARTS = "=+-@\uff1d\uff0b\uff0d\uff20"
 
 
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")

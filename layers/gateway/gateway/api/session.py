@@ -1,7 +1,8 @@
 """Who is calling the console's JSON API: passwords, sign-in, sessions and the operator's role.
 
 - A password is stored as a salted scrypt hash (`passwords`); the admin command line sets it
-  (`set-password`), the user changes it (`PUT /api/user/self`, the current one required).
+  (`set-password`), the user changes it (`PUT /api/user/self`, the current one required). A
+  change or a reset ends every other session of the user (`store.signin.set_password`).
 - `POST /api/user/login` (new-api's shape) checks a username and password and opens a session:
   a random token in an HttpOnly, SameSite=Strict cookie (Secure when the request came over https);
   only its SHA-256 is stored, with a TTL at its expiry. `GET /api/user/logout` deletes it.
@@ -132,7 +133,8 @@ def sign_in(body: str | bytes | None, address: str, https: bool, accounts: SignI
     if int(user.get("status", 1)) != 1:
         raise AuthenticationFailed("this user is disabled", param="username")
     token = keys.new_secret()
-    accounts.put_session(keys.hash_secret(token), user_id, int(now) + SESSION_SECONDS)
+    accounts.put_session(keys.hash_secret(token), user_id, int(now) + SESSION_SECONDS,
+                         int(user.get("session_generation", 0)))
     accounts.note_sign_in(user_id, int(now), address)
     record = {name_: user.get(name_) for name_ in ("id", "username", "display_name", "role", "status", "group")}
     return SignedIn({"data": record, "message": "", "success": True}, _cookie(token, SESSION_SECONDS, https))
@@ -189,6 +191,8 @@ def caller(headers: Mapping[str, str], accounts: SignInRepository | None = None)
     user = balances.get_user(user_id)
     if user is None or int(user.get("status", 1)) != 1:
         raise AuthenticationFailed("the signed-in user is disabled or gone")
+    if int(session.get("generation", 0)) != int(user.get("session_generation", 0)):
+        raise AuthenticationFailed("the session has ended (the password changed); sign in again")
     return user_id, user
 
 
@@ -212,5 +216,8 @@ def change_password(headers: Mapping[str, str], body: str | bytes | None,
     user_id, user = caller(headers, accounts)
     if not verify_password(request.original_password, user.get("password_hash")):
         raise InvalidRequest("original_password: is not the current password", param="original_password")
-    accounts.set_password(user_id, hash_password(request.password))
+    generation = accounts.set_password(user_id, hash_password(request.password))
+    token = None if (headers.get("authorization") or "").strip() else _session_token(headers)
+    if token:  # every other session ends; the one that asked lives on
+        accounts.keep_session(keys.hash_secret(token), generation)
     return {"data": None, "message": "", "success": True}

@@ -16,6 +16,10 @@ DynamoDB treats as the same transaction for ten minutes; a later retry meets the
 (`ClaimFailed`), and the caller answers from the source's state (the same user's code: redeemed).
 A transaction cancelled only by another transaction's conflict is asked again (`admission.transactions.transact`).
 
+An account that owes units (`owed_quota`: a refund or a dispute took back more than it held,
+`commerce.reversals`) repays them first: the credit's units go to the debt, the rest to the
+quota, conditioned on the debt just read (asked again if a reversal moved it meanwhile).
+
 Top-up entries carry `units: 0` (nothing was spent: usage and spend never count them) and the
 credited amount in `credited_units`.
 """
@@ -83,14 +87,21 @@ def log_entry(credit: Credit, now: datetime) -> dict[str, Any]:
     return item
 
 
-def profile_update(credit: Credit) -> dict[str, Any]:
-    adds = {"quota": int(credit.units), **{name: int(v) for name, v in credit.profile_adds.items()}}
+def profile_update(credit: Credit, owed: int = 0) -> dict[str, Any]:
+    """The profile's share of a credit; `owed` (the debt just read) is repaid first."""
+    repaid = min(max(int(owed), 0), int(credit.units))
+    adds = {"quota": int(credit.units) - repaid, **{name: int(v) for name, v in credit.profile_adds.items()}}
+    if owed:
+        adds["owed_quota"] = adds.get("owed_quota", 0) - repaid
     names = {f"#a{n}": name for n, name in enumerate(adds)}
     names.update({f"#s{n}": name for n, name in enumerate(credit.profile_sets)})
     values: dict[str, Any] = {f":a{n}": amount for n, amount in enumerate(adds.values())}
     values.update({f":s{n}": value for n, value in enumerate(credit.profile_sets.values())})
     values.update(credit.profile_values)
-    condition = "attribute_exists(pk)" + (f" AND ({credit.profile_condition})" if credit.profile_condition else "")
+    values[":owed_was"] = int(owed)
+    debt = "owed_quota = :owed_was" if owed else "(attribute_not_exists(owed_quota) OR owed_quota = :owed_was)"
+    condition = f"attribute_exists(pk) AND {debt}" + \
+        (f" AND ({credit.profile_condition})" if credit.profile_condition else "")
     expression = "ADD " + ", ".join(f"#a{n} :a{n}" for n in range(len(adds)))
     if credit.profile_sets:
         expression += " SET " + ", ".join(f"#s{n} = :s{n}" for n in range(len(credit.profile_sets)))
@@ -100,12 +111,13 @@ def profile_update(credit: Credit) -> dict[str, Any]:
                        "ExpressionAttributeValues": to_values(values)}}
 
 
-def writes(credit: Credit, claims: Sequence[dict[str, Any]], now: datetime | None = None) -> list[dict[str, Any]]:
+def writes(credit: Credit, claims: Sequence[dict[str, Any]], now: datetime | None = None,
+           owed: int = 0) -> list[dict[str, Any]]:
     """The transaction of a credit: its claims, then the profile update, then the log entry."""
     if credit.units < 0:
         raise ValueError("a credit adds units; it never takes them")
     now = now or datetime.now(UTC)
-    return [*claims, profile_update(credit),
+    return [*claims, profile_update(credit, owed),
             {"Put": {"TableName": _table(), "Item": to_item(log_entry(credit, now)),
                      "ConditionExpression": "attribute_not_exists(pk)"}}]
 
@@ -115,16 +127,34 @@ def apply(credit: Credit, claims: Sequence[dict[str, Any]], now: datetime | None
     `ProfileRefused` when a condition fails, with nothing written."""
     from gateway.admission.transactions import transact
 
-    items = writes(credit, claims, now)
-    try:
-        transact(items)
-    except Exception as exc:
-        reasons = cancellation_reasons(exc)
-        if not reasons:
+    for _ in range(DEBT_ATTEMPTS):
+        owed = _owed(credit.user_id)
+        try:
+            transact(writes(credit, claims, now, owed))
+            return
+        except Exception as exc:
+            reasons = cancellation_reasons(exc)
+            if not reasons:
+                raise
+            for index, reason in enumerate(reasons[:len(claims)]):
+                if reason == "ConditionalCheckFailed":
+                    raise ClaimFailed(index) from None
+            if len(reasons) > len(claims) and reasons[len(claims)] == "ConditionalCheckFailed":
+                if _owed(credit.user_id) != owed:
+                    continue  # a refund or a dispute moved the debt meanwhile: read it again
+                raise ProfileRefused(credit.user_id) from None
             raise
-        for index, reason in enumerate(reasons[:len(claims)]):
-            if reason == "ConditionalCheckFailed":
-                raise ClaimFailed(index) from None
-        if len(reasons) > len(claims) and reasons[len(claims)] == "ConditionalCheckFailed":
-            raise ProfileRefused(credit.user_id) from None
-        raise
+    raise ProfileRefused(credit.user_id)
+
+
+#: Credits asked again while reversals keep moving the debt they repay.
+DEBT_ATTEMPTS = 5
+
+
+def _owed(user_id: int) -> int:
+    from gateway.store.aws import client, from_item
+
+    found = from_item(client("dynamodb").get_item(
+        TableName=_table(), Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}), ConsistentRead=True,
+        ProjectionExpression="owed_quota").get("Item")) or {}
+    return int(found.get("owed_quota") or 0)

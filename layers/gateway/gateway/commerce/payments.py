@@ -41,9 +41,9 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from gateway import options, signing_keys
-from gateway.commerce import credits
-from gateway.commerce.store import CommerceRepository, order_key
-from gateway.errors import GatewayError, InvalidRequest, NotFound, Unavailable
+from gateway.commerce import credits, reversals, signup
+from gateway.commerce.store import CommerceRepository, order_key, payment_key
+from gateway.errors import Conflict, GatewayError, InvalidRequest, NotFound, Unavailable
 from gateway.observability import logger
 from gateway.prices import UNITS_PER_USD
 from gateway.schemas.account import MAX_QUOTA_UNITS
@@ -60,6 +60,7 @@ MIN_CHARGE_CENTS = 50
 STRIPE_TOLERANCE_SECONDS = 300  # Stripe's default: a signature older than five minutes is refused
 _PAID_EVENTS = ("checkout.session.completed", "checkout.session.async_payment_succeeded")
 _ENDED_EVENTS = ("checkout.session.expired", "checkout.session.async_payment_failed")
+_REVERSAL_EVENTS = ("charge.refunded", "charge.dispute.created", "charge.dispute.closed")
 
 
 @dataclass(frozen=True)
@@ -94,10 +95,15 @@ def _cents(amount_usd: int, unit_price: float) -> int:
 
 
 def start(user_id: int, user: Mapping[str, Any], amount: int, payment_method: str, *, return_url: str,
-          repo: CommerceRepository | None = None, now: int | None = None) -> dict[str, Any]:
-    """POST /api/user/pay: an order and its Checkout Session; `data.pay_link` is Stripe's link."""
+          address: str = "", repo: CommerceRepository | None = None, now: int | None = None) -> dict[str, Any]:
+    """POST /api/user/pay: an order and its Checkout Session; `data.pay_link` is Stripe's link.
+    Orders are counted per user and per address first (`TopUpRateLimitNum` per
+    `TopUpRateLimitDurationSeconds`; past it a 429 with Retry-After), before anything is stored or sent."""
     repo = repo or CommerceRepository()
     now = int(time.time()) if now is None else now
+    signup.limit(f"order-user:{user_id}", f"order-addr:{address or 'unknown'}", now=now,
+                 most=int(options.current("TopUpRateLimitNum")),
+                 window=int(options.current("TopUpRateLimitDurationSeconds")), what="top-up orders")
     if payment_method != "stripe":
         raise InvalidRequest("payment_method: must be stripe", param="payment_method")
     found = keys()
@@ -170,6 +176,8 @@ def webhook(body: bytes, signature: str | None, repo: CommerceRepository | None 
     except (ValueError, KeyError, TypeError):
         raise BadWebhook("body: a signed event that is not a Stripe event object", param="body") from None
     repo = repo or CommerceRepository()
+    if kind in _REVERSAL_EVENTS:
+        return _reversal(kind, session, repo)
     if kind not in (*_PAID_EVENTS, *_ENDED_EVENTS):
         return {"received": True, "handled": False}
     order = _order_of(session, repo)
@@ -181,8 +189,34 @@ def webhook(body: bytes, signature: str | None, repo: CommerceRepository | None 
         return {"received": True, "handled": True}
     if session.get("payment_status") not in ("paid", "no_payment_required"):
         return {"received": True, "handled": False}  # paid later: async_payment_succeeded comes then
-    credit_order(order, accounts or UsersRepository())
+    credit_order(order, accounts or UsersRepository(), payment_intent=str(session.get("payment_intent") or ""))
     return {"received": True, "handled": True}
+
+
+def _reversal(kind: str, thing: Mapping[str, Any], repo: CommerceRepository) -> dict[str, Any]:
+    """`charge.refunded` (a Charge: `amount_refunded` so far) or `charge.dispute.created` /
+    `.closed` (a Dispute: `status`), found by their `payment_intent` (`commerce.reversals`)."""
+    trade_no = repo.order_for_payment(str(thing.get("payment_intent") or ""))
+    if trade_no is None:
+        # Not credited yet (Stripe does not keep the order of events): a non-2xx, and Stripe
+        # delivers it again later (docs.stripe.com/webhooks#retries), once the payment is known.
+        raise Conflict("payment_intent: no credited payment of this gateway has it (yet); deliver it again later",
+                       param="payment_intent")
+    try:
+        return {"received": True, "handled": True, "taken_back": _reverse(kind, thing, trade_no, repo)}
+    except reversals.NotCredited:
+        raise Conflict("payment_intent: its order is not credited (yet); deliver it again later",
+                       param="payment_intent") from None
+
+
+def _reverse(kind: str, thing: Mapping[str, Any], trade_no: str, repo: CommerceRepository) -> int:
+    if kind == "charge.refunded":
+        return reversals.apply(trade_no, refunded_cents=int(thing.get("amount_refunded") or 0), repo=repo)
+    else:
+        status = str(thing.get("status") or "")
+        state = reversals.OPEN if kind == "charge.dispute.created" else (
+            reversals.LOST if status == "lost" else reversals.WON)  # won, warning_closed: the money stays
+    return reversals.apply(trade_no, dispute=state, repo=repo)
 
 
 def _order_of(session: Mapping[str, Any], repo: CommerceRepository) -> dict[str, Any] | None:
@@ -194,9 +228,10 @@ def _order_of(session: Mapping[str, Any], repo: CommerceRepository) -> dict[str,
     return order
 
 
-def credit_order(order: Mapping[str, Any], accounts: UsersRepository, now: int | None = None) -> bool:
+def credit_order(order: Mapping[str, Any], accounts: UsersRepository, now: int | None = None,
+                 payment_intent: str = "") -> bool:
     """Credits a paid order once (False: it was credited before), with the inviter's reward when this
-    is the payer's first credited payment."""
+    is the payer's first credited payment; its PaymentIntent then finds it (refunds, disputes)."""
     now = int(time.time()) if now is None else now
     table = get_settings().accounts_table
     claim = {"Update": {"TableName": table, "Key": to_item(order_key(order["trade_no"])),
@@ -211,6 +246,9 @@ def credit_order(order: Mapping[str, Any], accounts: UsersRepository, now: int |
         inviter = int(payer.get("inviter_id") or 0)
         rewarding = with_reward and reward > 0 and inviter > 0 and not payer.get("inviter_rewarded_at")
         claims = [claim]
+        if payment_intent:
+            claims.append({"Put": {"TableName": table, "Item": to_item(
+                {**payment_key(payment_intent), "trade_no": order["trade_no"]})}})
         profile_condition = ""
         sets: dict[str, Any] = {"has_payment_method": True}
         if rewarding:

@@ -40,7 +40,7 @@ from gateway.settings import get_settings
 from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 from gateway.store.signin import SignInRepository
 from gateway.store.table import PROFILE, user_pk
-from gateway.store.users import UsersRepository
+from gateway.store.users import EmailTaken, NameTaken, UsersRepository, email_key
 
 CODE_SECONDS = 600  # new-api's VerificationValidMinutes: 10
 MAX_CODE_TRIES = 5
@@ -65,12 +65,14 @@ def normal_email(email: str, param: str = "email") -> str:
 
 # --- the critical limit ---------------------------------------------------------------------------------
 
-def limit(*subjects: str, now: float | None = None) -> None:
+def limit(*subjects: str, now: float | None = None, most: int | None = None, window: int | None = None,
+          what: str = "sign-up, code or reset requests") -> None:
     """Counts one request for each subject (`addr:<ip>`, `email:<address>`) in the current window;
-    a 429 with Retry-After for the first that is past the limit."""
+    a 429 with Retry-After for the first that is past the limit. `most` and `window` default to
+    the operator's critical limit."""
     now = time.time() if now is None else now
-    most = int(options.current("CriticalRateLimitNum"))
-    window = int(options.current("CriticalRateLimitDurationSeconds"))
+    most = int(options.current("CriticalRateLimitNum")) if most is None else most
+    window = int(options.current("CriticalRateLimitDurationSeconds")) if window is None else window
     start = int(now) // window * window
     for subject in subjects:
         try:
@@ -84,7 +86,7 @@ def limit(*subjects: str, now: float | None = None) -> None:
                 raise
             retry = max(start + window - int(now), 1)
             kind = subject.split(":", 1)[0].replace("addr", "address")
-            raise RateLimited(f"too many sign-up, code or reset requests from this {kind}; try again in {retry} s",
+            raise RateLimited(f"too many {what} from this {kind}; try again in {retry} s",
                               headers={"Retry-After": str(retry)}, code="critical_rate_limited") from None
 
 
@@ -129,7 +131,7 @@ def consume_code(purpose: str, email: str, code: str, now: float | None = None) 
 
 
 def _email_owner(email: str) -> int | None:
-    found = from_item(_db().get_item(TableName=_table(), Key=to_item({"pk": f"EMAIL#{email}", "sk": "EMAIL"}),
+    found = from_item(_db().get_item(TableName=_table(), Key=to_item(email_key(email)),
                                      ConsistentRead=True).get("Item"))
     return int(found["user_id"]) if found else None
 
@@ -143,6 +145,9 @@ def send_code(email_text: str, address: str, now: float | None = None) -> dict[s
     and work whether or not an account uses it)."""
     email = normal_email(email_text)
     limit(f"addr:{address or 'unknown'}", f"email:{email}", now=now)
+    if not options.current("RegisterEnabled") or not options.current("PasswordRegisterEnabled"):
+        # A code only ever leads to a sign-up here: with sign-up closed, nothing is stored or mailed.
+        raise PermissionDenied("sign-up is closed on this gateway: no code is sent", code="registration_closed")
     now = time.time() if now is None else now
     code = f"{secrets.randbelow(10**6):06d}"
     _store_code(REGISTER, email, code, now)
@@ -174,46 +179,20 @@ def register(request: Any, address: str, now: float | None = None) -> dict[str, 
         raise Conflict("username: taken; choose another", param="username")
     inviter = accounts.user_id_for_aff_code(request.aff_code) if request.aff_code else None
     quota = int(options.current("QuotaForNewUser")) + (int(options.current("QuotaForInvitee")) if inviter else 0)
-    user = accounts.create_user(username=request.username, email=email, quota=quota, inviter_id=inviter or 0)
-    user_id = int(user["id"])
-    try:
-        if verified:
-            _claim_email(email, user_id)
-        sign_in.set_password(user_id, hash_password(request.password))  # claims the username
-    except ValueError:
-        _forget_user(user_id, str(user["aff_code"]), email if verified else "")
+    try:  # the profile, its name's claim, its password and its address's claim: one transaction
+        user = accounts.create_user(username=request.username, email=email, quota=quota, inviter_id=inviter or 0,
+                                    password_hash=hash_password(request.password), claim_email=verified)
+    except NameTaken:
         raise Conflict("username: taken; choose another", param="username") from None
-    except Conflict:
-        _forget_user(user_id, str(user["aff_code"]), email if verified else "")
-        raise
+    except EmailTaken:
+        raise Conflict("email: an account uses this address already", param="email") from None
+    user_id = int(user["id"])
+    sign_in.refresh_decoy(user_id)
     if inviter:
         _db().update_item(TableName=_table(), Key=to_item({"pk": user_pk(inviter), "sk": PROFILE}),
                           UpdateExpression="ADD aff_count :one", ConditionExpression="attribute_exists(pk)",
                           ExpressionAttributeValues=to_values({":one": 1}))
     return {"success": True, "message": "", "data": {"id": user_id, "username": request.username}}
-
-
-def _claim_email(email: str, user_id: int) -> None:
-    try:
-        _db().put_item(TableName=_table(), Item=to_item({"pk": f"EMAIL#{email}", "sk": "EMAIL", "user_id": user_id}),
-                       ConditionExpression="attribute_not_exists(pk)")
-    except Exception as exc:
-        if is_condition_failure(exc):
-            raise Conflict("email: an account uses this address already", param="email") from None
-        raise
-
-
-def _forget_user(user_id: int, aff_code: str, email: str) -> None:
-    """Undoes a sign-up that lost its username or email to another: the account never existed."""
-    _db().delete_item(TableName=_table(), Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}))
-    _db().delete_item(TableName=_table(), Key=to_item({"pk": f"AFF#{aff_code}", "sk": "AFF"}))
-    if email:  # its own claim of the address only, never another account's
-        try:
-            _db().delete_item(TableName=_table(), Key=to_item({"pk": f"EMAIL#{email}", "sk": "EMAIL"}),
-                              ConditionExpression="user_id = :u", ExpressionAttributeValues=to_values({":u": user_id}))
-        except Exception as exc:
-            if not is_condition_failure(exc):
-                raise
 
 
 # --- password reset -----------------------------------------------------------------------------------------

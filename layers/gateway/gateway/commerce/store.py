@@ -8,6 +8,7 @@ site options' item is `store.options`).
 | a code's id pointer | `REDEMPTIONID#<id>` | `REDEMPTIONID` (`key`: the code) |
 | a top-up order (`payments`) | `ORDER#<trade no>` | `ORDER` (gsi1 `ORDERS#<user>`, gsi2 `ORDERS`: `<created>#<no>`) |
 | a Checkout Session's order | `CHECKOUT#<session id>` | `CHECKOUT` (`trade_no`) |
+| a credited payment's order | `PAYMENT#<payment intent id>` | `PAYMENT` (`trade_no`; written with the credit) |
 
 A code is keyed by itself, so a redemption reads one item and claims it with one conditional
 write; the operator's list reads the codes newest first from one index partition.
@@ -33,6 +34,10 @@ def code_id_key(code_id: int) -> dict[str, str]:
 
 def order_key(trade_no: str) -> dict[str, str]:
     return {"pk": f"ORDER#{trade_no}", "sk": "ORDER"}
+
+
+def payment_key(payment_intent: str) -> dict[str, str]:
+    return {"pk": f"PAYMENT#{payment_intent}", "sk": "PAYMENT"}
 
 
 def order_index(user_id: int, created_at: int, trade_no: str) -> dict[str, str]:
@@ -150,6 +155,14 @@ class CommerceRepository:
         pointer = from_item(self._db.get_item(TableName=self.table, Key=to_item(
             {"pk": f"CHECKOUT#{session_id}", "sk": "CHECKOUT"}), ConsistentRead=True).get("Item"))
         return self.order(str(pointer["trade_no"])) if pointer else None
+
+    def order_for_payment(self, payment_intent: str) -> str | None:
+        """The order a credited PaymentIntent paid, None if none (yet)."""
+        if not payment_intent:
+            return None
+        pointer = from_item(self._db.get_item(TableName=self.table, Key=to_item(payment_key(payment_intent)),
+                                              ConsistentRead=True).get("Item"))
+        return str(pointer["trade_no"]) if pointer else None
 
     def end_order(self, trade_no: str, status: str) -> bool:
         """A pending order ends unpaid (`status`); False when it was not pending."""

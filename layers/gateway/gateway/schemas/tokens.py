@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import AfterValidator, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from gateway.schemas.shared import StrictBody
 
 MAX_NAME_CHARS = 50
+
+
+def _printable(name: str) -> str:
+    """A key's name is shown in pages, logs and CSV cells: printable characters only (no CR, LF, VT...)."""
+    if not name.isprintable():
+        raise ValueError("a key's name has printable characters only (no line breaks or control characters)")
+    return name
 MAX_QUOTA = 10**15  # far above any real quota, far below a number DynamoDB or a float would round
 MAX_RATE = 10**9
 MAX_BUDGET_USD = 10**9
@@ -30,7 +37,7 @@ class LimitFields(StrictBody):
 class TokenFields(LimitFields):
     """The fields a user sets on its own key; an absent one keeps its value (or its default)."""
 
-    name: Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)] | None = None
+    name: Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS), AfterValidator(_printable)] | None = None
     expired_time: Annotated[StrictInt, Field(ge=-1, le=2**53, description="-1: never; else epoch seconds")] | None \
         = None
     remain_quota: Annotated[StrictInt, Field(ge=0, le=MAX_QUOTA, description="quota units (500000 per USD)")] | None \

@@ -53,11 +53,16 @@ def lease_pks(user_id: int) -> list[str]:
 
 
 def quota_debit(table: str, user_id: int, units: int) -> dict[str, Any]:
-    """The transaction item that takes `units` from an enabled user's quota, only if it has them."""
+    """The transaction item that takes `units` from an enabled user's quota, only if it has them
+    and owes nothing (an account that owes what a refund took back is held at zero until repaid,
+    `commerce.reversals`)."""
     return {"Update": {"TableName": table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
-                       "UpdateExpression": "ADD quota :neg", "ConditionExpression": "quota >= :u AND #s = :enabled",
+                       "UpdateExpression": "ADD quota :neg",
+                       "ConditionExpression": "quota >= :u AND #s = :enabled AND "
+                                              "(attribute_not_exists(owed_quota) OR owed_quota <= :zero)",
                        "ExpressionAttributeNames": {"#s": "status"},
-                       "ExpressionAttributeValues": to_values({":u": units, ":neg": -units, ":enabled": 1})}}
+                       "ExpressionAttributeValues": to_values({":u": units, ":neg": -units, ":enabled": 1,
+                                                               ":zero": 0})}}
 
 
 OPEN, CLOSED = "open", "closed"

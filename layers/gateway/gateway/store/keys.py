@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from gateway import keys
+from gateway.aws_failures import cancellation_reasons
 from gateway.store.aws import from_item, is_condition_failure, to_item, to_values, transact
 from gateway.store.table import PROFILE, AccountsTable, KeyNotFound, UserNotFound, assignments, key_pk, user_pk
 
@@ -43,12 +44,21 @@ class KeysRepository(AccountsTable):
             **({"group": group} if group else {}),
             "gsi1pk": f"{user_pk(user_id)}#KEYS", "gsi1sk": f"{now:012d}#{key_id}",
         }
-        transact(self._db, [
-            {"Put": {"TableName": self.table, "Item": to_item(record),
-                     "ConditionExpression": "attribute_not_exists(pk)"}},
-            {"Put": {"TableName": self.table, "Item": to_item(
-                {"pk": f"KEYID#{key_id}", "sk": "KEYID", "key_hash": key_hash, "user_id": user_id})}},
-        ])
+        try:
+            transact(self._db, [
+                {"Put": {"TableName": self.table, "Item": to_item(record),
+                         "ConditionExpression": "attribute_not_exists(pk)"}},
+                {"Put": {"TableName": self.table, "Item": to_item(
+                    {"pk": f"KEYID#{key_id}", "sk": "KEYID", "key_hash": key_hash, "user_id": user_id})}},
+            ])
+        except Exception as exc:
+            # Asked again after a lost answer, the transaction meets the key it wrote itself: that
+            # is this call's success (the same user, the same moment), never another's key.
+            if cancellation_reasons(exc)[:1] != ["ConditionalCheckFailed"]:
+                raise
+            found = self.raw_key(key_hash, consistent=True)
+            if found is None or (int(found["user_id"]), int(found["created_ms"])) != (user_id, now_ms):
+                raise
         return secret, record
 
     def raw_key(self, key_hash: str, *, consistent: bool = False) -> dict[str, Any] | None:

@@ -62,12 +62,15 @@ class SignInCounter:
 class SignInRepository(AccountsTable):
     """Sign-in names, passwords, console sessions and sign-in counters."""
 
-    def set_password(self, user_id: int, password_hash: str) -> None:
+    def set_password(self, user_id: int, password_hash: str) -> int:
         """Stores a user's password hash and makes its username a sign-in name (unique whatever
-        its casing: a second user of the same name, in any case, cannot have a password)."""
+        its casing: a second user of the same name, in any case, cannot have a password). Every
+        session of the user ends with it (`session_generation` moves on: a session opened under
+        an earlier one is refused); answers the new generation, for the one session to keep."""
         user = self._get(user_pk(user_id), PROFILE, consistent=True)
         if user is None:
             raise UserNotFound(user_id)
+        generation = int(user.get("session_generation", 0))
         try:
             transact(self._db, [
                 {"Put": {"TableName": self.table, "Item": to_item(
@@ -75,13 +78,24 @@ class SignInRepository(AccountsTable):
                     "ConditionExpression": "attribute_not_exists(pk) OR user_id = :u",
                     "ExpressionAttributeValues": to_values({":u": user_id})}},
                 {"Update": {"TableName": self.table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
-                            "UpdateExpression": "SET password_hash = :h", "ConditionExpression": "attribute_exists(pk)",
-                            "ExpressionAttributeValues": to_values({":h": password_hash})}},
+                            "UpdateExpression": "SET password_hash = :h, session_generation = :g",
+                            "ConditionExpression": "attribute_exists(pk) AND (attribute_not_exists("
+                                                   "session_generation) OR session_generation = :was)",
+                            "ExpressionAttributeValues": to_values({":h": password_hash, ":g": generation + 1,
+                                                                    ":was": generation})}},
             ])
         except Exception as exc:
-            if is_condition_failure(exc):
+            reasons = cancellation_reasons(exc)
+            if reasons[:1] == ["ConditionalCheckFailed"]:
                 raise ValueError(f"username '{user['username']}' already signs in as another user") from None
+            if reasons[1:2] == ["ConditionalCheckFailed"]:  # another change of this user's password meanwhile
+                return self.set_password(user_id, password_hash)
             raise
+        self.refresh_decoy(user_id)
+        return generation + 1
+
+    def refresh_decoy(self, user_id: int) -> None:
+        """The sign-in decoy shaped like this user's profile (after a password is set)."""
         try:  # never worth failing a password change for: without it, only the two sign-in reads differ in size
             profile = self._get(user_pk(user_id), PROFILE, consistent=True)
             if profile is not None:
@@ -110,10 +124,21 @@ class SignInRepository(AccountsTable):
             return None, None
         return user_id, self._get(user_pk(user_id), PROFILE, consistent=True)
 
-    def put_session(self, token_hash: str, user_id: int, expires_at: int) -> None:
+    def put_session(self, token_hash: str, user_id: int, expires_at: int, generation: int = 0) -> None:
+        """A session of the user's `session_generation` now (a later password change ends it)."""
         self._db.put_item(TableName=self.table, Item=to_item({
             "pk": f"SESSION#{token_hash}", "sk": "SESSION", "user_id": user_id, "created_at": int(time.time()),
-            "expires_at": expires_at, "expires_ttl": expires_at}))
+            "expires_at": expires_at, "expires_ttl": expires_at, "generation": int(generation)}))
+
+    def keep_session(self, token_hash: str, generation: int) -> None:
+        """The session that changed its user's password lives on under the new generation."""
+        try:
+            self._db.update_item(TableName=self.table, Key=to_item({"pk": f"SESSION#{token_hash}", "sk": "SESSION"}),
+                                 UpdateExpression="SET generation = :g", ConditionExpression="attribute_exists(pk)",
+                                 ExpressionAttributeValues=to_values({":g": int(generation)}))
+        except Exception as exc:
+            if not is_condition_failure(exc):
+                raise
 
     def get_session(self, token_hash: str) -> dict[str, Any] | None:
         return self._get(f"SESSION#{token_hash}", "SESSION", consistent=True)

@@ -105,6 +105,10 @@ class Task:
         return dataclasses.replace(self, **changes)
 
 
+#: A sent callback's mark: a claim that never passes.
+CALLBACK_SENT = 2**62
+
+
 class TasksRepository:
     def __init__(self, table: str | None = None):
         self._table = table
@@ -185,6 +189,41 @@ class TasksRepository:
                 return None
         del values["write_id"]
         return task.replace(**values, **{name: None for name in remove})
+
+    # A callback is sent once per task and status (`callback_sender`): a claim on the task item,
+    # `callback#<status>` = until when the sender holds it; once sent, `CALLBACK_SENT` (never passes).
+
+    def claim_callback(self, task_id: str, status: str, *, until: int, now: int) -> bool:
+        """True when this sender may send the task's callback for `status`: none sent, and no other
+        sender's claim still running (a crashed sender's claim passes at its `until`)."""
+        try:
+            client("dynamodb").update_item(
+                TableName=self.table, Key=to_item({"task_id": task_id}), UpdateExpression="SET #c = :until",
+                ConditionExpression="attribute_exists(task_id) AND (attribute_not_exists(#c) OR #c < :now)",
+                ExpressionAttributeNames={"#c": f"callback#{status}"},
+                ExpressionAttributeValues=to_values({":until": int(until), ":now": int(now)}))
+            return True
+        except Exception as exc:
+            if not is_condition_failure(exc):
+                raise
+            return False
+
+    def end_callback_claim(self, task_id: str, status: str, *, until: int, sent: bool) -> None:
+        """The claim made `until`: marked sent for good, or given up (a failed send is tried again)."""
+        names = {"#c": f"callback#{status}"}
+        values: dict[str, Any] = {":until": int(until)}
+        if sent:
+            expression, values[":sent"] = "SET #c = :sent", CALLBACK_SENT
+        else:
+            expression = "REMOVE #c"
+        try:
+            client("dynamodb").update_item(
+                TableName=self.table, Key=to_item({"task_id": task_id}), UpdateExpression=expression,
+                ConditionExpression="#c = :until", ExpressionAttributeNames=names,
+                ExpressionAttributeValues=to_values(values))
+        except Exception as exc:
+            if not is_condition_failure(exc):
+                raise
 
     def overdue(self, before: float, limit: int = 100) -> Iterator[Task]:
         """Open tasks whose next poll was due before `before`, oldest due first, per shard."""

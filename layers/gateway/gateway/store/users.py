@@ -15,7 +15,21 @@ from gateway import keys
 from gateway.aws_failures import cancellation_reasons
 from gateway.store.aws import from_item, is_condition_failure, to_item, to_values, transact
 from gateway.store.keys import KeysRepository
+from gateway.store.signin import username_pk
 from gateway.store.table import PROFILE, AccountsTable, KeyNotFound, UserNotFound, assignments, key_pk, user_pk
+
+
+class NameTaken(ValueError):
+    """Another user has this username (in any case): nothing was written."""
+
+
+class EmailTaken(ValueError):
+    """Another user claimed this verified address: nothing was written."""
+
+
+def email_key(email: str) -> dict[str, str]:
+    """The pointer of a verified address to its one account (sign-up with verification, reset)."""
+    return {"pk": f"EMAIL#{email}", "sk": "EMAIL"}
 
 
 class UsersRepository(AccountsTable):
@@ -23,9 +37,16 @@ class UsersRepository(AccountsTable):
 
     def create_user(self, *, username: str, display_name: str = "", email: str = "", role: int = 1,
                     group: str = "default", quota: int = 0, user_id: int | None = None,
-                    access_token: str | None = None, inviter_id: int = 0) -> dict[str, Any]:
+                    access_token: str | None = None, inviter_id: int = 0, password_hash: str = "",
+                    claim_email: bool = False) -> dict[str, Any]:
         """A new user; `user_id` None takes the next free id. Fails if the id is taken. Its
-        invitation code finds it (`user_id_for_aff_code`)."""
+        invitation code finds it (`user_id_for_aff_code`).
+
+        The profile, its username's claim (`USERNAME#<name, lower case>`: a name is taken once,
+        with or without a password, whatever its casing), its password hash when given and, with
+        `claim_email`, its verified address's claim are one transaction: no crash between them
+        leaves a profile whose name is not its own, or a name no one can sign in with
+        (`NameTaken`, `EmailTaken`: nothing written)."""
         if user_id is not None and user_id < 1:
             raise ValueError("a user id is a whole number from 1")
         now = int(time.time())
@@ -40,13 +61,28 @@ class UsersRepository(AccountsTable):
                 "aff_count": 0, "aff_quota": 0, "aff_history_quota": 0, "created_at": now,
                 "last_login_at": 0, "last_login_ip": "", "group_ratio": 1, "topup_ratio": 1,
             }
+            if password_hash:
+                profile["password_hash"] = password_hash
+            writes: list[dict[str, Any]] = [
+                {"Put": {"TableName": self.table, "Item": to_item(profile),
+                         "ConditionExpression": "attribute_not_exists(pk)"}},
+                {"Put": {"TableName": self.table, "Item": to_item(
+                    {"pk": username_pk(username), "sk": "USERNAME", "user_id": uid}),
+                    "ConditionExpression": "attribute_not_exists(pk)"}}]
+            if claim_email:
+                writes.append({"Put": {"TableName": self.table, "Item": to_item({**email_key(email), "user_id": uid}),
+                                       "ConditionExpression": "attribute_not_exists(pk)"}})
             try:
-                self._db.put_item(TableName=self.table, Item=to_item(profile),
-                                  ConditionExpression="attribute_not_exists(pk)")
+                transact(self._db, writes)
                 break
             except Exception as exc:
-                if not is_condition_failure(exc):
+                reasons = cancellation_reasons(exc)
+                if "ConditionalCheckFailed" not in reasons:
                     raise
+                if reasons[1:2] == ["ConditionalCheckFailed"]:
+                    raise NameTaken(f"username '{username}' is taken") from None
+                if reasons[2:3] == ["ConditionalCheckFailed"]:
+                    raise EmailTaken("an account uses this address already") from None
                 if user_id is not None:
                     raise ValueError(f"user {user_id} already exists") from None
         if user_id is not None:
@@ -55,6 +91,20 @@ class UsersRepository(AccountsTable):
         if access_token:
             self.set_access_token(uid, access_token)
         return profile
+
+    def claim_username(self, user_id: int, username: str) -> bool:
+        """Makes an existing user's name its own (a profile made before names were claimed with
+        it); False when another user holds the name."""
+        try:
+            self._db.put_item(TableName=self.table, Item=to_item({"pk": username_pk(username), "sk": "USERNAME",
+                                                                   "user_id": user_id}),
+                              ConditionExpression="attribute_not_exists(pk) OR user_id = :u",
+                              ExpressionAttributeValues=to_values({":u": user_id}))
+            return True
+        except Exception as exc:
+            if not is_condition_failure(exc):
+                raise
+            return False
 
     def claim_aff_code(self, user_id: int, code: str) -> str:
         """Makes `code` find the user (a pointer item); another code, written on the profile, if
