@@ -4,8 +4,10 @@ Each module below is mutated by cosmic-ray's operators (one session per module, 
 of the tree under .mutate/, never the checkout), and each mutant is run against the tests that
 cover that module only (`-x`: the first failure kills it). Where a module has more mutants than
 its share, a seeded random sample of them runs (the rest are marked skipped in the session), so
-the whole run stays within MUTATE_MINUTES on 2 cores. The last line is for scripts:
+each module stays within about 20 minutes on 2 cores. It ends with one line per module, then one
+line for the whole run (the last, for scripts):
 
+    mutation[<module>]: killed=<n> survived=<n> timeout=<n>
     mutation: killed=<n> survived=<n> timeout=<n>
 
 A survivor is printed with its diff: kill it with a test, or list it in docs/DEVELOPING.md
@@ -56,7 +58,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
         "tests/integration/test_task_faults.py",  # and a parked task's claim given back when its hold is refused,
         "tests/integration/test_imgtask.py::test_a_modal_refused_for_quota_waits_again_and_two_completions_never_both_run",
         # a callback for each change of a task's status, none for a poll that changed nothing
-        "tests/integration/test_alpha.py::test_a_callback_follows_every_status_change_with_the_upstreams_payload_signed"]),
+        "tests/integration/test_alpha.py::test_a_callback_follows_every_status_change_with_the_upstreams_payload_signed",
+        # a task settles at the price it was held at, whatever the operator's prices say by then
+        "tests/integration/test_model_prices.py::test_a_task_settles_at_the_price_it_was_held_at"]),
     "billing": (f"{LAYER}/admission/billing.py", BILLING_TESTS),
     # The one way a money transaction is sent (asked again on a conflict, a 429 once it never clears),
     # moved out of billing: billing's tests.
@@ -80,8 +84,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
     # with the invitation reward, and sign-up's codes and limits.
     "credits": (f"{LAYER}/commerce/credits.py", [
         "tests/integration/test_commerce.py::test_a_user_redeems_a_code_once_and_sees_it_in_the_log_not_in_spend",
-        "tests/integration/test_payments.py"]),
-    "redemption": (f"{LAYER}/commerce/redemption.py", ["tests/integration/test_commerce.py"]),
+        "tests/integration/test_payments.py", "tests/integration/test_credits.py"]),
+    "redemption": (f"{LAYER}/commerce/redemption.py", ["tests/integration/test_commerce.py",
+                                                       "tests/integration/test_credits.py"]),
     "payments": (f"{LAYER}/commerce/payments.py", ["tests/integration/test_payments.py"]),
     # What a refund or a dispute takes back, once, in any order (issue 43).
     "reversals": (f"{LAYER}/commerce/reversals.py", [
@@ -255,14 +260,24 @@ def main() -> None:
     totals = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0}
     # Modules side by side, one per core: each session mutates its own copy of the tree.
     with ThreadPoolExecutor(max_workers=int(os.environ.get("MUTATE_JOBS", "2"))) as pool:
-        runs = [pool.submit(_run_module, name, *MODULES[name], SAMPLES.get(name, sample), seed) for name in names]
-        for run in runs:
-            for key, value in run.result().items():
-                totals[key] += value
+        runs = {name: pool.submit(_run_module, name, *MODULES[name], SAMPLES.get(name, sample), seed)
+                for name in names}
+        counts = {name: run.result() for name, run in runs.items()}
+    for result in counts.values():
+        for key, value in result.items():
+            totals[key] += value
     print(f"mutation run: {time.monotonic() - started:.0f} s; {totals['incompetent']} incompetent mutants "
           "(they broke the import) counted as killed")
-    print(f"mutation: killed={totals['killed'] + totals['incompetent']} survived={totals['survived']} "
-          f"timeout={totals['timeout']}")
+    # Where the survivors are, module by module, then the whole run's line (the last, for scripts).
+    for name, result in counts.items():
+        print(f"mutation[{name}]: {_line(result)}")
+    print(f"mutation: {_line(totals)}")
+
+
+def _line(counts: dict[str, int]) -> str:
+    """`killed=… survived=… timeout=…`: a mutant that broke the import counts as killed."""
+    return (f"killed={counts['killed'] + counts['incompetent']} survived={counts['survived']} "
+            f"timeout={counts['timeout']}")
 
 
 if __name__ == "__main__":

@@ -144,6 +144,15 @@ def test_a_keys_balances_are_read_strongly_consistent(demo, accounts, stale_repl
     assert key is not None and key["user_id"] == 1
 
 
+def test_a_users_quota_is_read_strongly_consistent_after_an_operators_credit(demo, accounts, stale_replica):
+    """The quota an operator's credit answers (and the demo account's start decides on) is the
+    profile as written, never a replica's stale view: the profile is read consistently."""
+    user = accounts.users.create_user(username="credited", quota=100)
+    stale_replica("PROFILE")
+    assert balances.add_user_quota(int(user["id"]), 50) == 150
+    assert balances.get_user(int(user["id"]))["quota"] == 150
+
+
 def test_an_invitation_code_is_found_by_a_strongly_consistent_read(demo, accounts, stale_replica):
     """A code handed out a moment ago (the inviter's page, then the sign-up) finds its user even
     where a replica has not caught up: the code's pointer is read consistently."""

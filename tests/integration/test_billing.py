@@ -283,6 +283,8 @@ def test_a_replayed_request_id_is_claimed_once_then_refused_as_a_duplicate(limit
         billing.reserve_request(limited, 50, model="m-small", route="test", request_id="apigw-1", claim_id=True)
     assert caught.value.code == "duplicate_request"
     assert balances.get_user(7)["quota"] == quota
+    # And the id's claim is no durable reservation: nothing a task or the sweeper would close
+    assert billing.get_reservation("apigw-1") is None
 
 
 def test_a_user_disabled_after_its_key_was_read_is_refused_as_disabled_not_as_short_of_quota(limited, accounts):

@@ -127,3 +127,35 @@ def test_a_bad_key_is_a_400_naming_the_header(value):
 def test_the_header_is_read_in_any_case_up_to_255_characters():
     assert idempotency.key_from({"IDEMPOTENCY-KEY": "k" * 255}) == "k" * 255
     assert idempotency.key_from({"x-other": "1"}) is None and idempotency.key_from(None) is None
+
+
+FORM = (b'--{b}\r\nContent-Disposition: form-data; name="prompt"\r\n\r\n{prompt}\r\n'
+        b'--{b}\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\n'
+        b'Content-Type: image/png\r\n\r\n\x89PNG-bytes\r\n--{b}--\r\n')
+
+
+def form(boundary: str, prompt: str = "a cat") -> tuple[bytes, dict[str, str]]:
+    """A multipart form as a client sends it: the boundary it drew, named in `Content-Type` (with a
+    parameter after it, which RFC 2046 allows in any order), and a header of the client's own that
+    happens to mention a boundary too."""
+    body = FORM.replace(b"{b}", boundary.encode()).replace(b"{prompt}", prompt.encode())
+    return body, {"X-Client-Note": "boundary=none", "Content-Type": f"multipart/form-data; boundary={boundary}; x=1"}
+
+
+def run_form(principal, runs, boundary: str, prompt: str = "a cat", *, now=T0):
+    body, headers = form(boundary, prompt)
+    return idempotency.run_once(principal, "/v1/images/edits", "form-1", idempotency.comparable_body(body, headers),
+                                runs, now=now)
+
+
+def test_a_multipart_retry_with_a_new_boundary_replays_and_other_parts_are_a_409(principal):
+    # Given a form submitted under a key
+    runs = Runs()
+    assert run_form(principal, runs, "boundary-first") == (200, {"id": "task-1"}, False)
+    # When the client's retry draws another boundary, the same parts replay the first answer
+    assert run_form(principal, runs, "Boundary-Retry-77", now=T0 + 5) == (200, {"id": "task-1"}, True)
+    assert runs.count == 1
+    # While other parts under the same key are refused
+    with pytest.raises(Conflict) as refused:
+        run_form(principal, runs, "boundary-third", prompt="a dog", now=T0 + 9)
+    assert refused.value.code == "idempotency_key_reused" and runs.count == 1

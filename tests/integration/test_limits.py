@@ -492,6 +492,15 @@ def test_an_owner_may_tighten_an_operators_limit_down_to_one_never_clear_or_rais
         assert field == name and "may be lowered, not raised or cleared" in rule
 
 
+def test_an_owner_may_lower_an_operators_budget_never_clear_raise_or_move_it_to_another_period():
+    operator = Limits(budget_units=500_000, budget_period="daily")
+    assert [Limits(budget_units=n, budget_period="daily").loosening(operator) for n in (1, 500_000)] == [[], []]
+    for loosened in (Limits(), Limits(budget_units=500_001, budget_period="daily"),
+                     Limits(budget_units=1, budget_period="weekly")):
+        ((field, rule),) = loosened.loosening(operator)
+        assert field == "budget_usd" and "may be lowered, not raised, cleared or given another period" in rule
+
+
 def test_a_tpm_hold_names_what_the_minute_has_left_after_every_hold_in_it_and_expires(user, accounts, frozen):
     from gateway.store.aws import client, from_item, to_item
 

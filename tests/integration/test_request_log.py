@@ -388,3 +388,55 @@ def test_a_filtered_read_of_one_models_log_is_one_query(demo, history, keys, mon
     page = requestlog.read(1, requestlog.LogQuery({"model_name": "m-small", "type": "5", "page_size": "100"}))
     assert [i["request_id"] for i in page["items"]] == expected(history, model="m-small", type=5)
     assert indexes == ["gsi2"]
+
+
+def spy_queries(monkeypatch) -> list[tuple[dict, list[dict]]]:
+    """Every Query the store sends from now on: its parameters and the items DynamoDB returned."""
+    from gateway.store.aws import client
+
+    db = client("dynamodb")
+    real, sent = db.query, []
+
+    def recorded(**params):
+        answer = real(**params)
+        sent.append((params, answer.get("Items", [])))
+        return answer
+
+    monkeypatch.setattr(db, "query", recorded)
+    return sent
+
+
+def test_a_page_reads_at_most_a_page_from_each_shard_and_a_filters_examination_reads_keys_alone(
+        demo, history, monkeypatch):
+    """Read capacity follows what a page shows, not the account's history: the account's 30 entries
+    lie over 8 shards (4 in one, at least), a page of 2 takes at most 3 (the page and one more) from
+    each; and where a filter then picks among the newest entries, those are read as sort keys only."""
+    from gateway.store.usage import ledger_pks
+
+    sent = spy_queries(monkeypatch)
+    page = requestlog.read(1, requestlog.LogQuery({"page_size": "2"}))
+    assert [i["request_id"] for i in page["items"]] == expected(history)[:2]
+    shards = len(ledger_pks(1))
+    assert len(sent) > shards and all(len(items) <= 3 for _, items in sent[:shards])
+    sent.clear()
+    page = requestlog.read(1, requestlog.LogQuery({"type": "5", "page_size": "100"}))
+    assert [i["request_id"] for i in page["items"]] == expected(history, type=5)
+    examined = [items for params, items in sent if "FilterExpression" not in params]
+    assert len(examined) == shards and sum(map(len, examined)) == 30
+    assert all(set(item) == {"sk"} for items in examined for item in items)
+
+
+def test_entries_stored_under_each_of_the_ledgers_eight_partitions_are_read(demo, keys, monkeypatch):
+    """The ledger's layout is stored data: an account's entries lie under `USER#<id>` and
+    `USER#<id>#L1` to `#L7` (written by every deployment so far), and a read finds them all."""
+    from gateway.settings import get_settings
+    from gateway.store.aws import client, to_item
+
+    entry_at(monkeypatch, keys["demo"], BASE, request_id="first")
+    (entry,) = demo_ledger()
+    for shard in range(8):
+        stored = {**entry, "pk": "USER#1" if shard == 0 else f"USER#1#L{shard}", "request_id": f"stored-{shard}",
+                  "sk": str(entry["sk"]).replace("#first", f"#stored-{shard}")}
+        client("dynamodb").put_item(TableName=get_settings().accounts_table, Item=to_item(stored))
+    page = requestlog.read(1, requestlog.LogQuery({"page_size": "100"}))
+    assert sorted(i["request_id"] for i in page["items"]) == ["first"] + [f"stored-{n}" for n in range(8)]

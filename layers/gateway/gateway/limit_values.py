@@ -104,7 +104,8 @@ class Limits:
             if theirs and not 0 < mine <= theirs:
                 problems.append((name, f"the operator set this key's {name} to {theirs}: it may be lowered, "
                                        "not raised or cleared"))
-        if operator.budget_units and not (0 < self.budget_units <= operator.budget_units
+        # A cleared budget has no period (`__post_init__`), so the period's check refuses it too.
+        if operator.budget_units and not (self.budget_units <= operator.budget_units
                                           and self.budget_period == operator.budget_period):
             problems.append(("budget_usd", f"the operator set this key's budget to {operator.budget_usd} USD "
                                            f"({operator.budget_period}): it may be lowered, not raised, cleared "
