@@ -94,6 +94,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
             "test_a_refund_takes_back_what_it_refunds_once",
             "test_a_refund_of_what_was_spent_is_owed_and_holds_the_account_at_zero_until_repaid",
             "test_a_dispute_freezes_the_credit_until_it_closes",
+            "test_a_dispute_won_while_the_account_owes_repays_the_debt_first",
             "test_a_reversal_before_its_payment_is_credited_is_refused_until_it_is",
             "test_randomized_credits_refunds_and_disputes_leave_each_orders_net_credit_exact")]),
     "signup": (f"{LAYER}/commerce/signup.py", ["tests/integration/test_signup.py"]),

@@ -580,6 +580,17 @@ def test_a_dispute_freezes_the_credit_until_it_closes(payments_on, payer, accoun
         "stripe dispute: 1000000 units added"]
 
 
+def test_a_dispute_won_while_the_account_owes_repays_the_debt_first(payments_on, payer, accounts, commerce_fn):
+    _, disputed = paid_order(payments_on, payer, accounts, amount=5)
+    spend(accounts, payer, 2_500_000)  # all of it spent
+    dispute = stripe_post(payments_on, "/test/disputes", payment_intent=disputed)
+    assert quota(accounts, payer) == 0 and owed(accounts, payer) == 2_500_000
+    paid_order(payments_on, payer, accounts, amount=1)  # repays 0.5 M of the debt
+    assert quota(accounts, payer) == 0 and owed(accounts, payer) == 2_000_000
+    stripe_post(payments_on, f"/test/disputes/{dispute['id']}/close", status="won")
+    assert owed(accounts, payer) == 0 and quota(accounts, payer) == 500_000
+
+
 def test_a_reversal_before_its_payment_is_credited_is_refused_until_it_is(payments_on, payer, accounts,
                                                                           commerce_fn):
     order = start(payer, accounts, amount=5)

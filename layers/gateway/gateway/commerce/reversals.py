@@ -105,6 +105,7 @@ def apply(trade_no: str, *, refunded_cents: int = 0, dispute: str = "", repo: An
         if (new_cents, new_dispute) == (seen_cents, seen_dispute):
             return 0  # delivered before, or said less than what was seen
         version = int(order.get("reversal_version") or 0)
+        next_version = version + 1  # the order's, and its log entry's id
         delta = units_taken(order, new_cents, new_dispute) - int(order.get("taken_units") or 0)
         was = "reversal_version = :v" if version else "attribute_not_exists(reversal_version)"
         writes = [{"Update": {
@@ -113,12 +114,12 @@ def apply(trade_no: str, *, refunded_cents: int = 0, dispute: str = "", repo: An
             "ConditionExpression": f"#s = :success AND {was}", "ExpressionAttributeNames": {"#s": "status"},
             "ExpressionAttributeValues": to_values({
                 ":c": new_cents, ":d": new_dispute, ":t": int(order.get("taken_units") or 0) + delta,
-                ":next": version + 1, ":success": "success", **({":v": version} if version else {})})}}]
+                ":next": next_version, ":success": "success", **({":v": version} if version else {})})}}]
         if delta:
             user_id = int(order["user_id"])
             profile = accounts.raw_user(user_id, consistent=True) or {}
             why = "dispute" if new_dispute != seen_dispute else "refund"
-            writes += [profile_move(user_id, profile, delta), _log(order, version + 1, delta, why,
+            writes += [profile_move(user_id, profile, delta), _log(order, next_version, delta, why,
                                                                    datetime.fromtimestamp(time.time(), UTC))]
         try:
             transact(writes)
