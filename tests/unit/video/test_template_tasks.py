@@ -55,7 +55,8 @@ def test_each_task_function_gets_only_the_access_it_uses(template):
     assert _policies(resources["CallbackSenderFunction"]) == [
         ("AWSSecretsManagerGetSecretValuePolicy", {"SecretArn": {"Ref": "CallbackSigningSecret"}}),
         ("AWSSecretsManagerGetSecretValuePolicy", {"SecretArn": {"Ref": "ResultLinkSecret"}}),
-        ("Statement", [{"Effect": "Allow", "Action": "dynamodb:GetItem",
+        # UpdateItem: the claim of each task and status, so a duplicated message sends its webhook once
+        ("Statement", [{"Effect": "Allow", "Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"],
                         "Resource": {"Fn::GetAtt": "TasksTable.Arn"}}]),
         ("SQSPollerPolicy", {"QueueName": {"Fn::GetAtt": "CallbackQueue.QueueName"}})]
     assert sender["Environment"]["Variables"]["GATEWAY_CALLBACK_SECRET_ID"] == {"Ref": "CallbackSigningSecret"}
