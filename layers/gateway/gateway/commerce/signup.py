@@ -165,13 +165,14 @@ def register(request: Any, address: str, now: float | None = None) -> dict[str, 
     if not options.current("RegisterEnabled") or not options.current("PasswordRegisterEnabled"):
         raise PermissionDenied("sign-up is closed on this gateway", code="registration_closed")
     verified = bool(options.current("EmailVerificationEnabled"))
-    if verified:
-        if not email:
-            raise InvalidRequest("email: required (this gateway verifies addresses)", param="email")
-        if not request.verification_code or not consume_code(REGISTER, email, request.verification_code, now):
-            raise InvalidRequest("verification_code: wrong or expired; ask for a new one", param="verification_code")
+    if verified and not email:
+        raise InvalidRequest("email: required (this gateway verifies addresses)", param="email")
+    # A taken name is refused before the code is spent: a code is spent only by the sign-up it completes.
     if sign_in.user_id_for_username(request.username) is not None:
         raise Conflict("username: taken; choose another", param="username")
+    if verified and (not request.verification_code
+                     or not consume_code(REGISTER, email, request.verification_code, now)):
+        raise InvalidRequest("verification_code: wrong or expired; ask for a new one", param="verification_code")
     inviter = accounts.user_id_for_aff_code(request.aff_code) if request.aff_code else None
     quota = int(options.current("QuotaForNewUser")) + (int(options.current("QuotaForInvitee")) if inviter else 0)
     user = accounts.create_user(username=request.username, email=email, quota=quota, inviter_id=inviter or 0)
@@ -181,10 +182,10 @@ def register(request: Any, address: str, now: float | None = None) -> dict[str, 
             _claim_email(email, user_id)
         sign_in.set_password(user_id, hash_password(request.password))  # claims the username
     except ValueError:
-        _forget_user(user_id, str(user["aff_code"]), email if verified else "")
+        _forget_user(user_id, str(user["aff_code"]), email if verified else "", request.verification_code, now)
         raise Conflict("username: taken; choose another", param="username") from None
     except Conflict:
-        _forget_user(user_id, str(user["aff_code"]), email if verified else "")
+        _forget_user(user_id, str(user["aff_code"]), email if verified else "", request.verification_code, now)
         raise
     if inviter:
         _db().update_item(TableName=_table(), Key=to_item({"pk": user_pk(inviter), "sk": PROFILE}),
@@ -203,10 +204,13 @@ def _claim_email(email: str, user_id: int) -> None:
         raise
 
 
-def _forget_user(user_id: int, aff_code: str, email: str) -> None:
-    """Undoes a sign-up that lost its username or email to another: the account never existed."""
+def _forget_user(user_id: int, aff_code: str, email: str, code: str = "", now: float | None = None) -> None:
+    """Undoes a sign-up that lost its username or email to another: the account never existed, and
+    the address's code is stored again (for its 10 minutes), since no sign-up completed with it."""
     _db().delete_item(TableName=_table(), Key=to_item({"pk": user_pk(user_id), "sk": PROFILE}))
     _db().delete_item(TableName=_table(), Key=to_item({"pk": f"AFF#{aff_code}", "sk": "AFF"}))
+    if email and code:
+        _store_code(REGISTER, email, code, time.time() if now is None else now)
     if email:  # its own claim of the address only, never another account's
         try:
             _db().delete_item(TableName=_table(), Key=to_item({"pk": f"EMAIL#{email}", "sk": "EMAIL"}),
