@@ -99,7 +99,15 @@ function ChannelForm({ channel, onDone, onCancel }) {
 function health(c) {
   if (c.shadowed) return "not in force: the channels document has a channel of this name";
   if (c.state === "cooling") return `cooling until ${c.cooling_until}`;
+  if (c.state === "healthy" && c.failures) return `healthy, ${c.failures} recent failure${c.failures > 1 ? "s" : ""}`;
   return c.state;
+}
+
+// The last test (an operator's or the sweeper's probe): when, and what the upstream said.
+function lastTest(c) {
+  if (!c.last_probe_at) return "never";
+  const at = c.last_probe_at.replace("T", " ").replace("+00:00", " UTC");
+  return c.last_probe === "ok" ? `passed ${at}` : `failed ${at}: ${c.last_probe}`;
 }
 
 export function Channels() {
@@ -155,7 +163,7 @@ export function Channels() {
       <div class="table">
         <table aria-label="Channels">
           <thead><tr><th>Name</th><th>Source</th><th>Protocol</th><th>Base URL</th><th>Models</th><th>Priority</th>
-            <th>Weight</th><th>Key</th><th>Health</th><th>Last error</th><th>Actions</th></tr></thead>
+            <th>Weight</th><th>Key</th><th>Health</th><th>Last test</th><th>Last error</th><th>Actions</th></tr></thead>
           <tbody>
             {rows.map((c) => (
               <tr key={`${c.source}-${c.id ?? c.name}`}>
@@ -165,7 +173,8 @@ export function Channels() {
                 <td>{c.priority}</td><td>{c.weight}</td>
                 <td>{c.key_last4 ? `…${c.key_last4}` : "set"}</td>
                 <td>{health(c)}</td>
-                <td class="what">{c.last_error || ""}</td>
+                <td class="what">{lastTest(c)}</td>
+                <td class="what">{c.last_error && c.last_error !== c.last_probe ? c.last_error : ""}</td>
                 <td><div class="actions">
                   <button type="button" onClick={() => test(c)} aria-label={`Test ${c.name}`}>Test</button>
                   <button type="button" onClick={() => toggle(c)}
@@ -178,7 +187,7 @@ export function Channels() {
                         aria-label={`Edit ${c.name}`}>Edit</button>
                       {deleting === c.id ? (
                         <button type="button" class="danger" onClick={() => remove(c)}
-                          aria-label={`Confirm deleting ${c.name}`}>Confirm delete</button>
+                          aria-label={`Confirm delete ${c.name}`}>Confirm delete</button>
                       ) : (
                         <button type="button" onClick={() => setDeleting(c.id)}
                           aria-label={`Delete ${c.name}`}>Delete</button>

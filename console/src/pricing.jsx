@@ -17,27 +17,48 @@ function money(value) {
   return `$${Number(value).toLocaleString("en-US", { maximumFractionDigits: 6 })}`;
 }
 
+function PriceTable({ rows }) {
+  const shown = COLUMNS.filter(([name]) => rows.some((row) => row[name] !== undefined));
+  return (
+    <div class="table">
+      <table aria-label="Prices">
+        <thead><tr><th>Model</th><th>Kind</th>{shown.map(([, label]) => <th>{label}</th>)}</tr></thead>
+        <tbody>
+          {rows.map((row) => (
+            <tr><td>{row.model_name}</td><td>{row.kind}</td>{shown.map(([name]) => <td>{money(row[name])}</td>)}</tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+// The page a visitor sees at #/pricing when the operator's PricingAnonymous allows it (the API
+// answers the default group's prices without credentials); else the API's refusal and a way in.
+export function PublicPricing() {
+  const { data, error } = useLoad(() => call("GET", "/api/pricing", { user: null }), []);
+  return (
+    <main class="public">
+      <h1>Pricing</h1>
+      {error && <p class="error" role="alert">{error.message}</p>}
+      {data && <p>Prices in USD for the default group ({data.group}, × {data.group_ratio}).</p>}
+      {data && <PriceTable rows={data.data || []} />}
+      <p class="links"><a href="#/">Sign in</a></p>
+    </main>
+  );
+}
+
 export function Pricing({ me }) {
   const [version, setVersion] = useState(0);
   const { data, error } = useLoad(() => call("GET", "/api/pricing"), [version]);
   const rows = (data && data.data) || [];
-  const shown = COLUMNS.filter(([name]) => rows.some((row) => row[name] !== undefined));
   return (
     <>
       {error && <p class="error" role="alert">{error.message}</p>}
       {data && (
         <p>Your group: <strong>{data.group}</strong>, prices × {data.group_ratio} (USD).</p>
       )}
-      <div class="table">
-        <table aria-label="Prices">
-          <thead><tr><th>Model</th><th>Kind</th>{shown.map(([, label]) => <th>{label}</th>)}</tr></thead>
-          <tbody>
-            {rows.map((row) => (
-              <tr><td>{row.model_name}</td><td>{row.kind}</td>{shown.map(([name]) => <td>{money(row[name])}</td>)}</tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <PriceTable rows={rows} />
       {me.role >= 10 && <ModelPrices onDone={() => setVersion(version + 1)} />}
       {me.role >= 10 && <GroupRatios onDone={() => setVersion(version + 1)} />}
       {me.role >= 10 && <MoveUser onDone={() => setVersion(version + 1)} />}

@@ -1,14 +1,17 @@
 // Form parts: a labelled field whose error (from the API) appears next to it, and the form's
-// own error when the API names no field of the form.
+// own error when the API names no field of the form. The error sits outside the <label>, so the
+// field's accessible name is its label alone; the error is its description.
 export function Field({ label, name, error, ...input }) {
   const mine = error && error.param === name;
   return (
-    <label class="field">
-      <span>{label}</span>
-      <input name={name} aria-invalid={mine ? "true" : undefined}
-        aria-describedby={mine ? `${name}-error` : undefined} {...input} />
+    <div class="field">
+      <label>
+        <span>{label}</span>
+        <input name={name} aria-invalid={mine ? "true" : undefined}
+          aria-describedby={mine ? `${name}-error` : undefined} {...input} />
+      </label>
       {mine && <span class="error" id={`${name}-error`} role="alert">{error.message}</span>}
-    </label>
+    </div>
   );
 }
 
@@ -31,13 +34,15 @@ export function Pager({ onNext, onFirst, hasNext, hasPrevious }) {
 export function Choice({ label, name, options, error }) {
   const mine = error && error.param === name;
   return (
-    <label class="field">
-      <span>{label}</span>
-      <select name={name} aria-invalid={mine ? "true" : undefined} aria-describedby={mine ? `${name}-error` : undefined}>
-        <option value="">all</option>
-        {options.map((option) => <option value={option}>{option}</option>)}
-      </select>
+    <div class="field">
+      <label>
+        <span>{label}</span>
+        <select name={name} aria-invalid={mine ? "true" : undefined} aria-describedby={mine ? `${name}-error` : undefined}>
+          <option value="">all</option>
+          {options.map((option) => <option value={option}>{option}</option>)}
+        </select>
+      </label>
       {mine && <span class="error" id={`${name}-error`} role="alert">{error.message}</span>}
-    </label>
+    </div>
   );
 }

@@ -40,9 +40,17 @@ export function limitsText(x) {
     x.max_parallel && `${x.max_parallel} parallel`].filter(Boolean).join(", ") || "none";
 }
 
+// The operator's Notice (GET /api/status), for signed-in users too: the Dashboard is where they land.
+function Notice() {
+  const { data } = useLoad(() => call("GET", "/api/status").then((answer) => answer.data), []);
+  if (!data || !data.notice) return null;
+  return <section class="notice" aria-label="Notice">{data.notice}</section>;
+}
+
 export function Dashboard({ me }) {
   return (
     <>
+      <Notice />
       <dl class="cards">
         <div><dt>Balance</dt><dd>{usd(me.quota)}</dd><dd class="units">{me.quota.toLocaleString("en-US")} units</dd></div>
         <div><dt>Used</dt><dd>{usd(me.used_quota)}</dd></div>

@@ -95,8 +95,19 @@ def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_
     chart.locator("canvas").first.wait_for()  # what the user waits for: uPlot draws once the data is in
     assert fits(page, viewport)
 
+    # A session works in every tab of the browser (the cookie is the browser's)
+    other_tab = context.new_page()
+    other_tab.goto(f"{site.url}/console/")
+    other_tab.get_by_role("button", name="Sign out").wait_for()
+    other_tab.close()
+
     name = f"laptop-{viewport['width']}"
     go_to(page, "Keys")
+    # The Keys page says where to send requests, and links the API docs
+    base_url = page.get_by_label("API base URL", exact=True).inner_text().strip()
+    assert base_url == f"{site.url}/v1"
+    docs = page.get_by_role("link", name="API docs")
+    assert docs.get_attribute("href") == f"{site.url}/docs"
     form = page.get_by_role("form", name="Create key")
     form.get_by_label("Name").fill(name)
     form.get_by_label("Models (comma-separated; empty: all)").fill("m-small")
@@ -110,7 +121,8 @@ def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_
     assert fits(page, viewport)
     assert page.get_by_text(key).count() == 0  # shown once: the list has its hint only
 
-    assert chat(site, key)
+    with openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=60) as sdk:  # only what it shows
+        assert sdk.chat.completions.create(model="m-small", messages=[{"role": "user", "content": "hi"}]).choices
 
     go_to(page, "Request log")
     filters = page.get_by_role("form", name="Filter the log")
@@ -130,8 +142,13 @@ def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_
     page.get_by_role("img", name=re.compile(r"^Your spend per day, last 30 days")).wait_for()
 
     go_to(page, "Keys")
+    keys = page.get_by_role("table", name="Keys")
+    page.get_by_role("button", name=f"Delete key {name}").click()  # one click asks first
+    page.get_by_role("button", name=f"Keep key {name}").click()
     page.get_by_role("button", name=f"Delete key {name}").click()
-    page.get_by_role("table", name="Keys").get_by_text(name).wait_for(state="detached")
+    assert keys.get_by_text(name).count() == 1
+    page.get_by_role("button", name=f"Confirm delete key {name}").click()
+    keys.get_by_text(name).wait_for(state="detached")
     deadline = time.monotonic() + 30  # a warm function may reuse a key lookup for its cache time (5 s)
     while True:
         try:
@@ -189,6 +206,10 @@ def test_errors_appear_next_to_their_field_and_sign_out_ends_the_session(site, c
     error = page.get_by_role("form", name="Create key").get_by_role("alert")
     error.wait_for()
     assert "model_limits" in error.inner_text()
+    # The field's name is its label alone; the error describes it
+    models = page.get_by_role("textbox", name="Models (comma-separated; empty: all)", exact=True)
+    assert models.get_attribute("aria-invalid") == "true"
+    assert models.get_attribute("aria-describedby") == error.get_attribute("id")
 
     page.get_by_role("button", name="Sign out").click()
     page.get_by_role("button", name="Sign in").wait_for()
@@ -404,3 +425,41 @@ def test_an_operator_prices_a_model_in_the_console_and_a_users_next_request_pays
         "In force: the gateway's shipped table").wait_for()
     pricing = httpx.get(f"{site.url}/api/pricing", headers=bob_api).json()
     assert {r["model_name"]: r for r in pricing["data"]}["m-small"]["input_per_million"] == 1.0
+
+
+def test_a_visitor_sees_the_public_prices_and_a_signed_in_user_the_notice(site, chromium):
+    # Given the operator's Notice, and PricingAnonymous on (its default)
+    with httpx.Client(base_url=site.url) as operator:
+        assert operator.post("/api/user/login", json={"username": "demo", "password": OPERATOR_PASSWORD}).is_success
+        answer = operator.put("/api/option/", headers={"X-Api-User": "1"},
+                              json={"key": "Notice", "value": "Maintenance on Sunday 02:00 UTC"})
+    assert answer.status_code == 200 and answer.json()["success"], answer.text
+    # When a visitor opens the pricing page: the prices, no sign-in
+    visitor = chromium.new_context(viewport=PHONE).new_page()
+    visitor.goto(f"{site.url}/console/")
+    visitor.get_by_role("link", name="Pricing").click()
+    visitor.get_by_role("heading", name="Pricing", level=1).wait_for()
+    visitor.get_by_role("table", name="Prices").get_by_role("cell", name="m-small", exact=True).wait_for()
+    assert visitor.get_by_role("button", name="Sign in").count() == 0
+    visitor.context.close()
+    # And a signed-in user sees the Notice on the Dashboard
+    page = chromium.new_context(viewport=DESKTOP).new_page()
+    sign_in(page, site.url, "ann", ANN_PASSWORD)
+    notice = page.get_by_role("region", name="Notice")
+    notice.wait_for()
+    assert notice.inner_text() == "Maintenance on Sunday 02:00 UTC"
+    page.context.close()
+
+
+def test_escape_closes_the_mobile_menu(site, chromium):
+    page = chromium.new_context(viewport=PHONE).new_page()
+    sign_in(page, site.url, "ann", ANN_PASSWORD)
+    menu = page.get_by_role("button", name="Menu")
+    menu.click()
+    links = page.get_by_role("navigation", name="Console")
+    links.get_by_role("link", name="Keys").wait_for()
+    page.keyboard.press("Escape")
+    links.get_by_role("link", name="Keys").wait_for(state="hidden")
+    assert menu.get_attribute("aria-expanded") == "false"
+    assert page.evaluate("document.activeElement.textContent") == "Menu"
+    page.context.close()
