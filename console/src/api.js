@@ -87,6 +87,11 @@ function paramOf(message) {
   return found ? found[1] : null;
 }
 
+/** A role as the forms name it (new-api's numbers: 1 user, 10 operator, 100 root). */
+export function roleName(role) {
+  return role >= 100 ? "root" : role >= 10 ? "operator" : "user";
+}
+
 export function usd(units) {
   const value = Number(units || 0) / UNITS_PER_USD;
   return `$${value.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: value < 1 ? 6 : 2 })}`;

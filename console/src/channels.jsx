@@ -7,7 +7,13 @@ import { call } from "./api.js";
 import { Field, FormError } from "./ui.jsx";
 import { useLoad } from "./user.jsx";
 
-const PROTOCOLS = ["chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask"];
+// The protocols (the channels document's names) by the vendors whose API they speak (docs/tasks.md).
+const PROTOCOLS = [["chat", "OpenAI-compatible (chat completions)"], ["messages", "Anthropic (messages)"],
+  ["content", "Google Gemini (generateContent)"], ["alpha", "Kling (video and images)"],
+  ["beta", "Black Forest Labs FLUX (images)"], ["gamma", "Alibaba DashScope (video)"],
+  ["delta", "Google Veo (video)"], ["epsilon", "OpenAI Sora (videos)"], ["zeta", "ByteDance Ark Seedance (video)"],
+  ["imgtask", "Midjourney proxy (images)"]];
+const VENDOR = Object.fromEntries(PROTOCOLS);
 const FIELDS = ["name", "protocol", "base_url", "key", "models", "model_map", "priority", "weight", "groups"];
 
 function words(text) {
@@ -74,7 +80,7 @@ function ChannelForm({ channel, onDone, onCancel }) {
       {!editing && <Field label="Name" name="name" required autocomplete="off" error={error} />}
       <label class="field"><span>Protocol</span>
         <select name="protocol" defaultValue={c.protocol || "chat"}>
-          {PROTOCOLS.map((p) => <option value={p}>{p}</option>)}
+          {PROTOCOLS.map(([p, vendor]) => <option value={p}>{vendor}</option>)}
         </select></label>
       <Field label="Base URL" name="base_url" type="url" required defaultValue={c.base_url || ""} error={error}
         placeholder="https://api.example.com" />
@@ -161,7 +167,7 @@ export function Channels() {
       {note && <p role="status">{note}</p>}
       {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
       <div class="table">
-        <table aria-label="Channels">
+        <table aria-label="Channels" class="stack wrap">
           <thead><tr><th>Name</th><th>Source</th><th>Protocol</th><th>Base URL</th><th>Models</th><th>Priority</th>
             <th>Weight</th><th>Key</th><th>Health</th><th>Last test</th><th>Last error</th><th>Actions</th></tr></thead>
           <tbody>
@@ -169,7 +175,7 @@ export function Channels() {
               <tr key={`${c.source}-${c.id ?? c.name}`}>
                 <td>{c.name}</td>
                 <td>{c.source === "api" ? `added (#${c.id})` : "from the channels document"}</td>
-                <td>{c.protocol}</td><td class="what">{c.base_url}</td><td>{(c.models || []).join(", ")}</td>
+                <td>{VENDOR[c.protocol] || c.protocol}</td><td class="what">{c.base_url}</td><td>{(c.models || []).join(", ")}</td>
                 <td>{c.priority}</td><td>{c.weight}</td>
                 <td>{c.key_last4 ? `…${c.key_last4}` : "set"}</td>
                 <td>{health(c)}</td>

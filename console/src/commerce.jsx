@@ -117,9 +117,18 @@ export function Codes() {
   );
 }
 
+// The users' names by id, for the pages that list ids (the first 100 users; others show their id).
+export function useUserNames() {
+  const { data } = useLoad(() => call("GET", "/api/admin/users", { query: { page_size: 100 } }), []);
+  const names = {};
+  for (const user of (data && data.data.items) || []) names[user.id] = user.username;
+  return (id) => (names[id] ? `${names[id]} (#${id})` : `#${id}`);
+}
+
 export function AllOrders() {
   const [page, setPage] = useState(1);
   const [tick, setTick] = useState(0);
+  const nameOf = useUserNames();
   const { data, error } = useLoad(() => call("GET", "/api/user/topup", { query: { p: page, page_size: 20 } }),
     [page, tick]);
   const items = (data && data.data.items) || [];
@@ -133,7 +142,7 @@ export function AllOrders() {
           <tbody>
             {items.map((o) => (
               <tr key={o.trade_no}>
-                <td><code>{o.trade_no}</code></td><td>#{o.user_id}</td><td>{when(o.created_at)}</td><td>{o.amount} USD</td>
+                <td><code>{o.trade_no}</code></td><td>{nameOf(o.user_id)}</td><td>{when(o.created_at)}</td><td>{o.amount} USD</td>
                 <td>{(o.money_cents / 100).toFixed(2)} {String(o.currency || "").toUpperCase()}</td>
                 <td>{usd(o.units)}</td><td>{o.payment_method}</td><td>{ORDER_STATUS[o.status] || o.status}</td>
                 <td>{when(o.paid_at)}</td>

@@ -21,11 +21,12 @@ function PriceTable({ rows }) {
   const shown = COLUMNS.filter(([name]) => rows.some((row) => row[name] !== undefined));
   return (
     <div class="table">
-      <table aria-label="Prices">
+      <table aria-label="Prices" class="stack">
         <thead><tr><th>Model</th><th>Kind</th>{shown.map(([, label]) => <th>{label}</th>)}</tr></thead>
         <tbody>
           {rows.map((row) => (
-            <tr><td>{row.model_name}</td><td>{row.kind}</td>{shown.map(([name]) => <td>{money(row[name])}</td>)}</tr>
+            <tr><td class="title">{row.model_name}</td><td data-label="Kind">{row.kind}</td>
+              {shown.map(([name, label]) => <td data-label={label}>{money(row[name])}</td>)}</tr>
           ))}
         </tbody>
       </table>

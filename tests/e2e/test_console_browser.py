@@ -173,6 +173,9 @@ def test_an_operator_adds_quota_to_a_user_and_the_users_page_shows_it(site, chro
     row.get_by_label("USD to add to ann").fill("10")
     with operator.expect_response(lambda r: r.url.endswith("/quota") and r.status == 200):
         row.get_by_role("button", name="Add quota").click()
+    operator.get_by_role("status").filter(has_text="Added $10.00 to ann").wait_for()  # said, and the box emptied
+    assert row.get_by_label("USD to add to ann").input_value() == ""
+    assert row.get_by_role("cell", name="user", exact=True).count() == 1  # the role in words, not 1
 
     user.reload()
     user.get_by_role("button", name="Sign out").wait_for()
@@ -462,4 +465,55 @@ def test_escape_closes_the_mobile_menu(site, chromium):
     links.get_by_role("link", name="Keys").wait_for(state="hidden")
     assert menu.get_attribute("aria-expanded") == "false"
     assert page.evaluate("document.activeElement.textContent") == "Menu"
+    page.context.close()
+
+
+def right_edge(locator) -> float:
+    box = locator.bounding_box()
+    assert box is not None
+    return box["x"] + box["width"]
+
+
+def test_long_names_and_wide_tables_fit_and_their_actions_are_reachable(site, chromium):
+    # Given a user with a 64-character name
+    long_name = "long" + "x" * 60
+    made = site.admin("create-user", "--username", long_name, "--quota-usd", "1")
+    site.admin("set-password", "--user", str(made["user_id"]), "--password", "a long password")
+    # At 1280 px, the Users and Channels actions are on screen without scrolling sideways
+    operator = chromium.new_context(viewport=DESKTOP).new_page()
+    sign_in(operator, site.url, "demo", OPERATOR_PASSWORD)
+    go_to(operator, "Users")
+    row = operator.get_by_role("table", name="Users").get_by_role("row").filter(has_text=long_name)
+    assert right_edge(row.get_by_role("button", name="Add quota")) <= DESKTOP["width"]
+    assert right_edge(row.get_by_role("button", name=f"Disable {long_name}")) <= DESKTOP["width"]
+    go_to(operator, "Channels")
+    channel = operator.get_by_role("table", name="Channels").get_by_role("row").filter(has_text="simulator-chat")
+    channel.wait_for()
+    assert right_edge(channel.get_by_role("button", name="Disable simulator-chat")) <= DESKTOP["width"]
+    assert fits(operator, DESKTOP)
+    # The protocols are named by the vendors whose API they speak
+    operator.get_by_text("New channel", exact=True).click()
+    protocol = operator.get_by_role("form", name="Add channel").get_by_label("Protocol")
+    assert {"OpenAI-compatible (chat completions)", "Anthropic (messages)", "Kling (video and images)"} <= set(
+        protocol.locator("option").all_inner_texts())
+    operator.context.close()
+    # At 375 px, the long name wraps in the header, the prices are cards with their labels,
+    # and the export's date boxes are whole
+    page = chromium.new_context(viewport=PHONE).new_page()
+    sign_in(page, site.url, long_name, "a long password")
+    assert fits(page, PHONE)
+    go_to(page, "Pricing")
+    small = page.get_by_role("table", name="Prices").get_by_role("row").filter(
+        has=page.get_by_role("cell", name="m-small", exact=True))
+    small.wait_for()
+    input_price = small.get_by_role("cell").filter(has_text="$").first
+    assert input_price.is_visible() and right_edge(input_price) <= PHONE["width"]
+    assert fits(page, PHONE)
+    go_to(page, "Usage")
+    export = page.get_by_role("form", name="Export the request log as CSV")
+    for label in ("From (UTC day)", "To (UTC day)"):
+        box = export.get_by_label(label).bounding_box()
+        assert box is not None and box["x"] >= 0 and box["width"] >= 140
+        assert right_edge(export.get_by_label(label)) <= PHONE["width"]
+    assert fits(page, PHONE)
     page.context.close()
