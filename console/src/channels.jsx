@@ -4,7 +4,7 @@
 // tested like the others. An upstream key is written once: only its last four are ever shown.
 import { useState } from "preact/hooks";
 import { call } from "./api.js";
-import { Field, FormError } from "./ui.jsx";
+import { Field, FormError, matches, Search } from "./ui.jsx";
 import { useLoad } from "./user.jsx";
 
 // The protocols (the channels document's names) by the vendors whose API they speak (docs/tasks.md).
@@ -155,7 +155,9 @@ export function Channels() {
     setTick(tick + 1);
   });
 
-  const rows = (data && data.data.items) || [];
+  const [query, setQuery] = useState("");
+  const rows = ((data && data.data.items) || []).filter((c) => matches(query, c.name, c.protocol,
+    VENDOR[c.protocol] || "", c.base_url, (c.models || []).join(" "), c.state));
   return (
     <>
       <p class="note">Channels added here are data: in force on every instance within seconds, their upstream key
@@ -166,6 +168,7 @@ export function Channels() {
         : <details class="add"><summary>New channel</summary><ChannelForm onDone={refresh} /></details>}
       {note && <p role="status">{note}</p>}
       {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
+      <Search label="Search channels" value={query} onInput={setQuery} />
       <div class="table">
         <table aria-label="Channels" class="stack wrap">
           <thead><tr><th>Name</th><th>Source</th><th>Protocol</th><th>Base URL</th><th>Models</th><th>Priority</th>

@@ -3,7 +3,7 @@
 // description). Every rule is the API's: a refused value comes back as its message.
 import { useState } from "preact/hooks";
 import { call, UNITS_PER_USD, usd, when } from "./api.js";
-import { Field, FormError, Pager } from "./ui.jsx";
+import { Field, FormError, matches, Pager, Search } from "./ui.jsx";
 import { useLoad } from "./user.jsx";
 
 const CODE_STATUS = { 1: "enabled", 2: "disabled", 3: "used" };
@@ -80,11 +80,14 @@ export function Codes() {
       setError(err);
     }
   }
-  const items = (data && data.data.items) || [];
+  const [query, setQuery] = useState("");
+  const items = ((data && data.data.items) || []).filter((c) => matches(query, c.name || "", c.key || "",
+    String(c.used_user_id || "")));
   return (
     <>
       <NewCodes onMade={() => setTick((n) => n + 1)} />
       {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
+      <Search label="Search codes on this page" value={query} onInput={setQuery} />
       <div class="table">
         <table aria-label="Redemption codes">
           <thead><tr><th>Id</th><th>Name</th><th>Code</th><th>Quota</th><th>Status</th><th>Created</th><th>Expires</th><th>Redeemed</th><th>Actions</th></tr></thead>

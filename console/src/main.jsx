@@ -11,11 +11,12 @@ import { Invite, TopUp } from "./topup.jsx";
 import { AllOrders, Codes, Settings } from "./commerce.jsx";
 import { Pricing, PublicPricing } from "./pricing.jsx";
 import { Usage } from "./usage.jsx";
+import { Playground } from "./playground.jsx";
 import { Field, FormError } from "./ui.jsx";
 import "./style.css";
 
 const USER_PAGES = [["dashboard", "Dashboard", Dashboard], ["keys", "Keys", Keys], ["log", "Request log", Log],
-  ["tasks", "Tasks", Tasks], ["usage", "Usage", Usage], ["pricing", "Pricing", Pricing], ["topup", "Top up", TopUp],
+  ["tasks", "Tasks", Tasks], ["playground", "Playground", Playground], ["usage", "Usage", Usage], ["pricing", "Pricing", Pricing], ["topup", "Top up", TopUp],
   ["invite", "Invite", Invite], ["account", "Account", Account]];
 const OPERATOR_PAGES = [["users", "Users", Users], ["channels", "Channels", Channels], ["spend", "Spend", Spend],
   ["codes", "Redemption codes", Codes], ["orders", "Orders", AllOrders], ["settings", "Site settings", Settings]];

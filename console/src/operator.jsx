@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks";
 import { call, roleName, UNITS_PER_USD, usd } from "./api.js";
-import { Field, FormError, Pager } from "./ui.jsx";
+import { Field, FormError, matches, Pager, Search } from "./ui.jsx";
 import { limitsText, SpendPanel, useLoad } from "./user.jsx";
 
 function AddQuota({ user, onDone }) {
@@ -122,12 +122,15 @@ export function Users({ reload }) {
       setError(err);
     }
   }
-  const items = (data && data.data.items) || [];
+  const [query, setQuery] = useState("");
+  const items = ((data && data.data.items) || []).filter((u) => matches(query, u.username, u.display_name || "",
+    u.email || "", `#${u.id}`, u.group || "", roleName(u.role)));
   return (
     <>
       <NewUser onDone={refresh} />
       {note && <p role="status">{note}</p>}
       {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
+      <Search label="Search users on this page" value={query} onInput={setQuery} />
       <div class="table">
         <table aria-label="Users" class="stack">
           <thead><tr><th>Id</th><th>User</th><th>Role</th><th>Status</th><th>Balance</th><th>Used</th><th>Requests</th><th>Actions</th></tr></thead>

@@ -4,7 +4,7 @@
 // move a user to a group (PUT /api/user/).
 import { useState } from "preact/hooks";
 import { ApiError, call } from "./api.js";
-import { Field, FormError } from "./ui.jsx";
+import { Field, FormError, matches, Search } from "./ui.jsx";
 import { useLoad } from "./user.jsx";
 
 const COLUMNS = [["input_per_million", "Input / 1M tokens"], ["output_per_million", "Output / 1M tokens"],
@@ -17,9 +17,13 @@ function money(value) {
   return `$${Number(value).toLocaleString("en-US", { maximumFractionDigits: 6 })}`;
 }
 
-function PriceTable({ rows }) {
+function PriceTable({ rows: all }) {
+  const [query, setQuery] = useState("");
+  const rows = all.filter((row) => matches(query, row.model_name, row.kind));
   const shown = COLUMNS.filter(([name]) => rows.some((row) => row[name] !== undefined));
   return (
+    <>
+    <Search label="Search models" value={query} onInput={setQuery} />
     <div class="table">
       <table aria-label="Prices" class="stack">
         <thead><tr><th>Model</th><th>Kind</th>{shown.map(([, label]) => <th>{label}</th>)}</tr></thead>
@@ -31,6 +35,7 @@ function PriceTable({ rows }) {
         </tbody>
       </table>
     </div>
+    </>
   );
 }
 

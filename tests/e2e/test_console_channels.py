@@ -94,7 +94,8 @@ def test_an_operator_adds_tests_edits_disables_and_deletes_a_channel_that_serves
         # A bad field: the gateway's 400 appears next to it, and nothing was added
         error = form.get_by_role("alert")
         error.wait_for()
-        assert error.inner_text().startswith("base_url:")
+        assert "base_url" not in error.inner_text() and error.inner_text()[0].isupper()  # at its field, in words
+        assert form.get_by_label("Base URL").get_attribute("aria-invalid") == "true"
         assert table.get_by_role("row").filter(has_text="console-chat").count() == 0
 
         form.get_by_label("Base URL").fill(f"{site.simulators}/chat")
