@@ -1,9 +1,19 @@
 // The console's one way to the gateway: the same JSON API a script uses. Every call names the
 // user in X-Api-User (the gateway's CSRF guard for the session cookie); a sign-in with the
 // access token sends it in Authorization instead of the cookie.
+//
+// A password sign-in's session is the browser's (its HttpOnly cookie), so the user's id is kept in
+// local storage: every tab of the browser is signed in, as new-api's console is. The id is not a
+// secret (the cookie is, and a page cannot read it). An access token is a secret: it stays in the
+// tab that was given it (session storage), with its user id.
 export const UNITS_PER_USD = 500000;
 const base = new URL("../", window.location.href);
-const store = window.sessionStorage;
+const tab = window.sessionStorage;
+const browser = window.localStorage;
+
+/** Where API requests go: the gateway this console is served by (its stage too, if any). */
+export const API_BASE = new URL("v1", base).href;
+export const DOCS_URL = new URL("docs", base).href;
 
 export class ApiError extends Error {
   constructor(message, status, param) {
@@ -14,19 +24,34 @@ export class ApiError extends Error {
 }
 
 export function who() {
-  const id = store.getItem("gateway.user");
-  return id ? { id, token: store.getItem("gateway.token") } : null;
+  const token = tab.getItem("gateway.token");
+  if (token) return { id: tab.getItem("gateway.user"), token };
+  const id = browser.getItem("gateway.user");
+  return id ? { id, token: null } : null;
 }
 
 export function remember(id, token) {
-  store.setItem("gateway.user", String(id));
-  if (token) store.setItem("gateway.token", token);
-  else store.removeItem("gateway.token");
+  if (token) {
+    tab.setItem("gateway.user", String(id));
+    tab.setItem("gateway.token", token);
+  } else {
+    browser.setItem("gateway.user", String(id));
+    tab.removeItem("gateway.user");
+    tab.removeItem("gateway.token");
+  }
 }
 
 export function forget() {
-  store.removeItem("gateway.user");
-  store.removeItem("gateway.token");
+  tab.removeItem("gateway.user");
+  tab.removeItem("gateway.token");
+  browser.removeItem("gateway.user");
+}
+
+/** Calls `then` when another tab signs in or out (the storage event fires in the other tabs only). */
+export function onOtherTab(then) {
+  const listener = (event) => { if (event.key === "gateway.user") then(); };
+  window.addEventListener("storage", listener);
+  return () => window.removeEventListener("storage", listener);
 }
 
 export async function call(method, path, { body, query, user } = {}) {
@@ -60,6 +85,11 @@ export async function call(method, path, { body, query, user } = {}) {
 function paramOf(message) {
   const found = /^([a-z_]+)(\.[a-z_0-9]+)*: /.exec(message || "");
   return found ? found[1] : null;
+}
+
+/** A role as the forms name it (new-api's numbers: 1 user, 10 operator, 100 root). */
+export function roleName(role) {
+  return role >= 100 ? "root" : role >= 10 ? "operator" : "user";
 }
 
 export function usd(units) {

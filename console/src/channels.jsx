@@ -4,10 +4,16 @@
 // tested like the others. An upstream key is written once: only its last four are ever shown.
 import { useState } from "preact/hooks";
 import { call } from "./api.js";
-import { Field, FormError } from "./ui.jsx";
+import { Field, FormError, matches, Search } from "./ui.jsx";
 import { useLoad } from "./user.jsx";
 
-const PROTOCOLS = ["chat", "messages", "content", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "imgtask"];
+// The protocols (the channels document's names) by the vendors whose API they speak (docs/tasks.md).
+const PROTOCOLS = [["chat", "OpenAI-compatible (chat completions)"], ["messages", "Anthropic (messages)"],
+  ["content", "Google Gemini (generateContent)"], ["alpha", "Kling (video and images)"],
+  ["beta", "Black Forest Labs FLUX (images)"], ["gamma", "Alibaba DashScope (video)"],
+  ["delta", "Google Veo (video)"], ["epsilon", "OpenAI Sora (videos)"], ["zeta", "ByteDance Ark Seedance (video)"],
+  ["imgtask", "Midjourney proxy (images)"]];
+const VENDOR = Object.fromEntries(PROTOCOLS);
 const FIELDS = ["name", "protocol", "base_url", "key", "models", "model_map", "priority", "weight", "groups"];
 
 function words(text) {
@@ -74,7 +80,7 @@ function ChannelForm({ channel, onDone, onCancel }) {
       {!editing && <Field label="Name" name="name" required autocomplete="off" error={error} />}
       <label class="field"><span>Protocol</span>
         <select name="protocol" defaultValue={c.protocol || "chat"}>
-          {PROTOCOLS.map((p) => <option value={p}>{p}</option>)}
+          {PROTOCOLS.map(([p, vendor]) => <option value={p}>{vendor}</option>)}
         </select></label>
       <Field label="Base URL" name="base_url" type="url" required defaultValue={c.base_url || ""} error={error}
         placeholder="https://api.example.com" />
@@ -99,7 +105,15 @@ function ChannelForm({ channel, onDone, onCancel }) {
 function health(c) {
   if (c.shadowed) return "not in force: the channels document has a channel of this name";
   if (c.state === "cooling") return `cooling until ${c.cooling_until}`;
+  if (c.state === "healthy" && c.failures) return `healthy, ${c.failures} recent failure${c.failures > 1 ? "s" : ""}`;
   return c.state;
+}
+
+// The last test (an operator's or the sweeper's probe): when, and what the upstream said.
+function lastTest(c) {
+  if (!c.last_probe_at) return "never";
+  const at = c.last_probe_at.replace("T", " ").replace("+00:00", " UTC");
+  return c.last_probe === "ok" ? `passed ${at}` : `failed ${at}: ${c.last_probe}`;
 }
 
 export function Channels() {
@@ -141,7 +155,9 @@ export function Channels() {
     setTick(tick + 1);
   });
 
-  const rows = (data && data.data.items) || [];
+  const [query, setQuery] = useState("");
+  const rows = ((data && data.data.items) || []).filter((c) => matches(query, c.name, c.protocol,
+    VENDOR[c.protocol] || "", c.base_url, (c.models || []).join(" "), c.state));
   return (
     <>
       <p class="note">Channels added here are data: in force on every instance within seconds, their upstream key
@@ -152,20 +168,22 @@ export function Channels() {
         : <details class="add"><summary>New channel</summary><ChannelForm onDone={refresh} /></details>}
       {note && <p role="status">{note}</p>}
       {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
+      <Search label="Search channels" value={query} onInput={setQuery} />
       <div class="table">
-        <table aria-label="Channels">
+        <table aria-label="Channels" class="stack wrap">
           <thead><tr><th>Name</th><th>Source</th><th>Protocol</th><th>Base URL</th><th>Models</th><th>Priority</th>
-            <th>Weight</th><th>Key</th><th>Health</th><th>Last error</th><th>Actions</th></tr></thead>
+            <th>Weight</th><th>Key</th><th>Health</th><th>Last test</th><th>Last error</th><th>Actions</th></tr></thead>
           <tbody>
             {rows.map((c) => (
               <tr key={`${c.source}-${c.id ?? c.name}`}>
                 <td>{c.name}</td>
                 <td>{c.source === "api" ? `added (#${c.id})` : "from the channels document"}</td>
-                <td>{c.protocol}</td><td class="what">{c.base_url}</td><td>{(c.models || []).join(", ")}</td>
+                <td>{VENDOR[c.protocol] || c.protocol}</td><td class="what">{c.base_url}</td><td>{(c.models || []).join(", ")}</td>
                 <td>{c.priority}</td><td>{c.weight}</td>
                 <td>{c.key_last4 ? `…${c.key_last4}` : "set"}</td>
                 <td>{health(c)}</td>
-                <td class="what">{c.last_error || ""}</td>
+                <td class="what">{lastTest(c)}</td>
+                <td class="what">{c.last_error && c.last_error !== c.last_probe ? c.last_error : ""}</td>
                 <td><div class="actions">
                   <button type="button" onClick={() => test(c)} aria-label={`Test ${c.name}`}>Test</button>
                   <button type="button" onClick={() => toggle(c)}
@@ -178,7 +196,7 @@ export function Channels() {
                         aria-label={`Edit ${c.name}`}>Edit</button>
                       {deleting === c.id ? (
                         <button type="button" class="danger" onClick={() => remove(c)}
-                          aria-label={`Confirm deleting ${c.name}`}>Confirm delete</button>
+                          aria-label={`Confirm delete ${c.name}`}>Confirm delete</button>
                       ) : (
                         <button type="button" onClick={() => setDeleting(c.id)}
                           aria-label={`Delete ${c.name}`}>Delete</button>

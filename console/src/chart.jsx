@@ -37,12 +37,14 @@ export function SpendChart({ spend, label }) {
     const bars = uPlot.paths.bars({ size: [0.7, 40] });
     const opts = {
       width: Math.max(280, box.current.clientWidth), height: 240,
-      scales: { x: { time: true, range: () => [x[0] - 43200, x[x.length - 1] + 43200] }, usd: { range: (u, lo, hi) => [0, Math.max(hi, 0.01) * 1.1] },
+      scales: { x: { time: true, range: () => [x[0] - 43200, x[x.length - 1] + 43200] },
+        // The spend axis follows the spend: a day of $0.0004 is a visible bar, not a line on $0.01's floor.
+        usd: { range: (u, lo, hi) => [0, (hi > 0 ? hi : 0.01) * 1.1] },
         req: { range: (u, lo, hi) => [0, Math.max(hi, 1) * 1.1] } },
       axes: [{ splits: () => x, values: (u, vals) => {
         const every = Math.ceil(vals.length / Math.max(1, Math.floor(u.bbox.width / devicePixelRatio / 48)));
         return vals.map((v, i) => (i % every ? "" : new Date(v * 1000).toISOString().slice(5, 10)));
-      } }, { scale: "usd", values: (u, vals) => vals.map((v) => `$${v.toFixed(v < 1 ? 3 : 0)}`) },
+      } }, { scale: "usd", size: 64, values: (u, vals) => vals.map((v) => `$${v >= 1 ? v.toFixed(0) : Number(v.toPrecision(2))}`) },
         { scale: "req", side: 1, grid: { show: false } }],
       series: [{},
         ...models.map((m, i) => ({ label: m, scale: "usd", fill: COLORS[i % COLORS.length],

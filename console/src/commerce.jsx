@@ -3,7 +3,7 @@
 // description). Every rule is the API's: a refused value comes back as its message.
 import { useState } from "preact/hooks";
 import { call, UNITS_PER_USD, usd, when } from "./api.js";
-import { Field, FormError, Pager } from "./ui.jsx";
+import { Field, FormError, matches, Pager, Search } from "./ui.jsx";
 import { useLoad } from "./user.jsx";
 
 const CODE_STATUS = { 1: "enabled", 2: "disabled", 3: "used" };
@@ -80,11 +80,14 @@ export function Codes() {
       setError(err);
     }
   }
-  const items = (data && data.data.items) || [];
+  const [query, setQuery] = useState("");
+  const items = ((data && data.data.items) || []).filter((c) => matches(query, c.name || "", c.key || "",
+    String(c.used_user_id || "")));
   return (
     <>
       <NewCodes onMade={() => setTick((n) => n + 1)} />
       {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
+      <Search label="Search codes on this page" value={query} onInput={setQuery} />
       <div class="table">
         <table aria-label="Redemption codes">
           <thead><tr><th>Id</th><th>Name</th><th>Code</th><th>Quota</th><th>Status</th><th>Created</th><th>Expires</th><th>Redeemed</th><th>Actions</th></tr></thead>
@@ -117,9 +120,18 @@ export function Codes() {
   );
 }
 
+// The users' names by id, for the pages that list ids (the first 100 users; others show their id).
+export function useUserNames() {
+  const { data } = useLoad(() => call("GET", "/api/admin/users", { query: { page_size: 100 } }), []);
+  const names = {};
+  for (const user of (data && data.data.items) || []) names[user.id] = user.username;
+  return (id) => (names[id] ? `${names[id]} (#${id})` : `#${id}`);
+}
+
 export function AllOrders() {
   const [page, setPage] = useState(1);
   const [tick, setTick] = useState(0);
+  const nameOf = useUserNames();
   const { data, error } = useLoad(() => call("GET", "/api/user/topup", { query: { p: page, page_size: 20 } }),
     [page, tick]);
   const items = (data && data.data.items) || [];
@@ -133,7 +145,7 @@ export function AllOrders() {
           <tbody>
             {items.map((o) => (
               <tr key={o.trade_no}>
-                <td><code>{o.trade_no}</code></td><td>#{o.user_id}</td><td>{when(o.created_at)}</td><td>{o.amount} USD</td>
+                <td><code>{o.trade_no}</code></td><td>{nameOf(o.user_id)}</td><td>{when(o.created_at)}</td><td>{o.amount} USD</td>
                 <td>{(o.money_cents / 100).toFixed(2)} {String(o.currency || "").toUpperCase()}</td>
                 <td>{usd(o.units)}</td><td>{o.payment_method}</td><td>{ORDER_STATUS[o.status] || o.status}</td>
                 <td>{when(o.paid_at)}</td>

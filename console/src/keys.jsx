@@ -1,6 +1,6 @@
 // The user's own keys: /api/token/ (new-api's shape). A new key is shown once, with a copy button.
 import { useState } from "preact/hooks";
-import { call, UNITS_PER_USD, usd, when } from "./api.js";
+import { API_BASE, call, DOCS_URL, UNITS_PER_USD, usd, when } from "./api.js";
 import { Field, FormError, Pager } from "./ui.jsx";
 import { useLoad } from "./user.jsx";
 
@@ -90,7 +90,29 @@ function NewKey({ onMade }) {
   );
 }
 
+// Where a key is used: the gateway this console is served by, with the API docs beside it.
+function Endpoint() {
+  const [copied, setCopied] = useState(false);
+  async function copy() {
+    await navigator.clipboard.writeText(API_BASE);
+    setCopied(true);
+  }
+  return (
+    <section class="card endpoint" aria-label="Where to send requests">
+      <h2>Where to send requests</h2>
+      <p>API base URL (OpenAI-compatible: set it as the SDK's <code>base_url</code>, and a key as its API key):</p>
+      <code aria-label="API base URL">{API_BASE}</code>
+      <div class="row">
+        <button type="button" onClick={copy} aria-label="Copy the API base URL">Copy</button>
+        <a href={DOCS_URL} target="_blank" rel="noopener">API docs</a>
+        {copied && <span role="status">Base URL copied.</span>}
+      </div>
+    </section>
+  );
+}
+
 export function Keys({ reload }) {
+  const [deleting, setDeleting] = useState(null);
   const [page, setPage] = useState(0);
   const [tick, setTick] = useState(0);
   const [error, setError] = useState(null);
@@ -110,6 +132,7 @@ export function Keys({ reload }) {
   const total = (data && data.data.total) || 0;
   return (
     <>
+      <Endpoint />
       <NewKey onMade={refresh} />
       {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
       <div class="table">
@@ -130,8 +153,16 @@ export function Keys({ reload }) {
                       body: { id: t.id, status: t.status === 1 ? 2 : 1 } }))}>
                     {t.status === 1 ? "Disable" : "Enable"}
                   </button>
-                  <button type="button" class="danger" aria-label={`Delete key ${t.name}`}
-                    onClick={() => act(() => call("DELETE", `/api/token/${encodeURIComponent(t.id)}`))}>Delete</button>
+                  {deleting === t.id ? (
+                    <>
+                      <button type="button" class="danger" aria-label={`Confirm delete key ${t.name}`}
+                        onClick={() => { setDeleting(null); act(() => call("DELETE", `/api/token/${encodeURIComponent(t.id)}`)); }}>
+                        Confirm delete</button>
+                      <button type="button" aria-label={`Keep key ${t.name}`} onClick={() => setDeleting(null)}>Keep</button>
+                    </>
+                  ) : (
+                    <button type="button" aria-label={`Delete key ${t.name}`} onClick={() => setDeleting(t.id)}>Delete</button>
+                  )}
                 </div></td>
               </tr>
             ))}

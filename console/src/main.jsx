@@ -1,6 +1,6 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { call, forget, remember, who } from "./api.js";
+import { call, forget, onOtherTab, remember, who } from "./api.js";
 import { Keys } from "./keys.jsx";
 import { Account, Dashboard, Log } from "./user.jsx";
 import { Tasks } from "./tasks.jsx";
@@ -9,13 +9,14 @@ import { Channels } from "./channels.jsx";
 import { Forgot, Reset, SignUp, useStatus } from "./signup.jsx";
 import { Invite, TopUp } from "./topup.jsx";
 import { AllOrders, Codes, Settings } from "./commerce.jsx";
-import { Pricing } from "./pricing.jsx";
+import { Pricing, PublicPricing } from "./pricing.jsx";
 import { Usage } from "./usage.jsx";
+import { Playground } from "./playground.jsx";
 import { Field, FormError } from "./ui.jsx";
 import "./style.css";
 
 const USER_PAGES = [["dashboard", "Dashboard", Dashboard], ["keys", "Keys", Keys], ["log", "Request log", Log],
-  ["tasks", "Tasks", Tasks], ["usage", "Usage", Usage], ["pricing", "Pricing", Pricing], ["topup", "Top up", TopUp],
+  ["tasks", "Tasks", Tasks], ["playground", "Playground", Playground], ["usage", "Usage", Usage], ["pricing", "Pricing", Pricing], ["topup", "Top up", TopUp],
   ["invite", "Invite", Invite], ["account", "Account", Account]];
 const OPERATOR_PAGES = [["users", "Users", Users], ["channels", "Channels", Channels], ["spend", "Spend", Spend],
   ["codes", "Redemption codes", Codes], ["orders", "Orders", AllOrders], ["settings", "Site settings", Settings]];
@@ -80,6 +81,7 @@ function SignIn({ onIn }) {
       </form>
       <p class="links">
         <a href="#/forgot">Forgot password?</a>
+        {status && status.pricing_anonymous && <a href="#/pricing">Pricing</a>}
         {status && status.register_enabled && status.password_register_enabled && <a href="#/register">Sign up</a>}
       </p>
     </main>
@@ -110,8 +112,19 @@ function App() {
     load();
     const onHash = () => { setPage(route()); setMenu(false); };
     window.addEventListener("hashchange", onHash);
-    return () => window.removeEventListener("hashchange", onHash);
+    const stop = onOtherTab(load);  // signed in or out in another tab: this one follows
+    return () => { window.removeEventListener("hashchange", onHash); stop(); };
   }, []);
+  useEffect(() => {
+    if (!menu) return undefined;
+    const onKey = (event) => {
+      if (event.key !== "Escape") return;
+      setMenu(false);
+      document.querySelector("button.menu")?.focus();
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, [menu]);
 
   async function signOut() {
     try {
@@ -125,6 +138,7 @@ function App() {
   if (!checked) return <p class="loading">Loading…</p>;
   if (!me) {
     const Public = PUBLIC_PAGES[page];
+    if (page === "pricing") return <PublicPricing />;  // shown when the operator's PricingAnonymous allows
     return Public ? <Public onIn={load} /> : <SignIn onIn={load} />;
   }
   const pages = me.role >= 10 ? [...USER_PAGES, ...OPERATOR_PAGES] : USER_PAGES;

@@ -1,17 +1,20 @@
 import { useState } from "preact/hooks";
-import { call, UNITS_PER_USD, usd } from "./api.js";
-import { Field, FormError, Pager } from "./ui.jsx";
+import { call, roleName, UNITS_PER_USD, usd } from "./api.js";
+import { Field, FormError, matches, Pager, Search } from "./ui.jsx";
 import { limitsText, SpendPanel, useLoad } from "./user.jsx";
 
 function AddQuota({ user, onDone }) {
   const [error, setError] = useState(null);
   async function submit(event) {
     event.preventDefault();
-    const amount = Number(new FormData(event.currentTarget).get("usd"));
+    const form = event.currentTarget;
+    const amount = Number(new FormData(form).get("usd"));
     setError(null);
     try {
-      await call("POST", `/api/admin/users/${user.id}/quota`, { body: { quota: Math.round(amount * UNITS_PER_USD) } });
-      onDone();
+      const answer = await call("POST", `/api/admin/users/${user.id}/quota`,
+        { body: { quota: Math.round(amount * UNITS_PER_USD) } });
+      form.reset();
+      onDone(`Added $${amount.toFixed(2)} to ${user.username}: the balance is ${usd(answer.data.quota)}.`);
     } catch (err) {
       setError(err);
     }
@@ -88,7 +91,7 @@ function NewUser({ onDone }) {
   return (
     <form class="card" onSubmit={submit} aria-label="Create user">
       <h2>Create user</h2>
-      <Field label="Username" name="username" required error={error} autocomplete="off" />
+      <Field label="Username" name="username" required maxLength={64} error={error} autocomplete="off" />
       <Field label="Password" name="password" type="password" required minLength={8} error={error}
         autocomplete="new-password" />
       <label class="field"><span>Role</span>
@@ -105,10 +108,11 @@ export function Users({ reload }) {
   const [afters, setAfters] = useState([null]);
   const [tick, setTick] = useState(0);
   const [error, setError] = useState(null);
+  const [note, setNote] = useState(null);
   const after = afters[afters.length - 1];
   const { data, error: loadError } = useLoad(() => call("GET", "/api/admin/users", { query: { after, page_size: 20 } }),
     [after, tick]);
-  const refresh = () => { setTick(tick + 1); reload(); };
+  const refresh = (message) => { setNote(typeof message === "string" ? message : null); setTick(tick + 1); reload(); };
   async function toggle(user) {
     setError(null);
     try {
@@ -118,18 +122,22 @@ export function Users({ reload }) {
       setError(err);
     }
   }
-  const items = (data && data.data.items) || [];
+  const [query, setQuery] = useState("");
+  const items = ((data && data.data.items) || []).filter((u) => matches(query, u.username, u.display_name || "",
+    u.email || "", `#${u.id}`, u.group || "", roleName(u.role)));
   return (
     <>
       <NewUser onDone={refresh} />
+      {note && <p role="status">{note}</p>}
       {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
+      <Search label="Search users on this page" value={query} onInput={setQuery} />
       <div class="table">
-        <table aria-label="Users">
+        <table aria-label="Users" class="stack">
           <thead><tr><th>Id</th><th>User</th><th>Role</th><th>Status</th><th>Balance</th><th>Used</th><th>Requests</th><th>Actions</th></tr></thead>
           <tbody>
             {items.map((user) => (
               <tr key={user.id}>
-                <td>{user.id}</td><td>{user.username}</td><td>{user.role}</td>
+                <td>{user.id}</td><td class="name">{user.username}</td><td>{roleName(user.role)}</td>
                 <td>{user.status === 1 ? "enabled" : "disabled"}</td>
                 <td>{usd(user.quota)}</td><td>{usd(user.used_quota)}</td><td>{user.request_count}</td>
                 <td><div class="actions">

@@ -4,7 +4,7 @@
 // move a user to a group (PUT /api/user/).
 import { useState } from "preact/hooks";
 import { ApiError, call } from "./api.js";
-import { Field, FormError } from "./ui.jsx";
+import { Field, FormError, matches, Search } from "./ui.jsx";
 import { useLoad } from "./user.jsx";
 
 const COLUMNS = [["input_per_million", "Input / 1M tokens"], ["output_per_million", "Output / 1M tokens"],
@@ -17,27 +17,54 @@ function money(value) {
   return `$${Number(value).toLocaleString("en-US", { maximumFractionDigits: 6 })}`;
 }
 
+function PriceTable({ rows: all }) {
+  const [query, setQuery] = useState("");
+  const rows = all.filter((row) => matches(query, row.model_name, row.kind));
+  const shown = COLUMNS.filter(([name]) => rows.some((row) => row[name] !== undefined));
+  return (
+    <>
+    <Search label="Search models" value={query} onInput={setQuery} />
+    <div class="table">
+      <table aria-label="Prices" class="stack">
+        <thead><tr><th>Model</th><th>Kind</th>{shown.map(([, label]) => <th>{label}</th>)}</tr></thead>
+        <tbody>
+          {rows.map((row) => (
+            <tr><td class="title">{row.model_name}</td><td data-label="Kind">{row.kind}</td>
+              {shown.map(([name, label]) => <td data-label={label}>{money(row[name])}</td>)}</tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+    </>
+  );
+}
+
+// The page a visitor sees at #/pricing when the operator's PricingAnonymous allows it (the API
+// answers the default group's prices without credentials); else the API's refusal and a way in.
+export function PublicPricing() {
+  const { data, error } = useLoad(() => call("GET", "/api/pricing", { user: null }), []);
+  return (
+    <main class="public">
+      <h1>Pricing</h1>
+      {error && <p class="error" role="alert">{error.message}</p>}
+      {data && <p>Prices in USD for the default group ({data.group}, × {data.group_ratio}).</p>}
+      {data && <PriceTable rows={data.data || []} />}
+      <p class="links"><a href="#/">Sign in</a></p>
+    </main>
+  );
+}
+
 export function Pricing({ me }) {
   const [version, setVersion] = useState(0);
   const { data, error } = useLoad(() => call("GET", "/api/pricing"), [version]);
   const rows = (data && data.data) || [];
-  const shown = COLUMNS.filter(([name]) => rows.some((row) => row[name] !== undefined));
   return (
     <>
       {error && <p class="error" role="alert">{error.message}</p>}
       {data && (
         <p>Your group: <strong>{data.group}</strong>, prices × {data.group_ratio} (USD).</p>
       )}
-      <div class="table">
-        <table aria-label="Prices">
-          <thead><tr><th>Model</th><th>Kind</th>{shown.map(([, label]) => <th>{label}</th>)}</tr></thead>
-          <tbody>
-            {rows.map((row) => (
-              <tr><td>{row.model_name}</td><td>{row.kind}</td>{shown.map(([name]) => <td>{money(row[name])}</td>)}</tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <PriceTable rows={rows} />
       {me.role >= 10 && <ModelPrices onDone={() => setVersion(version + 1)} />}
       {me.role >= 10 && <GroupRatios onDone={() => setVersion(version + 1)} />}
       {me.role >= 10 && <MoveUser onDone={() => setVersion(version + 1)} />}

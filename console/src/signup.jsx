@@ -71,7 +71,7 @@ export function SignUp({ onIn }) {
       {status && !open && <p role="status">Sign-up is closed on this gateway; ask its operator for an account.</p>}
       {open && (
         <form onSubmit={submit} aria-label="Sign up">
-          <Field label="Username" name="username" autocomplete="username" required error={error} />
+          <Field label="Username" name="username" autocomplete="username" required maxLength={64} error={error} />
           <Field label="Password" name="password" type="password" autocomplete="new-password" required error={error} />
           <Field label="Repeat password" name="password2" type="password" autocomplete="new-password" required
             error={error} />

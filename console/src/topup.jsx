@@ -37,9 +37,15 @@ function Redeem({ onDone }) {
   );
 }
 
+// Preset amounts (new-api's top-up page offers a row of them); the smallest the operator allows and up.
+const PRESETS = [5, 10, 20, 50, 100];
+
 function PayByCard({ status }) {
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
+  const [amount, setAmount] = useState("");
+  const least = Number((status && status.stripe_min_topup) || 1);
+  const presets = [...new Set([least, ...PRESETS.filter((n) => n > least)])].slice(0, 5);
   async function submit(event) {
     event.preventDefault();
     const amount = Number(String(new FormData(event.currentTarget).get("amount") || "").trim());
@@ -62,7 +68,14 @@ function PayByCard({ status }) {
           The payment page is Stripe Checkout's.
         </p>
       )}
-      <Field label="Amount (USD of quota)" name="amount" type="number" min="1" step="1" required error={error} />
+      <div class="row" role="group" aria-label="Preset amounts">
+        {presets.map((n) => (
+          <button type="button" class="secondary" aria-pressed={String(amount) === String(n)}
+            onClick={() => setAmount(String(n))}>{`$${n}`}</button>
+        ))}
+      </div>
+      <Field label="Amount (USD of quota)" name="amount" type="number" min="1" step="1" required error={error}
+        value={amount} onInput={(e) => setAmount(e.currentTarget.value)} />
       <FormError error={error} fields={["amount"]} />
       <button type="submit" disabled={busy}>Pay by card</button>
     </form>

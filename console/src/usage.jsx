@@ -62,7 +62,7 @@ function Export() {
   return (
     <section aria-label="Export the request log">
       <h2>Export the request log</h2>
-      <form class="inline" onSubmit={submit} aria-label="Export the request log as CSV">
+      <form class="filters" onSubmit={submit} aria-label="Export the request log as CSV">
         <Field label="From (UTC day)" name="from" type="date" required error={error} />
         <Field label="To (UTC day)" name="to" type="date" required error={error} />
         <FormError error={error} />

@@ -1,5 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
-import { call, usd, when } from "./api.js";
+import { call, roleName, usd, when } from "./api.js";
 import { SpendChart } from "./chart.jsx";
 import { Field, FormError, Pager } from "./ui.jsx";
 
@@ -40,9 +40,17 @@ export function limitsText(x) {
     x.max_parallel && `${x.max_parallel} parallel`].filter(Boolean).join(", ") || "none";
 }
 
+// The operator's Notice (GET /api/status), for signed-in users too: the Dashboard is where they land.
+function Notice() {
+  const { data } = useLoad(() => call("GET", "/api/status").then((answer) => answer.data), []);
+  if (!data || !data.notice) return null;
+  return <section class="notice" aria-label="Notice">{data.notice}</section>;
+}
+
 export function Dashboard({ me }) {
   return (
     <>
+      <Notice />
       <dl class="cards">
         <div><dt>Balance</dt><dd>{usd(me.quota)}</dd><dd class="units">{me.quota.toLocaleString("en-US")} units</dd></div>
         <div><dt>Used</dt><dd>{usd(me.used_quota)}</dd></div>
@@ -56,7 +64,7 @@ export function Dashboard({ me }) {
   );
 }
 
-const TYPES = { 2: "consume", 5: "error", 6: "refund" };
+const TYPES = { 1: "top-up", 2: "consume", 3: "manage", 4: "system", 5: "error", 6: "refund" };
 
 export function Log() {
   const [filters, setFilters] = useState({});
@@ -79,8 +87,9 @@ export function Log() {
         <Field label="Key name" name="token_name" error={error} />
         <Field label="Model" name="model_name" error={error} />
         <label class="field"><span>Type</span>
-          <select name="type"><option value="">all</option><option value="2">consume</option>
-            <option value="5">error</option><option value="6">refund</option></select></label>
+          <select name="type"><option value="">all</option><option value="1">top-up</option>
+            <option value="2">consume</option><option value="5">error</option><option value="6">refund</option>
+          </select></label>
         <Field label="From (UTC)" name="start" type="datetime-local" error={error} />
         <Field label="To (UTC)" name="end" type="datetime-local" error={error} />
         <button type="submit">Apply filters</button>
@@ -129,7 +138,7 @@ export function Account({ me }) {
     <>
       <dl class="facts">
         <dt>User</dt><dd>{me.username} (#{me.id})</dd>
-        <dt>Role</dt><dd>{me.role >= 100 ? "root" : me.role >= 10 ? "operator" : "user"}</dd>
+        <dt>Role</dt><dd>{roleName(me.role)}</dd>
         <dt>Email</dt><dd>{me.email || "none"}</dd>
         <dt>Since</dt><dd>{when(me.created_at)}</dd>
       </dl>

@@ -94,7 +94,8 @@ def test_an_operator_adds_tests_edits_disables_and_deletes_a_channel_that_serves
         # A bad field: the gateway's 400 appears next to it, and nothing was added
         error = form.get_by_role("alert")
         error.wait_for()
-        assert error.inner_text().startswith("base_url:")
+        assert "base_url" not in error.inner_text() and error.inner_text()[0].isupper()  # at its field, in words
+        assert form.get_by_label("Base URL").get_attribute("aria-invalid") == "true"
         assert table.get_by_role("row").filter(has_text="console-chat").count() == 0
 
         form.get_by_label("Base URL").fill(f"{site.simulators}/chat")
@@ -109,6 +110,25 @@ def test_an_operator_adds_tests_edits_disables_and_deletes_a_channel_that_serves
         tested = page.get_by_role("status").filter(has_text="Test of console-chat: ok in")
         tested.wait_for()
         assert "the model list answered" in tested.inner_text()
+        expect(row.get_by_role("cell").nth(9)).to_contain_text("passed")  # Last test
+
+        # A channel whose upstream does not answer: its failed test shows in its row, not "healthy" alone
+        form.get_by_label("Name", exact=True).fill("console-gone")  # the form is still open
+        form.get_by_label("Base URL").fill(f"http://127.0.0.1:{free_port()}/chat")
+        form.get_by_label("Upstream key", exact=True).fill(KEY)
+        form.get_by_label("Models (comma separated; * for any)").fill("m-gone")
+        form.get_by_role("button", name="Add channel").click()
+        page.get_by_role("status").filter(has_text="Added channel console-gone.").wait_for()
+        gone = table.get_by_role("row").filter(has_text="console-gone")
+        gone.get_by_role("button", name="Test console-gone").click()
+        failed = page.get_by_role("alert").filter(has_text="Test of console-gone:")
+        failed.wait_for()
+        assert failed.inner_text().count("answered nothing") == 1, failed.inner_text()
+        expect(gone.get_by_role("cell").nth(9)).to_contain_text("failed")
+        expect(gone.get_by_role("cell").nth(8)).not_to_have_text("healthy")
+        gone.get_by_role("button", name="Delete console-gone").click()
+        gone.get_by_role("button", name="Confirm delete console-gone").click()
+        gone.wait_for(state="detached")
 
         # Served through the new channel by the next requests, without a restart
         eventually(lambda: ask(site) != "", "m-console is not served through the added channel")
@@ -131,7 +151,7 @@ def test_an_operator_adds_tests_edits_disables_and_deletes_a_channel_that_serves
         eventually(lambda: ask(site) != "", "the enabled channel does not serve")
 
         row.get_by_role("button", name="Delete console-chat").click()
-        row.get_by_role("button", name="Confirm deleting console-chat").click()
+        row.get_by_role("button", name="Confirm delete console-chat").click()
         page.get_by_role("status").filter(has_text="Deleted channel console-chat.").wait_for()
         row.wait_for(state="detached")  # the list read again without it
         eventually(lambda: refused(site, 404), "the deleted channel still serves")

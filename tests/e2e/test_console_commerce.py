@@ -114,14 +114,20 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     form.get_by_label("Repeat password").fill("nia's long password")
     form.get_by_label("Email").fill(email)
     form.get_by_role("button", name="Sign up").click()  # no code yet: the API says so beside the field
-    form.get_by_role("alert").filter(has_text="verification_code").wait_for()
+    form.get_by_role("alert").filter(has_text="Wrong or expired").wait_for()  # in words, at its field
+    assert form.get_by_label("Verification code").get_attribute("aria-invalid") == "true"
     form.get_by_role("button", name="Send code").click()
     form.get_by_role("status").filter(has_text=f"A code was sent to {email}").wait_for()
     assert fits(page, PHONE)
     [message] = mail_to(site, email)
     emailed = re.search(r"code is (\d{6})", message["text"]).group(1)
     form.get_by_label("Verification code").fill(emailed)
+    form.get_by_label("Username").fill("ivy")  # taken: refused at its field, and the code is not spent
     form.get_by_role("button", name="Sign up").click()
+    form.get_by_role("alert").filter(has_text="Taken; choose another").wait_for()
+    assert form.get_by_label("Username").get_attribute("aria-invalid") == "true"
+    form.get_by_label("Username").fill("nia")
+    form.get_by_role("button", name="Sign up").click()  # the same code
     page.get_by_role("button", name="Sign out").wait_for()  # signed in
     page.get_by_role("heading", name="Dashboard", level=1).wait_for()
 
@@ -177,7 +183,9 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     assert card(inviter, "Earned in all") == "$2.00" and card(inviter, "Balance") == "$2.00"
     transfer.get_by_label("Amount (USD)").fill("1")  # nothing left: the API's refusal, beside the field
     transfer.get_by_role("button", name="Transfer").click()
-    assert "quota" in transfer.get_by_role("alert").inner_text()
+    refused = transfer.get_by_role("alert")
+    assert refused.inner_text() == "More than the invitation reward you have"  # in words beside the field
+    assert transfer.get_by_label("Amount (USD)").get_attribute("aria-invalid") == "true"
 
     # Forgot password: the emailed link opens the reset page, which shows a new password once.
     page.get_by_role("button", name="Sign out").click()

@@ -57,6 +57,9 @@ class Upstream:
         name = self._saw(request)
         with self._lock:
             self.probes[name] += 1
+        if name == "busy":  # an upstream out of capacity (OpenAI's 429 body)
+            return JSONResponse({"error": {"message": "Rate limit reached", "type": "requests",
+                                           "code": "rate_limit_exceeded"}}, status_code=429)
         return JSONResponse({"object": "list", "data": [{"id": "up-1", "object": "model"},
                                                          {"id": "up-2", "object": "model"}]})
 
@@ -149,6 +152,23 @@ def test_an_operator_adds_a_channel_that_serves_at_once_and_its_key_is_never_sho
     # And the model list shows it
     models = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=demo["key"]).models.list()
     assert "m-new" in {m.id for m in models.data}
+
+
+def test_a_failed_test_counts_against_the_channel_and_says_the_status_once(
+        upstream, account_fn, lambda_context, demo, aws):
+    # Given a healthy added channel whose upstream answers 429
+    _, made = api(account_fn, lambda_context, "POST", "/api/channel/", new_channel(upstream, name="busy"))
+    assert made["data"]["state"] == "healthy" and made["data"]["failures"] == 0
+    # When the operator tests it
+    status, tested = api(account_fn, lambda_context, "GET", f"/api/channel/test/{made['data']['id']}")
+    # Then the test failed, saying the status once, and the channel's health counts the failure
+    assert status == 200 and tested["success"] is False and tested["data"]["ok"] is False
+    said = tested["data"]["answer"]
+    assert said.startswith("the upstream answered 429") and said.count("429") == 1, said
+    _, row = api(account_fn, lambda_context, "GET", f"/api/channel/{made['data']['id']}")
+    assert row["data"]["failures"] == 1 or row["data"]["state"] == "cooling", row
+    assert row["data"]["last_error"] and row["data"]["last_probe"] == row["data"]["last_error"]
+    assert row["data"]["last_probe_at"] is not None
 
 
 @pytest.mark.parametrize("changes,field", [

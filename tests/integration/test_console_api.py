@@ -6,9 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.admission import balances
+from gateway.admission import balances, billing
 from gateway.api import session
+from gateway.auth import authenticate
 from gateway.passwords import hash_password, verify_password
+from gateway.store import holds
 from tests.conftest import api_event, use_environment
 
 PASSWORD = "correct horse battery"
@@ -201,6 +203,26 @@ def test_an_operator_creates_a_user_adds_quota_sets_limits_and_disables_it(accou
                            resource="/api/admin/users/{id}/status", headers=op, body={"status": 2})
     assert status == 400 and body["message"] == "id: an operator cannot disable its own account"
     assert balances.get_user(1)["status"] == 1
+
+
+def test_the_operators_users_list_shows_the_balance_and_use_the_users_own_dashboard_shows(
+        account_fn, people, lambda_context, demo):
+    # Given a request held and settled on the demo user's quota lease, still open (not folded)
+    _, _, headers = sign_in(account_fn, lambda_context, "demo")
+    op = {"Cookie": cookie_of(headers), "X-Api-User": "1"}
+    _, before, _ = call(account_fn, lambda_context, "GET", "/api/user/self", headers=op)
+    held = billing.reserve_request(authenticate({"x-api-key": demo["key"]}), 500, model="m-small", route="test",
+                                   request_id="operator-sees-it")
+    billing.settle(held, 120)
+    assert holds.open_leases(1), "the lease is still open"
+    # Then the operator's Users page reads the same numbers as the user's own dashboard
+    _, me, _ = call(account_fn, lambda_context, "GET", "/api/user/self", headers=op)
+    _, page, _ = call(account_fn, lambda_context, "GET", "/api/admin/users", headers=op)
+    listed = next(u for u in page["data"]["items"] if u["id"] == 1)
+    assert me["data"]["used_quota"] == before["data"]["used_quota"] + 120
+    assert me["data"]["request_count"] == before["data"]["request_count"] + 1
+    assert {n: listed[n] for n in ("quota", "used_quota", "request_count")} == {
+        n: me["data"][n] for n in ("quota", "used_quota", "request_count")}
 
 
 def test_the_operator_sees_the_channels_without_their_keys_and_spend_across_users(

@@ -91,6 +91,16 @@ def test_the_pricing_page_shows_the_callers_prices_after_its_group_ratio(account
     assert {r["model_name"]: r for r in anonymous["data"]}["m-large"]["input_per_million"] == 3.0
 
 
+def test_a_video_model_priced_by_its_tokens_is_a_video_without_an_input_price(account_fn, lambda_context, demo,
+                                                                              shop):
+    # zeta's Seedance is priced per million output (video) tokens only (prices.py, Ark's rates)
+    shop([channel("zeta", models=["zeta-video-1-0-pro-250528"])])
+    _, answer = call_json(account_fn, lambda_context, "/api/pricing", headers=OPERATOR)
+    (row,) = answer["data"]
+    assert row["kind"] == "video" and row["family"] == "zeta"
+    assert row["output_per_million"] == 2.5 and "input_per_million" not in row
+
+
 def test_a_rate_left_unset_is_shown_at_the_rate_a_bill_falls_back_to(account_fn, lambda_context, demo, shop):
     shop([channel("chat", models=["m-odd"])], prices={"m-odd": {"input_per_million": 2, "output_per_million": 4}})
     _, answer = call_json(account_fn, lambda_context, "/api/pricing", headers=OPERATOR)

@@ -112,6 +112,23 @@ def test_with_verification_the_emailed_code_is_needed_once(commerce_fn, lambda_c
     assert status == 200 and "already has an account" in mails(outbox)[-1]["text"]
 
 
+def test_a_sign_up_refused_for_a_taken_name_keeps_the_code_for_the_next_try(commerce_fn, lambda_context, outbox,
+                                                                             accounts):
+    """A code is spent only by the sign-up it completes (issue 45, item 2): the person fixes the
+    name and submits the same code again."""
+    set_option("EmailVerificationEnabled", "true")
+    taken = accounts.users.create_user(username="taken")
+    accounts.sign_in.set_password(int(taken["id"]), "x")
+    assert call(commerce_fn, lambda_context, "GET", "/api/verification", query={"email": "t@example.com"})[0] == 200
+    code = code_in(mails(outbox)[-1])
+    body = {"username": "taken", "password": "a long password", "email": "t@example.com", "verification_code": code}
+    status, answer, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register", body=body)
+    assert status == 409 and answer["message"].startswith("username:")
+    status, answer, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register",
+                             body={**body, "username": "not-taken"})
+    assert status == 200, answer
+
+
 def test_five_wrong_codes_burn_the_code(outbox, store):
     signup.send_code("w@example.com", "192.0.2.1")
     code = code_in(mails(outbox)[0])
@@ -178,8 +195,9 @@ def test_a_verified_sign_up_that_loses_its_name_to_a_race_gives_its_address_back
                              body={**body, "verification_code": new_code()})
     assert status == 409 and "username" in answer["message"], answer
     assert signup._email_owner("r@example.com") is None
+    first = code_in(mails(outbox)[-1])  # no sign-up completed with it: it is still the address's code
     status, answer, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register",
-                             body={**body, "username": "second-choice", "verification_code": new_code()})
+                             body={**body, "username": "second-choice", "verification_code": first})
     assert status == 200, answer
     assert signup._email_owner("r@example.com") == answer["data"]["id"]
 

@@ -81,6 +81,14 @@ def list_users() -> list[dict[str, Any]]:
     return [user for user in users if user is not None]
 
 
+def users_page(size: int, after: int | None) -> tuple[list[dict[str, Any]], int | None]:
+    """A page of users by id (`UsersRepository.users_page`), each as its user sees it (as `get_user`):
+    the operator's list shows the balance and use the user's own dashboard shows."""
+    page, last = UsersRepository().users_page(size, after)
+    views = (get_user(int(user["id"])) for user in page)
+    return [view for view in views if view is not None], last
+
+
 def add_user_quota(user_id: int, units: int) -> int:
     """Adds `units` on top of the user's remaining quota (`UsersRepository.add_quota`: exactly once);
     returns the quota as its user sees it after, its open leases included."""

@@ -368,7 +368,9 @@ def test_channel(ref: str, store: ChannelStore | None = None) -> dict[str, Any]:
     model list, a task channel's poll of a task that does not exist: free, billed to nobody), its
     latency and what the upstream said. new-api's answer: `success`, `message`, `time` (seconds).
     A disabled channel is tested too (to see whether to enable it); the outcome is recorded as a
-    probe (a cooling channel that answers is healthy again)."""
+    probe (a cooling channel that answers is healthy again), and a healthy channel's failure counts
+    against it as a request's failure does (`health.after_failure`: it may cool), so its health
+    never says "healthy" over a failed test without the failure counted."""
     from gateway.tasks.probes import check
 
     _, channel, record, _ = _find(ref, store or ChannelStore())
@@ -382,7 +384,10 @@ def test_channel(ref: str, store: ChannelStore | None = None) -> dict[str, Any]:
                        "function does not read: the sweeper probes it when it fails (make admin ARGS=channels)",
                        param="id")
     failure, said, seconds = check(channel)
-    health.book().probed(channel.name, failure)
+    book = health.book()
+    if failure is not None and book.store.get(channel.name).state == health.HEALTHY:
+        book.failed(channel.name, failure)  # a failed test is a failure like a request's: it counts, it may cool
+    book.probed(channel.name, failure)
     data = {"id": record.id if record else None, "name": channel.name, "ok": failure is None,
             "latency_ms": round(seconds * 1000), "answer": said}
     message = "" if failure is None else f"the channel failed its test: {said}"

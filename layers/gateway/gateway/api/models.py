@@ -75,6 +75,20 @@ def kind_of(price: Price) -> str:
     return "text"
 
 
+# A task family's models are media whatever their price is counted in (zeta's Seedance is priced
+# by its video tokens, docs/tasks.md): images for beta and imgtask, videos for the others.
+_MEDIA_KIND = {"beta": "image", "imgtask": "image"}
+
+
+def media_kind(family: str, price: Price) -> str:
+    """The model's kind: `kind_of` its price, except that a task family's model priced by tokens is
+    its family's media (not "text" with a $0 input)."""
+    kind = kind_of(price)
+    if kind in ("text", "embedding") and family in PROTOCOLS and family not in TEXT_PROTOCOLS:
+        return _MEDIA_KIND.get(family, "video")
+    return kind
+
+
 def family_of(model: str, catalog: Catalog) -> str:
     found = _FAMILY.match(model.lower())
     if found:
@@ -97,7 +111,8 @@ def describe(model: str, catalog: Catalog, group: str | None = None) -> ModelInf
     `group`) can serve it."""
     if model not in catalog.prices:
         return None
-    info = ModelInfo(model, family_of(model, catalog), kind_of(catalog.prices.get(model)))
+    family = family_of(model, catalog)
+    info = ModelInfo(model, family, media_kind(family, catalog.prices.get(model)))
     allowed = _protocols(info)
     if not any(c.protocol in allowed and c.serves(model) and c.weight > 0 and c.serves_group(group)
                for c in catalog.channels):

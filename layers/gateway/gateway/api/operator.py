@@ -72,10 +72,11 @@ def check_manages(manager: Mapping[str, Any], user_id: int) -> None:
 
 
 def users(query: dict[str, str] | None) -> dict[str, Any]:
-    """GET /api/admin/users?page_size=&after=: users by id, a page at a time."""
+    """GET /api/admin/users?page_size=&after=: users by id, a page at a time, each as the user sees
+    itself (`balances`: what its open quota leases hold and have spent included)."""
     size = _number(query, "page_size", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX) or PAGE_SIZE_DEFAULT
     after = _number(query, "after", None, 0, 2**63 - 1)
-    page, last = UsersRepository().users_page(size, after)
+    page, last = balances.users_page(size, after)  # the user's own view: open leases included
     return _ok({"items": [_user_view(user) for user in page],
                 "next_after": last})
 

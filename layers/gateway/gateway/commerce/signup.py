@@ -170,21 +170,26 @@ def register(request: Any, address: str, now: float | None = None) -> dict[str, 
     if not options.current("RegisterEnabled") or not options.current("PasswordRegisterEnabled"):
         raise PermissionDenied("sign-up is closed on this gateway", code="registration_closed")
     verified = bool(options.current("EmailVerificationEnabled"))
-    if verified:
-        if not email:
-            raise InvalidRequest("email: required (this gateway verifies addresses)", param="email")
-        if not request.verification_code or not consume_code(REGISTER, email, request.verification_code, now):
-            raise InvalidRequest("verification_code: wrong or expired; ask for a new one", param="verification_code")
+    if verified and not email:
+        raise InvalidRequest("email: required (this gateway verifies addresses)", param="email")
+    # A taken name is refused before the code is spent: a code is spent only by the sign-up it completes.
     if sign_in.user_id_for_username(request.username) is not None:
         raise Conflict("username: taken; choose another", param="username")
+    if verified and (not request.verification_code
+                     or not consume_code(REGISTER, email, request.verification_code, now)):
+        raise InvalidRequest("verification_code: wrong or expired; ask for a new one", param="verification_code")
     inviter = accounts.user_id_for_aff_code(request.aff_code) if request.aff_code else None
     quota = int(options.current("QuotaForNewUser")) + (int(options.current("QuotaForInvitee")) if inviter else 0)
     try:  # the profile, its name's claim, its password and its address's claim: one transaction
         user = accounts.create_user(username=request.username, email=email, quota=quota, inviter_id=inviter or 0,
                                     password_hash=hash_password(request.password), claim_email=verified)
-    except NameTaken:
-        raise Conflict("username: taken; choose another", param="username") from None
-    except EmailTaken:
+    except (NameTaken, EmailTaken) as exc:
+        # Lost to another sign-up after the code was spent: no sign-up completed with it, so the
+        # address's code is stored again (for its 10 minutes).
+        if verified and request.verification_code:
+            _store_code(REGISTER, email, request.verification_code, time.time() if now is None else now)
+        if isinstance(exc, NameTaken):
+            raise Conflict("username: taken; choose another", param="username") from None
         raise Conflict("email: an account uses this address already", param="email") from None
     user_id = int(user["id"])
     sign_in.refresh_decoy(user_id)

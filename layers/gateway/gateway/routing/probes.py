@@ -12,6 +12,7 @@ cooled down again for longer.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -74,6 +75,14 @@ def probe(channel: Channel, sender: Any = sync_client, *, poll_task: TaskPoll) -
     return check(channel, sender, poll_task=poll_task)[0]
 
 
+def _said(status: int | None, message: str) -> str:
+    """What the upstream answered, its status said once (an error's own message often starts with
+    the same words: "upstream answered 429")."""
+    head = f"the upstream answered {status or 'nothing'}"
+    detail = re.sub(rf"^(the )?upstream answered {status or 'nothing'}\W*", "", message.strip(), flags=re.I)
+    return f"{head}: {detail[:300]}" if detail else head
+
+
 def check(channel: Channel, sender: Any = sync_client, *,
           poll_task: TaskPoll) -> tuple[health.Failure | None, str, float]:
     """One probe of `channel`: (what counts against it or None, what the upstream said, seconds
@@ -83,7 +92,7 @@ def check(channel: Channel, sender: Any = sync_client, *,
         said = _exchange(channel, sender, poll_task)
     except UpstreamError as exc:
         failure = health.Failure.of(exc) if counts_against_channel(exc) else None
-        said = f"the upstream answered {exc.status or 'nothing'}: {str(exc.message)[:300]}"
+        said = _said(exc.status, str(exc.message))
         return failure, said, time.perf_counter() - started
     except Exception as exc:  # noqa: BLE001 - an answer the adapter cannot read is still an answer
         logger.debug("probe answer not understood", extra={"channel": channel.name, "error": repr(exc)})
