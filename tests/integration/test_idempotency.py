@@ -135,11 +135,13 @@ FORM = (b'--{b}\r\nContent-Disposition: form-data; name="prompt"\r\n\r\n{prompt}
 
 
 def form(boundary: str, prompt: str = "a cat") -> tuple[bytes, dict[str, str]]:
-    """A multipart form as a client sends it: the boundary it drew, named in `Content-Type` (with a
-    parameter after it, which RFC 2046 allows in any order), and a header of the client's own that
-    happens to mention a boundary too."""
+    """A multipart form as a client sends it: the boundary it drew, named in `Content-Type` (quoted,
+    since RFC 2046's boundary characters include `=`, which RFC 2045 quotes in a parameter; with a
+    parameter after it, in any order), and a header of the client's own that happens to mention a
+    boundary too."""
     body = FORM.replace(b"{b}", boundary.encode()).replace(b"{prompt}", prompt.encode())
-    return body, {"X-Client-Note": "boundary=none", "Content-Type": f"multipart/form-data; boundary={boundary}; x=1"}
+    return body, {"X-Client-Note": "boundary=none",
+                  "Content-Type": f'multipart/form-data; boundary="{boundary}"; x=1'}
 
 
 def run_form(principal, runs, boundary: str, prompt: str = "a cat", *, now=T0):
@@ -151,9 +153,9 @@ def run_form(principal, runs, boundary: str, prompt: str = "a cat", *, now=T0):
 def test_a_multipart_retry_with_a_new_boundary_replays_and_other_parts_are_a_409(principal):
     # Given a form submitted under a key
     runs = Runs()
-    assert run_form(principal, runs, "boundary-first") == (200, {"id": "task-1"}, False)
+    assert run_form(principal, runs, "first-boundary=1") == (200, {"id": "task-1"}, False)
     # When the client's retry draws another boundary, the same parts replay the first answer
-    assert run_form(principal, runs, "Boundary-Retry-77", now=T0 + 5) == (200, {"id": "task-1"}, True)
+    assert run_form(principal, runs, "retry-boundary=77", now=T0 + 5) == (200, {"id": "task-1"}, True)
     assert runs.count == 1
     # While other parts under the same key are refused
     with pytest.raises(Conflict) as refused:

@@ -492,6 +492,29 @@ def test_an_owner_may_tighten_an_operators_limit_down_to_one_never_clear_or_rais
         assert field == name and "may be lowered, not raised or cleared" in rule
 
 
+def test_a_key_issued_with_some_limits_marks_those_alone_as_the_operators(user, accounts):
+    # An operator's issue-key with a budget only (half a USD, shown as such): the budget is the
+    # operator's; the rest is left to the owner
+    issued = admin.run(["issue-key", "--user", "7", "--name", "ops", "--budget-usd", "0.5", "--budget-period", "daily"])
+    assert issued["operator_limits"] == {"budget_usd": 0.5, "budget_period": "daily"}
+    assert issued["limits"] == {"rpm": 0, "tpm": 0, "max_parallel": 0, "budget_usd": 0.5, "budget_period": "daily"}
+
+
+def test_a_keys_limits_may_be_under_or_at_its_users_own_never_over():
+    users = Limits(rpm=10, tpm=1000, max_parallel=4, budget_units=500_000, budget_period="daily")
+    for within in (Limits(rpm=1, tpm=1, max_parallel=1, budget_units=1, budget_period="daily"), users):
+        assert within.excess_over(users) == []
+    for name, over in (("rpm", 11), ("tpm", 1001), ("max_parallel", 5), ("budget_units", 500_001)):
+        ((field, rule),) = users.replace(**{name: over}).excess_over(users)
+        assert field == ("budget_usd" if name == "budget_units" else name) and "must not exceed" in rule
+
+
+@pytest.mark.parametrize("name", ["rpm", "tpm", "max_parallel", "budget_units"])
+def test_a_negative_limit_is_refused_naming_it(name):
+    with pytest.raises(ValueError, match=f"^{name}: must not be negative"):
+        Limits(**{name: -1}, **({"budget_period": "daily"} if name == "budget_units" else {}))
+
+
 def test_an_owner_may_lower_an_operators_budget_never_clear_raise_or_move_it_to_another_period():
     operator = Limits(budget_units=500_000, budget_period="daily")
     assert [Limits(budget_units=n, budget_period="daily").loosening(operator) for n in (1, 500_000)] == [[], []]
