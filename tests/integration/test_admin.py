@@ -7,6 +7,7 @@ import pytest
 from gateway import admin
 from gateway.admission import balances
 from gateway.auth import authenticate
+from gateway.store.users import NameTaken
 
 
 def test_create_user_issue_key_add_quota_and_revoke(store, capsys):
@@ -130,10 +131,10 @@ def test_a_user_enabled_again_is_status_1_as_new_api_shows_it(accounts):
     assert int(accounts.users.raw_user(user_id, consistent=True)["status"]) == 1
 
 
-def test_a_second_user_of_the_same_name_in_another_case_cannot_have_a_password(accounts):
+def test_a_second_user_of_the_same_name_in_another_case_is_never_made(accounts):
+    # A name is taken once, whatever its case, with or without a password (issue 43).
     first = accounts.users.create_user(username="Casey")
     accounts.sign_in.set_password(int(first["id"]), "hash-1")
-    second = accounts.users.create_user(username="casey")
-    with pytest.raises(ValueError, match="already signs in as another user"):
-        accounts.sign_in.set_password(int(second["id"]), "hash-2")
-    assert not accounts.users.raw_user(int(second["id"]), consistent=True).get("password_hash")
+    with pytest.raises(NameTaken):
+        accounts.users.create_user(username="casey")
+    assert accounts.users.raw_user(int(first["id"]), consistent=True).get("password_hash") == "hash-1"

@@ -212,7 +212,8 @@ def test_an_unknown_or_foreign_id_answers_task_not_found(tasks_env, functions, d
 
     task_id = submit(functions, lambda_context, BODY, demo["key"])[1]["id"]
     other = "sk-" + "o" * 48
-    ensure_demo_account(user_id=2, key=other, quota=500_000_000, access_token="other-token")
+    ensure_demo_account(user_id=2, key=other, quota=500_000_000, access_token="other-token",
+                        username="other")
     for key, wanted in ((other, task_id), (demo["key"], "no-such-id")):
         status, answer = get_result(functions, lambda_context, wanted, key)
         assert status == 200 and answer == {"id": wanted, "status": "Task not found", "result": None,

@@ -155,7 +155,8 @@ def test_an_unknown_or_foreign_task_id_answers_unknown_like_the_upstream(
 
     task_id = submit(functions, lambda_context, I2V, demo["key"])[1]["output"]["task_id"]
     other = "sk-" + "o" * 48
-    ensure_demo_account(user_id=2, key=other, quota=500_000_000, access_token="other-token")
+    ensure_demo_account(user_id=2, key=other, quota=500_000_000, access_token="other-token",
+                        username="other")
     for key, wanted in ((other, task_id), (demo["key"], "no-such-task")):
         status, answer = query(functions, lambda_context, wanted, key)
         assert status == 200 and answer["output"] == {"task_id": wanted, "task_status": "UNKNOWN"}

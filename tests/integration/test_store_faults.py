@@ -117,9 +117,9 @@ def test_a_transaction_cancelled_for_throughput_every_time_is_raised_after_six_a
     from gateway.store import aws
 
     monkeypatch.setattr(aws.time, "sleep", lambda _: None)
+    accounts.users.create_user(username="bo", user_id=8, quota=0)  # its own transaction, before the faults
     for _ in range(aws.TRANSACT_ATTEMPTS):
         faults.plan("TransactWriteItems", "throttle")
-    accounts.users.create_user(username="bo", user_id=8, quota=0)
     with pytest.raises(ClientError) as raised:
         balances.add_user_quota(8, 5000)
     assert aws_failures.cancellation_reasons(raised.value) == ["ThrottlingError"]

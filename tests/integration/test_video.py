@@ -520,7 +520,8 @@ def test_an_idempotency_key_of_one_api_key_never_answers_another(tasks_env, func
     from gateway.admin import ensure_demo_account
 
     other_key = "sk-" + "e" * 48
-    ensure_demo_account(user_id=2, key=other_key, quota=500_000_000, access_token="other-token")
+    ensure_demo_account(user_id=2, key=other_key, quota=500_000_000, access_token="other-token",
+                        username="other")
     first = call(functions["video"], lambda_context, "POST", "/v1/video/generations", demo["key"], body=ZETA,
                  headers={"Idempotency-Key": "shared"})
     second = call(functions["video"], lambda_context, "POST", "/v1/video/generations", other_key, body=ZETA,

@@ -51,19 +51,20 @@ from gateway.store.usage import UsageRepository
 from gateway.store.users import UsersRepository
 
 
-def ensure_demo_account(*, user_id: int, key: str, quota: int, access_token: str, set_quota: bool = False) -> int:
-    """The local demo user, its system access token and an unlimited key (its quota is the user's).
+def ensure_demo_account(*, user_id: int, key: str, quota: int, access_token: str, set_quota: bool = False,
+                        username: str = "demo") -> int:
+    """The local demo user (`username`), its system access token and an unlimited key (its quota is the user's).
     A new user starts with `quota`; an existing one keeps what it has left unless `set_quota`.
     Returns the user's quota now."""
     users = UsersRepository()
     user = balances.get_user(user_id)
     if user is None:
-        users.create_user(username="demo", display_name="Demo user", email="demo@example.com",
+        users.create_user(username=username, display_name="Demo user", email=f"{username}@example.com",
                           role=100, quota=quota, user_id=user_id)
         left = quota
     else:
         # A store kept from before names were claimed with their profile: the name is the demo's.
-        users.claim_username(user_id, str(user.get("username") or "demo"))
+        users.claim_username(user_id, str(user.get("username") or username))
         left = int(user.get("quota", 0))
         if set_quota and left != quota:  # at start, before any request can hold a part of it
             left = balances.add_user_quota(user_id, quota - left)

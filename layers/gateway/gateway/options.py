@@ -27,7 +27,7 @@ from gateway.errors import InvalidRequest, shown
 from gateway.prices import UNITS_PER_USD, parse_option
 from gateway.settings import get_settings
 from gateway.store.options import OptionsRepository
-from gateway.validation import parse_json
+from gateway.validation import MAX_DEPTH, parse_json
 
 
 @dataclass(frozen=True)
@@ -166,13 +166,14 @@ def parse_value(key: str, value: Any) -> tuple[str, Any]:
             raise InvalidRequest(f"value: {key} must hold finite numbers", param="value") from None
     else:
         raise InvalidRequest(f"value: {key} takes a string, a number or a boolean", param="value")
-    if key in ("GroupRatio", "ModelPrice"):  # a body's JSON rule (depth, finite numbers) before its own
+    if key in ("GroupRatio", "ModelPrice"):  # a body's nesting limit before its own rule, which cannot read it
         try:
             parse_json(text, what=key)
         except InvalidRequest as exc:
-            said = exc.message.replace(f"{exc.param}: ", "", 1) if exc.param else exc.message  # the rule, not where
-            said = said if said.startswith(key) else f"{key} {said}"
-            raise InvalidRequest(f"value: {said}", param="value") from None
+            if f"deeper than {MAX_DEPTH}" in exc.message:  # any other broken JSON: the option's own rule says it
+                said = exc.message.replace(f"{exc.param}: ", "", 1) if exc.param else exc.message  # the rule
+                said = said if said.startswith(key) else f"{key} {said}"
+                raise InvalidRequest(f"value: {said}", param="value") from None
     try:
         return text, option.parse(text)
     except ValueError as exc:
