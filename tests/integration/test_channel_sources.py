@@ -12,7 +12,7 @@ from gateway.store.aws import client
 from tests.conftest import load_function, use_environment
 
 ROUTING_FUNCTIONS = [
-    "text", "images", "video", "alpha", "beta", "gamma", "imgtask", "task_poller", "task_sweeper", "account"]
+    "text", "images", "video", "alpha", "beta", "gamma", "imgtask", "task_poller", "task_sweeper", "account", "batches"]
 DOCUMENT = {"channels": [{"name": "main-chat", "protocol": "chat", "base_url": "https://upstream.example",
                           "api_key_env": "MAIN_CHAT_KEY", "models": ["m-small"]}]}
 NO_SOURCE = {"GATEWAY_CHANNELS_FILE": None, "GATEWAY_SIMULATOR_URL": None, "GATEWAY_CHANNELS_PARAMETER": None,
