@@ -178,3 +178,17 @@ def closed_reservation(gateway: LocalGateway, reservation_id: str, seconds: floa
             return record
         assert time.monotonic() < deadline, f"reservation {reservation_id} still open: {record}"
         time.sleep(0.3)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed end-to-end test shows the last lines its local gateway printed (its serving
+    processes' tracebacks and access lines), which a browser's or an SDK's timeout alone hides."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for name, value in getattr(item, "funcargs", {}).items():
+        if isinstance(value, LocalGateway):
+            report.sections.append((f"the local gateway's output ({name}, last 120 lines)",
+                                    "".join(value.output[-120:])))
