@@ -12,7 +12,9 @@ const PROTOCOLS = [["chat", "OpenAI-compatible (chat completions)"], ["messages"
   ["content", "Google Gemini (generateContent)"], ["alpha", "Kling (video and images)"],
   ["beta", "Black Forest Labs FLUX (images)"], ["gamma", "Alibaba DashScope (video)"],
   ["delta", "Google Veo (video)"], ["epsilon", "OpenAI Sora (videos)"], ["zeta", "ByteDance Ark Seedance (video)"],
-  ["imgtask", "Midjourney proxy (images)"]];
+  ["imgtask", "Midjourney proxy (images)"], ["azure", "Azure OpenAI (deployments)"],
+  ["bedrock", "Amazon Bedrock (Converse; key AK|SK|REGION or an API key)"], ["cohere", "Cohere (rerank)"],
+  ["jina", "Jina-compatible (rerank)"]];
 const VENDOR = Object.fromEntries(PROTOCOLS);
 const FIELDS = ["name", "protocol", "base_url", "key", "models", "model_map", "priority", "weight", "groups"];
 
