@@ -3,13 +3,14 @@
 A batch is a task (its id `batch_...` is its reservation's): submit holds the whole input file
 at the batch price (`prices.batch_price`) and hands the lines to the channel's upstream batch
 API (a `chat` channel's OpenAI Batch API, `openai.py`; a `messages` channel's Message Batches,
-`anthropic.py`); the poller asks the upstream until it ends, then collects its results
-into the gateway's own output and error files (`store/files`, ids of the gateway's own, OpenAI's
-`{id, custom_id, response: {status_code, request_id, body}, error}` lines) and records the
-terminal batch with each line's price: a line that answered 2xx is priced by its usage as a
-synchronous request is (`prices.token_cost`, rounded up once per line), at the batch price. The
-engine then settles the sum once (one ledger entry for the batch, with its line counts) and
-gives back the rest of the hold; a cancelled or expired batch pays for the lines that completed.
+`anthropic.py`; a `content` channel's Gemini batch mode, `gemini.py`; see `APIS`); the poller
+asks the upstream until it ends, then collects its results into the gateway's own output and
+error files (`store/files`, ids of the gateway's own, OpenAI's `{id, custom_id, response:
+{status_code, request_id, body}, error}` lines) and records the terminal batch with each
+line's price: a line that answered 2xx is priced by its usage as a synchronous request is
+(`prices.token_cost`, rounded up once per line), at the batch price. The engine then settles
+the sum once (one ledger entry for the batch, with its line counts) and gives back the rest of
+the hold; a cancelled or expired batch pays for the lines that completed.
 
 Queries read the task store only: retrieving a batch never calls the upstream nor bills.
 """
@@ -126,8 +127,9 @@ class BatchFamily(TaskFamily):
                                                             "upstream_input_file_id": file_id})
 
     def usable_channels(self, channels: list[Channel], request: NewTask) -> list[Channel]:
-        """A `chat` channel's before a `messages` one's (each in the catalog's order): a line then
-        runs on the dialect it was written in wherever a channel allows; embeddings only on `chat`."""
+        """A `chat` channel first, then `messages`, then `content` (each in the catalog's order): a
+        line then runs on the dialect it was written in wherever a channel allows; embeddings only
+        on `chat`."""
         # Vertex AI's batch prediction reads Cloud Storage or BigQuery, never inline requests.
         channels = [channel for channel in channels if not (channel.protocol == "content" and channel.vertex)]
         if request.upstream_request.get("endpoint") == "/v1/embeddings":
