@@ -127,8 +127,8 @@ def test_a_four_line_batch_runs_on_gemini_batch_mode_billed_once_at_the_batch_pr
 def test_a_cancelled_gemini_batch_pays_only_for_its_completed_lines(
         gemini, batches_url, queues, demo, accounts, clock, lambda_context):
     sdk = client(batches_url, demo["key"])
-    uploaded = sdk.files.create(file=("in.jsonl", io.BytesIO(jsonl("one", "two", "#batch=stall three", "four"))),
-                                purpose="batch")
+    data = jsonl("one", "#fault=429 two", "#batch=stall three", "four")
+    uploaded = sdk.files.create(file=("in.jsonl", io.BytesIO(data)), purpose="batch")
     before = balances.get_user(1)["quota"]
     batch = sdk.batches.create(input_file_id=uploaded.id, endpoint=CHAT, completion_window="24h")
     queues.polls(lambda_context, rounds=1)
@@ -139,12 +139,16 @@ def test_a_cancelled_gemini_batch_pays_only_for_its_completed_lines(
     queues.polls(lambda_context)
     done = sdk.batches.retrieve(batch.id)
     assert done.status == "cancelled" and done.request_counts is not None
-    assert (done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == (4, 2, 2)
+    assert (done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == (4, 1, 3)
     output = lines(sdk, done.output_file_id)
-    assert sorted(line["custom_id"] for line in output) == ["req-0", "req-1"]
-    assert {line["custom_id"]: line["error"]["code"] for line in lines(sdk, done.error_file_id)} == {
-        "req-2": "batch_cancelled", "req-3": "batch_cancelled"}
+    assert [line["custom_id"] for line in output] == ["req-0"]
+    errors = {line["custom_id"]: line for line in lines(sdk, done.error_file_id)}
+    # The refused line keeps its status (a google.rpc.Status RESOURCE_EXHAUSTED is a 429); the
+    # lines never run say the batch was cancelled; neither is billed.
+    assert errors["req-1"]["response"]["status_code"] == 429 and errors["req-1"]["error"] is None
+    assert [(errors[i]["response"], errors[i]["error"]["code"]) for i in ("req-2", "req-3")] == [
+        (None, "batch_cancelled"), (None, "batch_cancelled")]
     (entry,) = ledger_of(accounts, batch.id)
     assert entry["outcome"] == "settled" and entry["units"] == priced(output) > 0
-    assert entry["detail"]["batch_status"] == "cancelled" and entry["detail"]["completed"] == 2
+    assert entry["detail"]["batch_status"] == "cancelled" and entry["detail"]["completed"] == 1
     assert balances.get_user(1)["quota"] == before - priced(output)

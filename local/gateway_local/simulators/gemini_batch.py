@@ -20,7 +20,8 @@ Rules, each from its source:
 - When done: `metadata.output.inlinedResponses.inlinedResponses[] = {response | error,
   metadata}` in the input's order (python-genai `_BatchJobDestination_from_mldev`,
   `types.BatchJobDestination`: "same order as the input requests"); the Operation's `response`
-  holds the same output (an Operation's result, google/longrunning/operations.proto).
+  holds the same output (an Operation's result, google/longrunning/operations.proto). A request
+  refused is a `google.rpc.Status` whose `code` is the RPC code (`RPC_CODES`), not the HTTP status.
 - `POST /v1beta/batches/{id}:cancel` (python-genai `batches.py` `'batches/{name}:cancel'`)
   answers `{}` (an `Empty`, the method's return type in the API reference).
 - Unknown batch: 404 NOT_FOUND in Google's error envelope; no key: 401 as the other routes.
@@ -30,7 +31,8 @@ finished before the cancel, the case the gateway's billing must get right (it pa
 with a response). Each request is answered in-process by the content simulator's own
 generateContent route, so its usage is the same request's synchronously. A batch runs at its first
 retrieve and ends `GATEWAY_SIM_TASK_SECONDS` after its creation; `#batch=stall` in a request
-stops it there (`BATCH_STATE_RUNNING`) until it is cancelled.
+stops it there (`BATCH_STATE_RUNNING`) until it is cancelled; a batch cancelled before it ran
+runs nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ clock = time.time  # tests replace this to move batches along without waiting
 BATCHES: dict[str, dict[str, Any]] = {}
 MAX_INLINE_BYTES = 20 * 1000 * 1000
 _STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND"}
+#: A status name -> its google.rpc.Code number: a batch's failed request is a `google.rpc.Status`
+#: (`InlinedResponse.error`, python-genai `types.py`), whose `code` is the RPC code, not the HTTP
+#: status (googleapis `google/rpc/code.proto`).
+RPC_CODES = {"CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5,
+             "PERMISSION_DENIED": 7, "RESOURCE_EXHAUSTED": 8, "FAILED_PRECONDITION": 9, "INTERNAL": 13,
+             "UNAVAILABLE": 14, "UNAUTHENTICATED": 16}
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -141,8 +149,12 @@ async def _run(batch: dict[str, Any]) -> None:
             model = str(entry["request"].get("model") or batch["model"]).removeprefix("models/")
             answer = await client.post(f"/v1beta/models/{model}:generateContent", json=inner,
                                        headers={"x-goog-api-key": batch["_key"]})
-            result: dict[str, Any] = ({"response": answer.json()} if answer.is_success
-                                      else {"error": answer.json().get("error")})
+            if answer.is_success:
+                result: dict[str, Any] = {"response": answer.json()}
+            else:
+                error = answer.json().get("error") or {}
+                result = {"error": {"code": RPC_CODES.get(str(error.get("status")), 2),
+                                    "message": str(error.get("message") or "")}}
             if entry.get("metadata") is not None:
                 result["metadata"] = entry["metadata"]
             batch["_results"].append(result)
@@ -157,11 +169,11 @@ async def _advance(batch: dict[str, Any]) -> None:
     if batch["_ended"] is not None:
         return
     batch["_updated"] = clock()
-    if not batch["_ran"]:
+    if batch["_cancelled"]:
+        _end(batch, "BATCH_STATE_CANCELLED")
+    elif not batch["_ran"]:
         batch["_ran"] = True
         await _run(batch)
-    elif batch["_cancelled"]:
-        _end(batch, "BATCH_STATE_CANCELLED")
     elif not batch["_stalled"] and clock() - batch["_created"] >= task_seconds():
         _end(batch, "BATCH_STATE_SUCCEEDED")
 
