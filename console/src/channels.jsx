@@ -115,7 +115,8 @@ function health(c) {
 function lastTest(c) {
   if (!c.last_probe_at) return "never";
   const at = c.last_probe_at.replace("T", " ").replace("+00:00", " UTC");
-  return c.last_probe === "ok" ? `passed ${at}` : `failed ${at}: ${c.last_probe}`;
+  const took = c.last_probe_ms ? ` in ${c.last_probe_ms} ms` : "";
+  return c.last_probe === "ok" ? `passed${took} ${at}` : `failed${took} ${at}: ${c.last_probe}`;
 }
 
 export function Channels() {
@@ -157,6 +158,25 @@ export function Channels() {
     setTick(tick + 1);
   });
 
+  // Test all (new-api's): every channel in force, one after another, then one summary.
+  const [testing, setTesting] = useState(false);
+  const testAll = (list) => act(async () => {
+    setTesting(true);
+    let passed = 0;
+    const failed = [];
+    for (const c of list) {
+      try {
+        await call("GET", `/api/channel/test/${c.id === null ? encodeURIComponent(c.name) : c.id}`);
+        passed += 1;
+      } catch {
+        failed.push(c.name);
+      }
+    }
+    setTesting(false);
+    refresh(`Tested ${list.length} channel${list.length === 1 ? "" : "s"}: ${passed} passed`
+      + (failed.length ? `, ${failed.length} failed (${failed.join(", ")}).` : "."));
+  });
+
   const [query, setQuery] = useState("");
   const rows = ((data && data.data.items) || []).filter((c) => matches(query, c.name, c.protocol,
     VENDOR[c.protocol] || "", c.base_url, (c.models || []).join(" "), c.state));
@@ -170,7 +190,12 @@ export function Channels() {
         : <details class="add"><summary>New channel</summary><ChannelForm onDone={refresh} /></details>}
       {note && <p role="status">{note}</p>}
       {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
-      <Search label="Search channels" value={query} onInput={setQuery} />
+      <div class="row">
+        <Search label="Search channels" value={query} onInput={setQuery} />
+        <button type="button" disabled={testing || !data} aria-label="Test all channels"
+          onClick={() => testAll(((data && data.data.items) || []).filter((c) => !c.shadowed))}>
+          {testing ? "Testing…" : "Test all"}</button>
+      </div>
       <div class="table">
         <table aria-label="Channels" class="stack wrap">
           <thead><tr><th>Name</th><th>Source</th><th>Protocol</th><th>Base URL</th><th>Models</th><th>Priority</th>

@@ -161,55 +161,126 @@ export function AllOrders() {
   );
 }
 
+// Site settings as new-api groups them, each option named in words (its key beside it for
+// scripts), quotas shown and entered in USD (stored in units, 500000 per USD), JSON in an editor
+// that checks the text parses before it is sent (the API then checks what it means).
+const GROUPS = [
+  ["Site", ["SystemName", "Notice"]],
+  ["Sign-up", ["RegisterEnabled", "PasswordRegisterEnabled", "EmailVerificationEnabled", "QuotaForNewUser",
+    "CriticalRateLimitNum", "CriticalRateLimitDurationSeconds"]],
+  ["Invitations", ["QuotaForInviter", "QuotaForInvitee"]],
+  ["Payments", ["StripeUnitPrice", "StripeMinTopUp", "TopUpRateLimitNum", "TopUpRateLimitDurationSeconds"]],
+  ["Prices", ["PricingAnonymous", "GroupRatio", "ModelPrice"]],
+];
+const LABELS = {
+  SystemName: "Site name", Notice: "Notice", RegisterEnabled: "Anyone may sign up",
+  PasswordRegisterEnabled: "Sign-up with a password", EmailVerificationEnabled: "Sign-up needs an emailed code",
+  QuotaForNewUser: "Quota a new user starts with (USD)",
+  CriticalRateLimitNum: "Sign-up, code and reset requests per window",
+  CriticalRateLimitDurationSeconds: "Sign-up window (seconds)",
+  QuotaForInviter: "Reward to the inviter at an invitee's first payment (USD)",
+  QuotaForInvitee: "Quota an invitee starts with (USD)", StripeUnitPrice: "Price of 1 USD of quota",
+  StripeMinTopUp: "Smallest card top-up (USD)", TopUpRateLimitNum: "Card orders per user and address per window",
+  TopUpRateLimitDurationSeconds: "Card order window (seconds)", PricingAnonymous: "Pricing page open to visitors",
+  GroupRatio: "Group price ratios (JSON)", ModelPrice: "Model prices (JSON)",
+};
+const QUOTAS = new Set(["QuotaForNewUser", "QuotaForInviter", "QuotaForInvitee"]);
+const JSON_OPTIONS = new Set(["GroupRatio", "ModelPrice"]);
+
+function shownValue(option) {
+  if (QUOTAS.has(option.key)) return String(Number(option.value || 0) / UNITS_PER_USD);
+  if (JSON_OPTIONS.has(option.key)) {
+    try {
+      return JSON.stringify(JSON.parse(option.value || "{}"), null, 2);
+    } catch {
+      return option.value;
+    }
+  }
+  return option.value;
+}
+
 function OptionRow({ option }) {
-  const [value, setValue] = useState(option.value);
+  const [value, setValue] = useState(shownValue(option));
   const [error, setError] = useState(null);
   const [saved, setSaved] = useState(false);
   const id = `option-${option.key}`;
+  const label = LABELS[option.key] || option.key;
   const yesNo = option.value === "true" || option.value === "false";
+  const quota = QUOTAS.has(option.key);
+  const json = JSON_OPTIONS.has(option.key);
   async function submit(event) {
     event.preventDefault();
     setError(null);
     setSaved(false);
+    let sent = value;
+    if (quota) {
+      const usdValue = Number(String(value).trim());
+      if (String(value).trim() === "" || !Number.isFinite(usdValue) || usdValue < 0) {
+        setError(new Error("Enter an amount in USD, 0 or more"));
+        return;
+      }
+      sent = String(Math.round(usdValue * UNITS_PER_USD));
+    }
+    if (json) {
+      try {
+        JSON.parse(value);
+      } catch (err) {
+        setError(new Error(`Not valid JSON, nothing saved: ${err.message}`));
+        return;
+      }
+    }
     try {
-      await call("PUT", "/api/option/", { body: { key: option.key, value } });
+      await call("PUT", "/api/option/", { body: { key: option.key, value: sent } });
       setSaved(true);
     } catch (err) {
       setError(err);
     }
   }
+  const described = `${id}-about${error ? ` ${id}-error` : ""}`;
+  const change = (e) => { setValue(e.currentTarget.value); setSaved(false); };
   return (
-    <form class="option" onSubmit={submit} aria-label={option.key}>
-      <label for={id}><code>{option.key}</code></label>
-      <p class="note" id={`${id}-about`}>{option.description}</p>
+    <form class="option" onSubmit={submit} aria-label={label}>
+      <label for={id}>{label}</label> <code class="units">{option.key}</code>
+      <p class="note" id={`${id}-about`}>{option.description}
+        {quota && ` (stored as ${Number(option.value || 0).toLocaleString("en-US")} units; 500,000 units = $1)`}</p>
       <div class="row">
         {yesNo ? (
-          <select id={id} name="value" value={value} aria-describedby={`${id}-about`}
-            onChange={(e) => { setValue(e.currentTarget.value); setSaved(false); }}>
-            <option value="true">true</option><option value="false">false</option>
+          <select id={id} name="value" value={value} aria-describedby={described} onChange={change}>
+            <option value="true">on</option><option value="false">off</option>
           </select>
+        ) : json ? (
+          <textarea id={id} name="value" rows={8} spellcheck={false} value={value} aria-describedby={described}
+            aria-invalid={error ? "true" : undefined} onInput={change} />
         ) : (
-          <input id={id} name="value" value={value} aria-describedby={`${id}-about`}
-            aria-invalid={error ? "true" : undefined}
-            onInput={(e) => { setValue(e.currentTarget.value); setSaved(false); }} />
+          <input id={id} name="value" value={value} aria-describedby={described} inputMode={quota ? "decimal" : undefined}
+            aria-invalid={error ? "true" : undefined} onInput={change} />
         )}
-        <button type="submit" aria-label={`Save ${option.key}`}>Save</button>
+        <button type="submit" aria-label={`Save ${label}`}>Save</button>
         {saved && <span role="status">Saved.</span>}
       </div>
-      {error && <p class="error" role="alert">{error.message}</p>}
+      {error && <p class="error" id={`${id}-error`} role="alert">{error.message}</p>}
     </form>
   );
 }
 
 export function Settings() {
   const { data, error } = useLoad(() => call("GET", "/api/option/"), []);
+  const options = (data && data.data) || [];
+  const grouped = new Set(GROUPS.flatMap(([, keys]) => keys));
+  const rest = options.filter((o) => !grouped.has(o.key));
   return (
     <>
       <p class="note">Every instance reads a changed setting within the key cache's seconds (5 by default).</p>
       {error && <p class="error" role="alert">{error.message}</p>}
-      <div class="options">
-        {((data && data.data) || []).map((option) => <OptionRow key={option.key} option={option} />)}
-      </div>
+      {[...GROUPS, ["Other", rest.map((o) => o.key)]].map(([title, keys]) => {
+        const shown = keys.map((key) => options.find((o) => o.key === key)).filter(Boolean);
+        return shown.length ? (
+          <section class="options" aria-label={title}>
+            <h2>{title}</h2>
+            {shown.map((option) => <OptionRow key={option.key} option={option} />)}
+          </section>
+        ) : null;
+      })}
     </>
   );
 }

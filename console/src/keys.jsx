@@ -1,7 +1,9 @@
-// The user's own keys: /api/token/ (new-api's shape). A new key is shown once, with a copy button.
+// The user's own keys: /api/token/ (new-api's shape). A new key is shown once, with a copy button:
+// the gateway keeps only its SHA-256 (and a hint), so no page can show it again. A key's settings
+// are edited in place (PUT /api/token/, new-api's shape: the fields sent replace theirs).
 import { useState } from "preact/hooks";
 import { API_BASE, call, DOCS_URL, UNITS_PER_USD, usd, when } from "./api.js";
-import { Field, FormError, Pager } from "./ui.jsx";
+import { Field, FormError, inWords, Pager } from "./ui.jsx";
 import { useLoad } from "./user.jsx";
 
 const STATUS = { 1: "enabled", 2: "disabled", 3: "expired", 4: "quota used up" };
@@ -90,6 +92,83 @@ function NewKey({ onMade }) {
   );
 }
 
+function day(seconds) {
+  return seconds > 0 ? new Date(seconds * 1000).toISOString().slice(0, 10) : "";
+}
+
+// Edit a key: every field shown with its value; an empty box is "none" (no limit, no expiry, the
+// account's quota, every model, the account's group).
+function EditKey({ token, groups, onDone, onCancel }) {
+  const [error, setError] = useState(null);
+  async function submit(event) {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    const models = String(form.get("model_limits") || "").trim();
+    const expiry = String(form.get("expired_time") || "");
+    const quotaUsd = number(form, "remain_quota");
+    const budget = number(form, "budget_usd");
+    const body = {
+      id: token.id, name: String(form.get("name") || ""),
+      model_limits_enabled: Boolean(models), model_limits: models,
+      expired_time: expiry ? Math.floor(Date.parse(expiry + "T23:59:59Z") / 1000) : -1,
+      unlimited_quota: quotaUsd === undefined, group: String(form.get("group") || ""),
+      rpm: number(form, "rpm") || 0, tpm: number(form, "tpm") || 0, max_parallel: number(form, "max_parallel") || 0,
+      budget_usd: budget || 0,
+    };
+    if (quotaUsd !== undefined) body.remain_quota = Math.round(quotaUsd * UNITS_PER_USD);
+    if (budget) body.budget_period = form.get("budget_period");
+    setError(null);
+    try {
+      await call("PUT", "/api/token/", { body });
+      onDone(body.name);
+    } catch (err) {
+      setError(err);
+    }
+  }
+  const label = `Edit key ${token.name}`;
+  return (
+    <form class="card" onSubmit={submit} aria-label={label}>
+      <h2>{label}</h2>
+      <p class="note">The key itself cannot be shown again: the gateway keeps only a hash of it ({token.key}).
+        Lost it? Create a new key and delete this one.</p>
+      <Field label="Name" name="name" required maxLength={50} defaultValue={token.name} error={error} />
+      <Field label="Models (comma-separated; empty: all)" name="model_limits" defaultValue={token.model_limits}
+        error={error} />
+      <div class="field"><label><span>Group</span>
+        <select name="group">
+          <option value="">the account's</option>
+          {Object.keys(groups || {}).map((name) => <option value={name} selected={name === token.group}>{name}</option>)}
+        </select></label>
+        {error && error.param === "group" && <span class="error" role="alert">{inWords(error.message, "group")}</span>}
+      </div>
+      <Field label="Expires on (UTC; empty: never)" name="expired_time" type="date"
+        defaultValue={day(token.expired_time)} error={error} />
+      <Field label="Quota in USD (empty: the account's)" name="remain_quota" type="number" min="0" step="any"
+        defaultValue={token.unlimited_quota ? "" : String(token.remain_quota / UNITS_PER_USD)} error={error} />
+      <div class="row">
+        <Field label="Requests per minute" name="rpm" type="number" min="0" defaultValue={token.rpm || ""} error={error} />
+        <Field label="Tokens per minute" name="tpm" type="number" min="0" defaultValue={token.tpm || ""} error={error} />
+        <Field label="Parallel requests" name="max_parallel" type="number" min="0" defaultValue={token.max_parallel || ""}
+          error={error} />
+      </div>
+      <div class="row">
+        <Field label="Budget in USD" name="budget_usd" type="number" min="0" step="0.01"
+          defaultValue={token.budget_usd || ""} error={error} />
+        <label class="field"><span>Budget period</span>
+          <select name="budget_period">
+            {["daily", "weekly", "monthly"].map((period) => (
+              <option value={period} selected={period === token.budget_period}>{period}</option>))}
+          </select></label>
+      </div>
+      <FormError error={error} fields={[...KEY_FIELDS, "group"]} />
+      <div class="row">
+        <button type="submit">Save key</button>
+        <button type="button" class="secondary" onClick={onCancel}>Cancel</button>
+      </div>
+    </form>
+  );
+}
+
 // Where a key is used: the gateway this console is served by, with the API docs beside it.
 function Endpoint() {
   const [copied, setCopied] = useState(false);
@@ -113,6 +192,9 @@ function Endpoint() {
 
 export function Keys({ reload }) {
   const [deleting, setDeleting] = useState(null);
+  const [editing, setEditing] = useState(null);
+  const [saved, setSaved] = useState(null);
+  const { data: groups } = useLoad(() => call("GET", "/api/user/self/groups"), []);
   const [page, setPage] = useState(0);
   const [tick, setTick] = useState(0);
   const [error, setError] = useState(null);
@@ -133,7 +215,11 @@ export function Keys({ reload }) {
   return (
     <>
       <Endpoint />
-      <NewKey onMade={refresh} />
+      {editing ? (
+        <EditKey key={editing.id} token={editing} groups={groups && groups.data}
+          onDone={(name) => { setEditing(null); setSaved(name); refresh(); }} onCancel={() => setEditing(null)} />
+      ) : <NewKey onMade={refresh} />}
+      {saved && <p role="status">Saved key {saved}.</p>}
       {(error || loadError) && <p class="error" role="alert">{(error || loadError).message}</p>}
       <div class="table">
         <table aria-label="Keys">
@@ -148,6 +234,8 @@ export function Keys({ reload }) {
                   t.budget_usd && `$${t.budget_usd} ${t.budget_period}`].filter(Boolean).join(", ") || "none"}</td>
                 <td>{t.expired_time === -1 ? "never" : when(t.expired_time)}</td><td>{when(t.accessed_time)}</td>
                 <td><div class="actions">
+                  <button type="button" aria-label={`Edit key ${t.name}`}
+                    onClick={() => { setSaved(null); setEditing(t); window.scrollTo(0, 0); }}>Edit</button>
                   <button type="button" aria-label={`${t.status === 1 ? "Disable" : "Enable"} key ${t.name}`}
                     onClick={() => act(() => call("PUT", "/api/token/", { query: { status_only: "true" },
                       body: { id: t.id, status: t.status === 1 ? 2 : 1 } }))}>

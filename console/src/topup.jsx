@@ -1,13 +1,42 @@
 // A user's money in: redeem a code (POST /api/user/topup), pay by card through Stripe Checkout
 // (POST /api/user/pay, then Stripe's page; back here with ?topup=success&order=...), the user's
 // orders (GET /api/user/topup/self); and invitations (GET /api/user/aff, POST /api/user/aff_transfer).
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { call, UNITS_PER_USD, usd, when } from "./api.js";
 import { Field, FormError, Pager } from "./ui.jsx";
 import { useLoad } from "./user.jsx";
 import { useStatus } from "./signup.jsx";
 
-const ORDER_STATUS = { pending: "pending (waiting for the payment)", success: "paid", expired: "expired" };
+const ORDER_STATUS = { pending: "pending (waiting for the payment)", success: "paid", expired: "expired",
+  cancelled: "cancelled" };
+
+// A pending order's way on: pay at the same Stripe page while its session is open (Stripe expires it
+// at `expires_at`), or cancel it (the session is expired at Stripe first; POST /api/user/pay/cancel).
+function OrderActions({ order, onChanged }) {
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const open = order.status === "pending" && order.pay_link && order.expires_at * 1000 > Date.now();
+  if (order.status !== "pending") return null;
+  async function cancel() {
+    setError(null);
+    setBusy(true);
+    try {
+      await call("POST", "/api/user/pay/cancel", { body: { trade_no: order.trade_no } });
+    } catch (err) {
+      setError(err);
+    }
+    setBusy(false);
+    onChanged();
+  }
+  return (
+    <div class="actions">
+      {open && <a class="button" href={order.pay_link} aria-label={`Resume payment of order ${order.trade_no}`}>Resume payment</a>}
+      <button type="button" class="secondary" disabled={busy} aria-label={`Cancel order ${order.trade_no}`}
+        onClick={cancel}>Cancel order</button>
+      {error && <span class="error" role="alert">{error.message}</span>}
+    </div>
+  );
+}
 
 function Redeem({ onDone }) {
   const [error, setError] = useState(null);
@@ -83,12 +112,13 @@ function PayByCard({ status }) {
 }
 
 // Back from Stripe's page: the order named in ?order=, read until the webhook has settled it.
-function Returned({ onPaid }) {
+function Returned({ onPaid, onChanged, tick }) {
   const params = new URLSearchParams(window.location.search);
   const outcome = params.get("topup");
   const tradeNo = params.get("order");
   const [order, setOrder] = useState(null);
   const [error, setError] = useState(null);
+  const credited = useRef(false);
   useEffect(() => {
     if (!tradeNo) return undefined;
     let live = true;
@@ -99,7 +129,10 @@ function Returned({ onPaid }) {
         const found = answer.data.items.find((item) => item.trade_no === tradeNo) || null;
         if (!live) return;
         setOrder(found);
-        if (found && found.status === "success") onPaid();
+        if (found && found.status === "success" && !credited.current) {
+          credited.current = true;
+          onPaid();
+        }
         if (found && found.status === "pending" && outcome === "success" && ++tries < 30) setTimeout(look, 2000);
       } catch (err) {
         if (live) setError(err);
@@ -107,7 +140,7 @@ function Returned({ onPaid }) {
     }
     look();
     return () => { live = false; };
-  }, [tradeNo]);
+  }, [tradeNo, tick]);
   if (!tradeNo) return null;
   function dismiss() {
     window.history.replaceState(null, "", window.location.pathname + window.location.hash);
@@ -121,16 +154,18 @@ function Returned({ onPaid }) {
       {order && (
         <p role="status">
           Order {order.trade_no} ({order.amount} USD of quota): {ORDER_STATUS[order.status] || order.status}
-          {order.status === "success" && `; ${usd(order.units)} added to your balance`}.
+          {order.status === "success" && `; ${usd(order.units)} added to your balance`}
+          {order.status === "pending" && order.expires_at > 0 && `; the payment page is open until ${when(order.expires_at)}`}.
         </p>
       )}
+      {order && <OrderActions order={order} onChanged={onChanged} />}
       {!order && !error && <p>Looking for order {tradeNo}…</p>}
       <button type="button" class="link" onClick={dismiss}>Dismiss</button>
     </section>
   );
 }
 
-function Orders({ tick }) {
+function Orders({ tick, onChanged }) {
   const [page, setPage] = useState(1);
   const { data, error } = useLoad(() => call("GET", "/api/user/topup/self", { query: { p: page, page_size: 20 } }),
     [page, tick]);
@@ -141,13 +176,15 @@ function Orders({ tick }) {
       {error && <p class="error" role="alert">{error.message}</p>}
       <div class="table">
         <table aria-label="Your orders">
-          <thead><tr><th>Order</th><th>Created</th><th>Amount</th><th>Charged</th><th>Quota</th><th>Status</th><th>Paid</th></tr></thead>
+          <thead><tr><th>Order</th><th>Created</th><th>Amount</th><th>Charged</th><th>Quota</th><th>Status</th><th>Paid</th><th>Pay by</th><th>Actions</th></tr></thead>
           <tbody>
             {items.map((o) => (
               <tr key={o.trade_no}>
                 <td><code>{o.trade_no}</code></td><td>{when(o.created_at)}</td><td>{o.amount} USD</td>
                 <td>{(o.money_cents / 100).toFixed(2)} {String(o.currency || "").toUpperCase()}</td>
                 <td>{usd(o.units)}</td><td>{ORDER_STATUS[o.status] || o.status}</td><td>{when(o.paid_at)}</td>
+                <td>{o.status === "pending" && o.expires_at ? when(o.expires_at) : ""}</td>
+                <td><OrderActions order={o} onChanged={onChanged} /></td>
               </tr>
             ))}
           </tbody>
@@ -169,12 +206,12 @@ export function TopUp({ me, reload }) {
       <dl class="cards">
         <div><dt>Balance</dt><dd>{usd(me.quota)}</dd><dd class="units">{me.quota.toLocaleString("en-US")} units</dd></div>
       </dl>
-      <Returned onPaid={refresh} />
+      <Returned onPaid={refresh} onChanged={refresh} tick={tick} />
       <div class="row top">
         <PayByCard status={status} />
         <Redeem onDone={refresh} />
       </div>
-      <Orders tick={tick} />
+      <Orders tick={tick} onChanged={refresh} />
     </>
   );
 }

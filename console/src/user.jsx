@@ -72,6 +72,8 @@ export function Log() {
   const cursor = cursors[cursors.length - 1];
   const { data, error } = useLoad(() => call("GET", "/api/log/self", { query: { ...filters, cursor, page_size: 20 } }),
     [JSON.stringify(filters), cursor]);
+  // The totals of every row the filters select, not of this page only (GET /api/log/self/stat).
+  const { data: stat } = useLoad(() => call("GET", "/api/log/self/stat", { query: filters }), [JSON.stringify(filters)]);
   function apply(event) {
     event.preventDefault();
     const form = new FormData(event.currentTarget);
@@ -95,15 +97,25 @@ export function Log() {
         <button type="submit">Apply filters</button>
       </form>
       <FormError error={error} fields={["token_name", "model_name"]} />
+      {stat && (
+        <dl class="cards" aria-label="Totals of the filtered requests">
+          <div><dt>Requests</dt><dd>{stat.data.requests.toLocaleString("en-US")}</dd></div>
+          <div><dt>Spent</dt><dd>{usd(stat.data.quota)}</dd></div>
+          <div><dt>Tokens in/out</dt>
+            <dd>{`${stat.data.prompt_tokens.toLocaleString("en-US")}/${stat.data.completion_tokens.toLocaleString("en-US")}`}</dd></div>
+          {!stat.data.exact && <div><dt>Note</dt><dd class="small">the newest 10,000 rows only</dd></div>}
+        </dl>
+      )}
       <div class="table">
         <table aria-label="Requests">
-          <thead><tr><th>Time</th><th>Type</th><th>Key</th><th>Model</th><th>Cost</th><th>Tokens in/out</th><th>What</th></tr></thead>
+          <thead><tr><th>Time</th><th>Type</th><th>Key</th><th>Model</th><th>Cost</th><th>Tokens in/out</th><th>Duration</th><th>What</th></tr></thead>
           <tbody>
             {items.map((item) => (
               <tr key={item.id}>
                 <td>{when(item.created_at)}</td><td>{TYPES[item.type] || item.type}</td><td>{item.token_name}</td>
                 <td>{item.model_name}</td><td>{usd(item.quota)}</td>
-                <td>{item.prompt_tokens}/{item.completion_tokens}</td><td class="what">{item.content}</td>
+                <td>{item.prompt_tokens}/{item.completion_tokens}</td>
+                <td>{item.type === 1 ? "" : `${item.use_time} s`}</td><td class="what">{item.content}</td>
               </tr>
             ))}
           </tbody>

@@ -84,6 +84,12 @@ def log_self():
     return json_response(requestlog.account_log(user_id, app.current_event.query_string_parameters))
 
 
+@app.get("/api/log/self/stat")
+def log_self_stat():
+    user_id, _ = session.caller(_headers())
+    return json_response(requestlog.log_stat(user_id, app.current_event.query_string_parameters))
+
+
 @app.get("/api/log/self/export")
 def log_self_export():
     user_id, _ = session.caller(_headers())

@@ -19,6 +19,7 @@ from gateway.schemas.commerce import (
     NewCodes,
     OptionUpdate,
     PasswordReset,
+    PayCancel,
     PayRequest,
     Redeem,
     Register,
@@ -126,6 +127,12 @@ def user_pay():
     request = body_model(app, PayRequest)
     return json_response(payments.start(user_id, user, request.amount, request.payment_method,
                                         return_url=f"{public_base_url(app)}/console/", address=_address()))
+
+
+@app.post("/api/user/pay/cancel")
+def user_pay_cancel():
+    user_id, _ = session.caller(_headers())
+    return json_response(payments.cancel(user_id, body_model(app, PayCancel).trade_no))
 
 
 @app.post("/api/stripe/webhook")

@@ -114,6 +114,7 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("PUT", "/api/redemption"): ("application/json", [commerce.CodeUpdate, commerce.CodeStatus]),
         ("POST", "/api/user/topup"): ("application/json", commerce.Redeem),
         ("POST", "/api/user/pay"): ("application/json", commerce.PayRequest),
+        ("POST", "/api/user/pay/cancel"): ("application/json", commerce.PayCancel),
         ("POST", "/api/user/register"): ("application/json", commerce.Register),
         ("POST", "/api/user/reset"): ("application/json", commerce.PasswordReset),
         ("POST", "/api/user/aff_transfer"): ("application/json", commerce.AffTransfer),
@@ -259,6 +260,12 @@ _PRICING_AND_EXPORT: dict[str, list[dict[str, Any]]] = {
     "/api/log/self/export": [
         _query("start_timestamp", "from (unix seconds)", True, type="integer", minimum=0),
         _query("end_timestamp", "to (unix seconds), at most 93 days after", True, type="integer", minimum=0),
+        _query("type", "1 top-up, 2 consume, 5 error, 6 refund", enum=["1", "2", "5", "6"]),
+        _query("model_name", "only this model's requests"),
+        _query("token_name", "only the requests of keys of this name")],
+    "/api/log/self/stat": [
+        _query("start_timestamp", "from (unix seconds)", type="integer", minimum=0),
+        _query("end_timestamp", "to (unix seconds)", type="integer", minimum=0),
         _query("type", "1 top-up, 2 consume, 5 error, 6 refund", enum=["1", "2", "5", "6"]),
         _query("model_name", "only this model's requests"),
         _query("token_name", "only the requests of keys of this name")],

@@ -131,6 +131,11 @@ def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_
     row = page.get_by_role("table", name="Requests").get_by_role("row").filter(has_text=name)
     row.first.wait_for()
     assert row.count() == 1 and "m-small" in row.inner_text() and "consume" in row.inner_text()
+    assert re.search(r"\t\d+ s\t", row.inner_text())  # its duration
+    totals = page.get_by_label("Totals of the filtered requests")  # of every filtered row, not the page's
+    totals.get_by_role("definition").first.filter(has_text=re.compile(r"^1$")).wait_for()
+    spent = totals.get_by_role("definition").nth(1).inner_text()
+    assert spent.startswith("$") and spent != "$0.00" and spent in row.inner_text()
     assert fits(page, viewport)
 
     go_to(page, "Dashboard")
@@ -143,6 +148,23 @@ def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_
 
     go_to(page, "Keys")
     keys = page.get_by_role("table", name="Keys")
+    # Edited after creation: every setting, not the key itself (only its hash is kept, and the form says so)
+    page.get_by_role("button", name=f"Edit key {name}").click()
+    edit = page.get_by_role("form", name=f"Edit key {name}")
+    assert "cannot be shown again" in edit.inner_text()
+    assert edit.get_by_label("Models (comma-separated; empty: all)").input_value() == "m-small"
+    name, old_name = f"{name}-renamed", name
+    edit.get_by_label("Name").fill(name)
+    edit.get_by_label("Models (comma-separated; empty: all)").fill("")
+    edit.get_by_label("Requests per minute").fill("120")
+    edit.get_by_label("Quota in USD (empty: the account's)").fill("1.5")
+    edit.get_by_role("button", name="Save key").click()
+    page.get_by_role("status").filter(has_text=f"Saved key {name}.").wait_for()
+    row = keys.get_by_role("row").filter(has_text=name)
+    assert "all" in row.inner_text() and "120 rpm" in row.inner_text() and "$1.50" in row.inner_text()
+    assert keys.get_by_role("row").filter(has_text=re.compile(rf"{old_name}\s")).count() == 0
+    assert fits(page, viewport)
+    assert chat(site, key)  # the same key, now for every model
     page.get_by_role("button", name=f"Delete key {name}").click()  # one click asks first
     page.get_by_role("button", name=f"Keep key {name}").click()
     page.get_by_role("button", name=f"Delete key {name}").click()

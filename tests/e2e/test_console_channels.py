@@ -7,13 +7,14 @@ prices for m-small and m-console: m-console is served by no channel until the op
 
 from __future__ import annotations
 
+import re
 import time
 
 import openai
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.browser_support import DESKTOP, browser, chromium_missing, go_to, sign_in
+from tests.e2e.browser_support import DESKTOP, PHONE, browser, chromium_missing, go_to, sign_in
 from tests.e2e.conftest import DEMO_KEY, LocalGateway, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
@@ -126,6 +127,16 @@ def test_an_operator_adds_tests_edits_disables_and_deletes_a_channel_that_serves
         assert failed.inner_text().count("answered nothing") == 1, failed.inner_text()
         expect(gone.get_by_role("cell").nth(9)).to_contain_text("failed")
         expect(gone.get_by_role("cell").nth(8)).not_to_have_text("healthy")
+        # Test all: every channel, one summary; each row keeps its test's response time and time
+        page.get_by_role("button", name="Test all channels").click()
+        summary = page.get_by_role("status").filter(has_text="Tested 3 channels:")
+        summary.wait_for()
+        assert re.search(r": [12] passed, [12] failed \((main, )?console-gone\)\.$", summary.inner_text())
+        expect(row.get_by_role("cell").nth(9)).to_contain_text(re.compile(r"^passed in \d+ ms \d{4}-"))
+        page.set_viewport_size(PHONE)
+        assert page.get_by_role("button", name="Test all channels").is_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        page.set_viewport_size(DESKTOP)
         gone.get_by_role("button", name="Delete console-gone").click()
         gone.get_by_role("button", name="Confirm delete console-gone").click()
         gone.wait_for(state="detached")

@@ -76,15 +76,20 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     operator = chromium.new_context(viewport=DESKTOP).new_page()
     sign_in(operator, site.url, "demo", OPERATOR_PASSWORD)
     go_to(operator, "Site settings")
-    setting = operator.get_by_role("form", name="EmailVerificationEnabled", exact=True)
+    # Grouped as new-api's (sign-up, payments, invitations, prices), named in words, quotas in USD.
+    signup = operator.get_by_role("region", name="Sign-up")
+    setting = signup.get_by_role("form", name="Sign-up needs an emailed code", exact=True)
     assert "sign-up needs a code" in setting.inner_text()  # the option's own description
-    setting.get_by_label("EmailVerificationEnabled", exact=True).select_option("true")
-    setting.get_by_role("button", name="Save EmailVerificationEnabled").click()
+    setting.get_by_label("Sign-up needs an emailed code", exact=True).select_option("on")
+    setting.get_by_role("button", name="Save Sign-up needs an emailed code").click()
     setting.get_by_role("status").filter(has_text="Saved.").wait_for()
-    setting = operator.get_by_role("form", name="QuotaForInviter", exact=True)
-    setting.get_by_label("QuotaForInviter", exact=True).fill(str(2 * UNITS_PER_USD))
-    setting.get_by_role("button", name="Save QuotaForInviter").click()
+    invitations = operator.get_by_role("region", name="Invitations")
+    setting = invitations.get_by_role("form", name="Reward to the inviter at an invitee's first payment (USD)")
+    setting.get_by_role("textbox").fill("2")
+    setting.get_by_role("button").click()
     setting.get_by_role("status").filter(has_text="Saved.").wait_for()
+    stored = {o["key"]: o["value"] for o in httpx.get(f"{site.url}/api/option/", headers=OPERATOR).json()["data"]}
+    assert (stored["EmailVerificationEnabled"], stored["QuotaForInviter"]) == ("true", str(2 * UNITS_PER_USD))
     go_to(operator, "Redemption codes")
     form = operator.get_by_role("form", name="Create codes")
     form.get_by_label("Name").fill("welcome")
@@ -146,8 +151,27 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     wait_for_card(inviter, "Invited", "1")
     assert card(inviter, "Reward to transfer") == "$0.00"
 
-    # Then 5 USD by card: Stripe Checkout's page (the local simulator), its Pay button, and back.
+    # A card payment left on Stripe's page (its Cancel link) stays pending until Stripe's session
+    # expires: the console says until when, resumes it at the same page, or cancels it.
     pay = page.get_by_role("form", name="Pay by card")
+    pay.get_by_label("Amount (USD of quota)").fill("4")
+    pay.get_by_role("button", name="Pay by card").click()
+    page.get_by_role("link", name="Cancel").click()
+    page.wait_for_url(re.compile(r"/console/\?topup=cancelled&order=ord_"))
+    left = page.get_by_role("region", name="Your payment")
+    left.get_by_role("status").filter(has_text="the payment page is open until").wait_for()
+    left_no = re.search(r"order=(ord_\w+)", page.url).group(1)
+    left.get_by_role("link", name=f"Resume payment of order {left_no}").click()
+    page.get_by_role("button", name="Pay $4.00").wait_for()  # the same session's page, still open
+    page.go_back()
+    left.get_by_role("button", name=f"Cancel order {left_no}").click()
+    left.get_by_role("status").filter(has_text="cancelled").wait_for()
+    cancelled = page.get_by_role("table", name="Your orders").get_by_role("row").filter(has_text=left_no)
+    cancelled.filter(has_text="cancelled").wait_for()
+    assert cancelled.get_by_role("link", name=f"Resume payment of order {left_no}").count() == 0
+    wait_for_card(page, "Balance", "$3.00")
+
+    # Then 5 USD by card: Stripe Checkout's page (the local simulator), its Pay button, and back.
     pay.get_by_label("Amount (USD of quota)").fill("5")
     pay.get_by_role("button", name="Pay by card").click()
     page.get_by_role("button", name="Pay $5.00").click()
@@ -269,19 +293,38 @@ def test_an_operator_makes_disables_and_deletes_codes_sees_every_order_and_chang
     assert fits(page, PHONE)
 
     go_to(page, "Site settings")
-    name = page.get_by_role("form", name="SystemName", exact=True)
-    name.get_by_label("SystemName", exact=True).fill("Acme AI")
-    name.get_by_role("button", name="Save SystemName").click()
+    name = page.get_by_role("form", name="Site name", exact=True)
+    name.wait_for()
+    assert [h.inner_text() for h in page.get_by_role("heading", level=2).all()][:5] == [
+        "Site", "Sign-up", "Invitations", "Payments", "Prices"]
+    name.get_by_label("Site name", exact=True).fill("Acme AI")
+    name.get_by_role("button", name="Save Site name").click()
     name.get_by_role("status").filter(has_text="Saved.").wait_for()
     assert httpx.get(f"{site.url}/api/status").json()["data"]["system_name"] == "Acme AI"
-    limit = page.get_by_role("form", name="CriticalRateLimitNum", exact=True)
-    limit.get_by_label("CriticalRateLimitNum", exact=True).fill("many")
-    limit.get_by_role("button", name="Save CriticalRateLimitNum").click()
+    limit = page.get_by_role("form", name="Sign-up, code and reset requests per window", exact=True)
+    limit.get_by_role("textbox").fill("many")
+    limit.get_by_role("button").click()
     alert = limit.get_by_role("alert")
     alert.wait_for()
     assert alert.inner_text().startswith("value: CriticalRateLimitNum must be a whole number")
+    invitee = page.get_by_role("form", name="Quota an invitee starts with (USD)", exact=True)
+    assert "500,000 units = $1" in invitee.inner_text()
+    invitee.get_by_label("Quota an invitee starts with (USD)", exact=True).fill("0.5")
+    invitee.get_by_role("button").click()
+    invitee.get_by_role("status").filter(has_text="Saved.").wait_for()
+    # A JSON editor: text that does not parse is refused before anything is sent
+    ratios = page.get_by_role("region", name="Prices").get_by_role("form", name="Group price ratios (JSON)")
+    editor = ratios.get_by_label("Group price ratios (JSON)", exact=True)
+    assert editor.evaluate("e => e.tagName") == "TEXTAREA" and '"default": 1' in editor.input_value()
+    before = editor.input_value()
+    editor.fill(before.replace("{", "{ nope", 1))
+    ratios.get_by_role("button").click()
+    assert ratios.get_by_role("alert").inner_text().startswith("Not valid JSON, nothing saved")
+    assert editor.get_attribute("aria-invalid") == "true"
     stored = {o["key"]: o["value"] for o in httpx.get(f"{site.url}/api/option/", headers=OPERATOR).json()["data"]}
     assert stored["CriticalRateLimitNum"] == "20"  # refused: nothing stored
+    assert stored["QuotaForInvitee"] == str(UNITS_PER_USD // 2)
+    assert json.loads(stored["GroupRatio"]) == json.loads(before)
     assert fits(page, PHONE)
 
     visitor = chromium.new_context(viewport=PHONE).new_page()  # the sign-in page names the site

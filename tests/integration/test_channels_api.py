@@ -146,6 +146,11 @@ def test_an_operator_adds_a_channel_that_serves_at_once_and_its_key_is_never_sho
     assert tested["data"]["ok"] is True and isinstance(tested["data"]["latency_ms"], int)
     assert "2 models (up-1, up-2)" in tested["data"]["answer"] and isinstance(tested["time"], float)
     assert upstream.probes["added"] == 1 and upstream.keys["added"] == [f"Bearer {KEY}"]
+    # And the list keeps the test's response time beside its time (new-api's response time column)
+    _, listed = api(account_fn, lambda_context, "GET", "/api/channel/")
+    added = next(r for r in listed["data"]["items"] if r["name"] == "added")
+    assert added["last_probe_ms"] == tested["data"]["latency_ms"] > 0 and added["last_probe"] == "ok"
+    assert next(r for r in listed["data"]["items"] if r["name"] == "main")["last_probe_ms"] is None  # never tested
     # And a request for m-new is served through it, with its key, on the next request
     assert ask(gateway_url, demo["key"]) == "served by added"
     assert upstream.keys["added"][-1] == f"Bearer {KEY}"

@@ -675,3 +675,69 @@ def test_randomized_credits_refunds_and_disputes_leave_each_orders_net_credit_ex
 
     log = requestlog.account_log(payer, {"type": "1", "page_size": "100"})["data"]["items"]
     assert sum(e["quota"] for e in log) == expected
+
+
+def cancel_route(commerce_fn, user_id, trade_no):
+    headers = {"Authorization": "Bearer ann-access-token", "X-Api-User": str(user_id)}
+    answer = commerce_fn.lambda_handler(api_event("POST", "/api/user/pay/cancel", body=json.dumps(
+        {"trade_no": trade_no}), headers=headers), LambdaContext())
+    return answer["statusCode"], json.loads(answer["body"])
+
+
+def test_a_pending_order_shows_its_checkout_expiry_and_link_and_its_payer_cancels_it_once(
+        payments_on, payer, accounts, commerce_fn):
+    order = start(payer, accounts)
+    (listed,) = payments.own_orders(payer, None)["data"]["items"]
+    session = stripe_sim.SESSIONS[order["session_id"]]
+    assert (listed["status"], listed["pay_link"], listed["expires_at"]) == (
+        "pending", order["pay_link"], session["expires_at"])  # resumed at the same page while it is open
+
+    status, body = cancel_route(commerce_fn, payer, order["trade_no"])
+    assert status == 200 and body["data"]["status"] == "cancelled" and body["data"]["pay_link"] == "", body
+    assert session["status"] == "expired"  # expired at Stripe: nobody can pay it any more
+    assert [e["type"] for e in stripe_sim.DELIVERED] == ["checkout.session.expired"]
+    assert cancel_route(commerce_fn, payer, order["trade_no"]) == (status, body)  # once: the same answer again
+    # A paid event for it afterwards (Stripe sends none; forged order of events here) credits nothing.
+    paid = dict(session, status="complete", payment_status="paid", payment_intent="pi_late")
+    payload, signature = signed({"id": "evt_late", "type": "checkout.session.completed", "data": {"object": paid}})
+    assert post_webhook(commerce_fn, payload, signature)[0] == 200
+    pay(payments_on, order["session_id"])  # the page of an expired session takes no payment
+    assert CommerceRepository().order(order["trade_no"])["status"] == "cancelled"
+    assert quota(accounts, payer) == 0
+
+    # Only the payer's pending orders: another's is a 404, a paid one a 409 that changes nothing.
+    assert cancel_route(commerce_fn, payer + 1000, order["trade_no"])[0] in (401, 404)
+    done = start(payer, accounts)
+    pay(payments_on, done["session_id"])
+    status, body = cancel_route(commerce_fn, payer, done["trade_no"])
+    assert status == 409 and "was paid" in body["message"], body
+    assert CommerceRepository().order(done["trade_no"])["status"] == "success"
+    assert quota(accounts, payer) == 2_500_000
+
+
+def test_a_cancel_racing_the_payment_either_cancels_or_credits_once_never_both(
+        payments_on, payer, accounts, commerce_fn):
+    """The payer pays on Stripe's page in one tab and cancels in another at the same moment."""
+    expected = 0
+    for _ in range(6):
+        order = start(payer, accounts)
+        answers: dict[str, int] = {}
+        def cancel(trade_no=order["trade_no"], answers=answers):
+            answers["cancel"] = cancel_route(commerce_fn, payer, trade_no)[0]
+
+        threads = [threading.Thread(target=pay, args=(payments_on, order["session_id"])),
+                   threading.Thread(target=cancel)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        ended = CommerceRepository().order(order["trade_no"])["status"]
+        session = stripe_sim.SESSIONS[order["session_id"]]
+        if session["status"] == "complete":  # paid first: credited once, the cancel refused
+            assert (ended, answers["cancel"]) == ("success", 409)
+            expected += 2_500_000
+        else:
+            assert (session["status"], ended, answers["cancel"]) == ("expired", "cancelled", 200)
+        assert quota(accounts, payer) == expected
+    credited = [e for e in stripe_sim.DELIVERED if e["type"] == "checkout.session.completed"]
+    assert quota(accounts, payer) == 2_500_000 * len(credited)

@@ -203,6 +203,25 @@ def test_each_filter_lists_exactly_the_matching_entries_of_the_account(account_f
     assert not any(i.startswith("o") for i in ids(body))  # user 2's entries never appear
 
 
+@pytest.mark.parametrize("query,match", [
+    ({}, {}), ({"token_name": "laptop"}, {"key": "laptop"}), ({"type": "2", "model_name": "m-large"},
+                                                            {"type": 2, "model": "m-large"})])
+def test_the_logs_totals_add_up_the_filtered_rows_spend_and_tokens(account_fn, demo, history, lambda_context,
+                                                                    query, match):
+    rows = [h for h in history if all(h[k] == v for k, v in match.items())]
+    window = {"start_timestamp": str(BASE + 1), "end_timestamp": str(BASE + 28)}
+    rows = [h for h in rows if BASE + 1 <= h["at"] <= BASE + 28]
+    status, body = get(account_fn, lambda_context, "/api/log/self/stat", self_headers(demo), {**query, **window})
+    assert status == 200, body
+    i_of = [h["at"] - BASE for h in rows]
+    assert body["data"] == {
+        "requests": len(rows), "quota": sum(10 + h["at"] - BASE for h in rows if h["type"] == 2),
+        "prompt_tokens": sum(i for i, h in zip(i_of, rows, strict=True) if h["type"] == 2),
+        "completion_tokens": sum(2 * i for i, h in zip(i_of, rows, strict=True) if h["type"] == 2), "exact": True}
+    status, body = get(account_fn, lambda_context, "/api/log/self/stat", self_headers(demo), {"type": "9"})
+    assert status == 400 and "type" in body["message"]
+
+
 def test_the_time_window_is_inclusive_of_both_seconds(account_fn, demo, history, lambda_context):
     _, body = get(account_fn, lambda_context, "/api/log/self", self_headers(demo),
                   {"start_timestamp": str(BASE + 10), "end_timestamp": str(BASE + 14)})

@@ -238,3 +238,13 @@ def test_an_owners_change_checked_against_an_old_mark_is_not_written(users, acco
         tokens.update_token(2, TokenUpdate(id=record["key_id"], rpm=50), accounts.keys)
     monkeypatch.undo()
     assert accounts.keys.user_key(2, record["key_id"])["rpm"] == 10
+
+
+def test_a_key_limited_after_its_lease_opened_shows_the_quota_it_was_given():
+    """An edit makes an unlimited key limited while a lease of it is open: that lease was granted
+    from the user's quota, not the key's, so none of it counts in the key's remainder."""
+    key = {"pk": "KEY#h", "key_id": "k1", "unlimited": False, "remain_quota": 750_000, "used_quota": 10}
+    leases = [{"key_hash": "h", "key_id": "k1", "limited_key": False, "granted": 200_000, "spent": 4},
+              {"key_hash": "h", "key_id": "k1", "limited_key": True, "granted": 1_000, "spent": 1}]
+    view = balances.key_view(key, leases)
+    assert (view["remain_quota"], view["used_quota"]) == (750_999, 15)

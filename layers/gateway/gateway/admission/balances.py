@@ -52,8 +52,10 @@ def key_view(key: dict[str, Any], leases: list[dict[str, Any]]) -> dict[str, Any
     spent = sum(int(lease["spent"]) for lease in mine)
     view = {**key, "used_quota": int(key.get("used_quota", 0)) + spent}
     if not key.get("unlimited"):
+        # Only a lease granted from the key's own quota gives its unspent units back to it: a key
+        # limited after its lease opened (an edit) holds nothing in that lease.
         view["remain_quota"] = int(key.get("remain_quota", 0)) + sum(
-            int(lease["granted"]) - int(lease["spent"]) for lease in mine)
+            int(lease["granted"]) - int(lease["spent"]) for lease in mine if lease.get("limited_key", True))
     return view
 
 

@@ -387,8 +387,9 @@ def test_channel(ref: str, store: ChannelStore | None = None) -> dict[str, Any]:
     book = health.book()
     if failure is not None and book.store.get(channel.name).state == health.HEALTHY:
         book.failed(channel.name, failure)  # a failed test is a failure like a request's: it counts, it may cool
-    book.probed(channel.name, failure)
+    latency_ms = max(round(seconds * 1000), 1)  # kept for the channel list's response time
+    book.probed(channel.name, failure, latency_ms)
     data = {"id": record.id if record else None, "name": channel.name, "ok": failure is None,
-            "latency_ms": round(seconds * 1000), "answer": said}
+            "latency_ms": latency_ms, "answer": said}
     message = "" if failure is None else f"the channel failed its test: {said}"
     return {"success": failure is None, "message": message, "time": round(seconds, 3), "data": data}

@@ -352,22 +352,7 @@ def export_csv(user_id: int, params: Mapping[str, Any] | None,
     key_ids = None
     if query.token_name is not None:
         key_ids = tuple(key_id for key_id, name in names.items() if name == query.token_name)
-    entries: list[dict[str, Any]] = []
-    more = False
-    if key_ids != ():
-        path, partition, filters, values = _access_path(user_id, query, key_ids)
-        filter_expression = " AND ".join(f"({f})" for f in filters) or None
-        aliases = {alias: name for alias, name in _FILTER_NAMES.items() if alias in (filter_expression or "")}
-        position: str | None = None
-        while len(entries) <= EXPORT_MAX_ROWS:
-            found, _, _, position = accounts.log_query(
-                user_id, path, partition, low=query.low, high=query.high, limit=EXPORT_MAX_ROWS + 1 - len(entries),
-                start_after=position, filter_expression=filter_expression, names=aliases, values=values)
-            entries.extend(found)
-            if position is None:
-                break
-        more = len(entries) > EXPORT_MAX_ROWS
-        entries = entries[:EXPORT_MAX_ROWS]
+    entries, more = _entries(user_id, query, key_ids, EXPORT_MAX_ROWS, accounts)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")  # RFC 4180
     writer.writerow(EXPORT_COLUMNS)
@@ -377,6 +362,56 @@ def export_csv(user_id: int, params: Mapping[str, Any] | None,
         item["usd"] = f"{item['quota'] / 500_000:.6f}"
         writer.writerow([_cell(item.get(column, "")) for column in EXPORT_COLUMNS])
     return out.getvalue(), more
+
+
+def _entries(user_id: int, query: LogQuery, key_ids: tuple[str, ...] | None, most: int,
+             accounts: UsageRepository) -> tuple[list[dict[str, Any]], bool]:
+    """The window's entries that pass the query's filters, newest first, at most `most` of them,
+    and whether the window held more."""
+    entries: list[dict[str, Any]] = []
+    if key_ids == ():
+        return entries, False
+    path, partition, filters, values = _access_path(user_id, query, key_ids)
+    filter_expression = " AND ".join(f"({f})" for f in filters) or None
+    aliases = {alias: name for alias, name in _FILTER_NAMES.items() if alias in (filter_expression or "")}
+    position: str | None = None
+    while len(entries) <= most:
+        found, _, _, position = accounts.log_query(
+            user_id, path, partition, low=query.low, high=query.high, limit=most + 1 - len(entries),
+            start_after=position, filter_expression=filter_expression, names=aliases, values=values)
+        entries.extend(found)
+        if position is None:
+            break
+    return entries[:most], len(entries) > most
+
+
+#: The most entries one `/api/log/self/stat` adds up (as many as an export holds).
+STAT_MAX_ENTRIES = EXPORT_MAX_ROWS
+
+
+def log_stat(user_id: int, params: Mapping[str, Any] | None,
+             accounts: UsageRepository | None = None) -> dict[str, Any]:
+    """GET /api/log/self/stat (new-api's route; its `quota` the spend of the filtered rows): the
+    totals of the entries the log's filters select: `requests` (entries other than top-ups),
+    `quota` (units spent: the consume entries'), `prompt_tokens`, `completion_tokens`, and
+    `exact` false when the window held more than `STAT_MAX_ENTRIES` (the totals are then the newest
+    ones')."""
+    query = LogQuery({k: v for k, v in (params or {}).items() if k not in ("p", "page_size", "cursor")})
+    names = _key_names(user_id)
+    key_ids = None
+    if query.token_name is not None:
+        key_ids = tuple(key_id for key_id, name in names.items() if name == query.token_name)
+    entries, more = _entries(user_id, query, key_ids, STAT_MAX_ENTRIES, accounts or UsageRepository())
+    totals = {"requests": 0, "quota": 0, "prompt_tokens": 0, "completion_tokens": 0, "exact": not more}
+    for entry in entries:
+        item = _item(entry, names)
+        if item["type"] == LOG_TOPUP:
+            continue
+        totals["requests"] += 1
+        totals["quota"] += item["quota"] if item["type"] == LOG_CONSUME else 0
+        totals["prompt_tokens"] += item["prompt_tokens"]
+        totals["completion_tokens"] += item["completion_tokens"]
+    return _envelope(totals)
 
 
 def _cell(value: Any) -> str:

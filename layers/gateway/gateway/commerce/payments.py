@@ -18,7 +18,19 @@ Stripe's signed webhook, and the invitation reward of a first payment.
    transaction. The units are the order's, never an amount the event names. Stripe retries and
    may deliver an event several times and out of order: a second delivery meets the order's
    condition and credits nothing; `checkout.session.expired` marks a pending order `expired`.
-3. The invitation reward (`QuotaForInviter`) is paid in the same transaction as the invitee's
+3. `cancel` (`POST /api/user/pay/cancel {trade_no}`): the payer leaves an order unpaid. Its
+   Checkout Session is expired through Stripe's API first (`/v1/checkout/sessions/{id}/expire`,
+   which Stripe grants only while the session is `open`: after it nobody can pay it), and only
+   then is the order marked `cancelled`, once, on the condition that it is still pending. Were the
+   order marked first, a payment made a moment before the expiry would find it not pending and
+   never be credited. Stripe refusing because the session was paid meanwhile credits the order
+   now (the same exactly-once claim as the webhook's) and answers a 409 saying so. The
+   `checkout.session.expired` event the expiry sends may come before the mark: an order whose
+   payer asked to cancel (`cancel_asked_at`) ends `cancelled` by it, else `expired`. A paid event
+   after either never credits: crediting is conditioned on the order being pending.
+   A pending order also carries its session's link (`pay_link`, to pay again while it is open)
+   and Stripe's `expires_at` (24 hours after it was made, Stripe's default).
+4. The invitation reward (`QuotaForInviter`) is paid in the same transaction as the invitee's
    first credited payment, into the inviter's `aff_quota` and `aff_history_quota`, on the
    condition that the invitee's profile has not paid a reward yet (`inviter_rewarded_at`): once per
    invitee, whatever races. Every credited payment sets `has_payment_method`.
@@ -52,7 +64,7 @@ from gateway.store.aws import to_item, to_values
 from gateway.store.table import PROFILE, user_pk
 from gateway.store.users import UsersRepository
 
-PENDING, SUCCESS, EXPIRED = "pending", "success", "expired"
+PENDING, SUCCESS, EXPIRED, CANCELLED = "pending", "success", "expired", "cancelled"
 #: The most one order may buy (USD of quota): a bound on a typo, not a business rule.
 MAX_TOPUP_USD = 10_000
 #: Stripe's smallest charge in USD is 0.50 (docs.stripe.com/currencies#minimum-and-maximum-charge-amounts).
@@ -141,7 +153,7 @@ def start(user_id: int, user: Mapping[str, Any], amount: int, payment_method: st
         logger.warning("stripe checkout failed", extra={"trade_no": trade_no, "error": str(exc)[:300]})
         raise GatewayError("the payment provider could not start the payment; nothing was charged",
                            status=502, code="payment_unavailable") from None
-    repo.set_order_session(trade_no, session.id)
+    repo.set_order_session(trade_no, session.id, str(session.url or ""), int(session.expires_at or 0))
     return {"success": True, "message": "", "data": {"pay_link": session.url, "trade_no": trade_no,
                                                       "session_id": session.id, "amount": amount,
                                                       "money": cents / 100, "quota": units}}
@@ -185,12 +197,63 @@ def webhook(body: bytes, signature: str | None, repo: CommerceRepository | None 
         logger.warning("stripe event for no order", extra={"event": event["id"], "session": session.get("id")})
         return {"received": True, "handled": False}
     if kind in _ENDED_EVENTS:
-        repo.end_order(order["trade_no"], EXPIRED)
+        repo.end_order(order["trade_no"], CANCELLED if order.get("cancel_asked_at") else EXPIRED)
         return {"received": True, "handled": True}
     if session.get("payment_status") not in ("paid", "no_payment_required"):
         return {"received": True, "handled": False}  # paid later: async_payment_succeeded comes then
-    credit_order(order, accounts or UsersRepository(), payment_intent=str(session.get("payment_intent") or ""))
+    if not credit_order(order, accounts or UsersRepository(), payment_intent=str(session.get("payment_intent") or "")) \
+            and order.get("status") not in (PENDING, SUCCESS):
+        # Stripe completes no session it expired: this would be a payment of an ended order.
+        logger.warning("stripe paid event for an ended order", extra={"trade_no": order["trade_no"],
+                                                                       "status": order.get("status")})
     return {"received": True, "handled": True}
+
+
+def cancel(user_id: int, trade_no: str, repo: CommerceRepository | None = None,
+           accounts: UsersRepository | None = None, now: int | None = None) -> dict[str, Any]:
+    """POST /api/user/pay/cancel: the payer's pending order ends unpaid (see the module)."""
+    import stripe
+
+    repo = repo or CommerceRepository()
+    now = int(time.time()) if now is None else now
+    order = repo.order(trade_no)
+    if order is None or int(order["user_id"]) != user_id:
+        raise NotFound("trade_no: no such order of yours", param="trade_no")
+    if order["status"] == CANCELLED:
+        return {"success": True, "message": "", "data": shown(order)}  # cancelled before: the same answer
+    if not repo.ask_cancel(trade_no, now):
+        raise _ended(order)
+    found = keys()
+    if order.get("session_id"):
+        if found is None or not found.api_key:
+            raise Unavailable("online payment is not configured on this gateway", code="payment_not_configured")
+        sessions = _client(found.api_key).v1.checkout.sessions
+        try:
+            sessions.expire(str(order["session_id"]))
+        except stripe.InvalidRequestError:  # not open: paid (complete) or expired already
+            session = sessions.retrieve(str(order["session_id"]))
+            if session.status == "complete" and session.payment_status in ("paid", "no_payment_required"):
+                credit_order(order, accounts or UsersRepository(), payment_intent=str(session.payment_intent or ""))
+                raise Conflict("trade_no: the order was paid meanwhile and its quota is credited; it cannot be "
+                               "cancelled", param="trade_no", code="order_paid") from None
+            if session.status != "expired":
+                raise Conflict("trade_no: the payment is being processed; it cannot be cancelled now",
+                               param="trade_no", code="order_processing") from None
+        except stripe.StripeError as exc:
+            logger.warning("stripe expire failed", extra={"trade_no": trade_no, "error": str(exc)[:300]})
+            raise GatewayError("the payment provider could not be reached; the order is unchanged, try again",
+                               status=502, code="payment_unavailable") from None
+    repo.end_order(trade_no, CANCELLED)  # False: the expiry's own event ended it first, as cancelled
+    ended = repo.order(trade_no) or order
+    if ended["status"] != CANCELLED:
+        raise _ended(ended)
+    return {"success": True, "message": "", "data": shown(ended)}
+
+
+def _ended(order: Mapping[str, Any]) -> Conflict:
+    said = {SUCCESS: "was paid", EXPIRED: "expired unpaid"}.get(str(order["status"]), str(order["status"]))
+    return Conflict(f"trade_no: the order {said}; only a pending order can be cancelled", param="trade_no",
+                    code="order_ended")
 
 
 def _reversal(kind: str, thing: Mapping[str, Any], repo: CommerceRepository) -> dict[str, Any]:
@@ -280,11 +343,15 @@ def credit_order(order: Mapping[str, Any], accounts: UsersRepository, now: int |
 # --- what users and operators see ------------------------------------------------------------------------
 
 _SHOWN = ("trade_no", "user_id", "amount", "money_cents", "currency", "units", "status", "payment_method",
-          "created_at", "paid_at")
+          "created_at", "paid_at", "expires_at")
 
 
 def shown(order: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: order.get(name) for name in _SHOWN}
+    """An order as its payer and the operators see it; a pending one with its payment page's link."""
+    view = {name: order.get(name) for name in _SHOWN}
+    view["expires_at"] = int(order.get("expires_at") or 0)
+    view["pay_link"] = str(order.get("pay_link") or "") if order.get("status") == PENDING else ""
+    return view
 
 
 def own_orders(user_id: int, query: Mapping[str, str] | None, repo: CommerceRepository | None = None) -> dict:

@@ -141,13 +141,27 @@ class CommerceRepository:
         return from_item(self._db.get_item(TableName=self.table, Key=to_item(order_key(trade_no)),
                                            ConsistentRead=True).get("Item"))
 
-    def set_order_session(self, trade_no: str, session_id: str) -> None:
-        """The Checkout Session's id on the order, and the pointer that finds the order by it."""
+    def set_order_session(self, trade_no: str, session_id: str, pay_link: str = "", expires_at: int = 0) -> None:
+        """The Checkout Session's id, link and expiry on the order, and the pointer that finds the order by it."""
         self._db.put_item(TableName=self.table, Item=to_item(
             {"pk": f"CHECKOUT#{session_id}", "sk": "CHECKOUT", "trade_no": trade_no}))
         self._db.update_item(TableName=self.table, Key=to_item(order_key(trade_no)),
-                             UpdateExpression="SET session_id = :s",
-                             ExpressionAttributeValues=to_values({":s": session_id}))
+                             UpdateExpression="SET session_id = :s, pay_link = :l, expires_at = :e",
+                             ExpressionAttributeValues=to_values({":s": session_id, ":l": pay_link,
+                                                                 ":e": expires_at}))
+
+    def ask_cancel(self, trade_no: str, now: int) -> bool:
+        """Marks a pending order as being cancelled by its payer; False when it is not pending."""
+        try:
+            self._db.update_item(
+                TableName=self.table, Key=to_item(order_key(trade_no)), UpdateExpression="SET cancel_asked_at = :now",
+                ConditionExpression="#s = :pending", ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues=to_values({":now": now, ":pending": "pending"}))
+        except Exception as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
 
     def order_by_session(self, session_id: str) -> dict[str, Any] | None:
         if not session_id:

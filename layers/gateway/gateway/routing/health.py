@@ -110,6 +110,7 @@ class ChannelHealth:
     last_failure_at: float = 0.0
     last_probe_at: float = 0.0
     last_probe: str = ""  # "ok", or what the probe met
+    last_probe_ms: int = 0  # the last probe's response time when it was timed (an operator's test); 0: unknown
     disabled: bool = False
     changed_at: float = 0.0
     version: int = 0
@@ -130,7 +131,8 @@ class ChannelHealth:
                 "failures": self.failures, "last_error": self.last_error or None, "last_status": self.last_status,
                 "last_fault": self.last_fault or None, "last_failure_at": _iso(self.last_failure_at),
                 "last_probe_at": _iso(self.last_probe_at),
-                "last_probe": self.last_probe or None, "changed_at": _iso(self.changed_at)}
+                "last_probe": self.last_probe or None, "last_probe_ms": self.last_probe_ms or None,
+                "changed_at": _iso(self.changed_at)}
 
 
 def _iso(moment: float) -> str | None:
@@ -180,9 +182,10 @@ def after_success(health: ChannelHealth, now: float) -> Change:
                                changed_at=now), "channel_recovered"
 
 
-def after_probe(health: ChannelHealth, failure: Failure | None, policy: Policy, now: float) -> Change:
+def after_probe(health: ChannelHealth, failure: Failure | None, policy: Policy, now: float,
+                latency_ms: int = 0) -> Change:
     """The sweeper's probe: success brings the channel back, failure cools it down again, longer."""
-    probed = dataclasses.replace(health, last_probe_at=now,
+    probed = dataclasses.replace(health, last_probe_at=now, last_probe_ms=latency_ms,
                                  last_probe="ok" if failure is None else failure.message)
     if health.state != COOLING:
         return probed, None
@@ -342,9 +345,9 @@ class HealthBook:
         if self.needs_success_write(name):
             self._change(name, after_success, quiet=True)
 
-    def probed(self, name: str, failure: Failure | None) -> ChannelHealth:
+    def probed(self, name: str, failure: Failure | None, latency_ms: int = 0) -> ChannelHealth:
         policy = self.policy
-        return self._change(name, lambda h, now: after_probe(h, failure, policy, now))
+        return self._change(name, lambda h, now: after_probe(h, failure, policy, now, latency_ms))
 
     def command(self, name: str, *, enable: bool) -> ChannelHealth:
         return self._change(name, lambda h, now: after_command(h, enable, now))

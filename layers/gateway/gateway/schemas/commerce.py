@@ -70,6 +70,12 @@ class PayRequest(_Strict):
     payment_method: Annotated[StrictStr, Field(min_length=1, max_length=32)]
 
 
+class PayCancel(_Strict):
+    """POST /api/user/pay/cancel: the payer's pending order to end unpaid."""
+
+    trade_no: Annotated[StrictStr, Field(min_length=1, max_length=64)]
+
+
 class AffTransfer(_Strict):
     """POST /api/user/aff_transfer: invitation reward units moved into quota."""
 
