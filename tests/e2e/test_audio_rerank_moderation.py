@@ -100,6 +100,21 @@ def test_a_wav_is_transcribed_with_its_duration_and_billed(openai_client, http, 
     assert (entry["model_name"], entry["quota"]) == ("m-transcribe", seconds)
 
 
+def test_a_wav_is_transcribed_as_a_stream_of_events_and_billed(openai_client, http, spent):
+    stream = openai_client.audio.transcriptions.create(file=("talk.wav", wav_of(2.37), "audio/wav"),
+                                                       model="m-transcribe", stream=True)
+    events = list(stream)
+    deltas, done = events[:-1], events[-1]
+    assert len(deltas) > 1 and all(e.type == "transcript.text.delta" for e in deltas)
+    assert done.type == "transcript.text.done" and "".join(e.delta for e in deltas) == done.text
+    assert "2.37 seconds" in done.text and done.usage.input_token_details.audio_tokens > 0
+    # m-transcribe is sold per second: the done event's tokens say nothing of seconds, so the file's.
+    seconds = usd_to_units(SHIPPED["m-transcribe"].per_audio_second * Decimal("2.37"))
+    assert spent() == cents(seconds)
+    entry = newest_log_entry(http)
+    assert (entry["model_name"], entry["quota"], entry["is_stream"]) == ("m-transcribe", seconds, True)
+
+
 def test_a_wav_is_translated_as_text_and_billed_by_its_duration(openai_client, spent):
     text = openai_client.audio.translations.create(file=("talk.wav", wav_of(1.5), "audio/wav"),
                                                    model="m-transcribe", response_format="srt")
