@@ -169,9 +169,9 @@ def _audio_form(operation: str) -> dict[str, Any]:
             "timestamp_granularities[]": {"type": "array", "items": {"type": "string", "enum": ["word", "segment"]},
                                           "description": "with response_format verbose_json only"},
             "include[]": {"type": "array", "items": {"type": "string", "enum": ["logprobs"]}},
-            "stream": {"type": "boolean", "description": "true: transcript.text.delta events, then transcript.text.done "
-                                                         "with usage (a model that does not stream, whisper-1, answers "
-                                                         "whole)"},
+            "stream": {"type": "boolean",
+                       "description": "true: transcript.text.delta events, then transcript.text.done with usage "
+                                      "(a model that does not stream, whisper-1, answers whole)"},
         })
     return {"type": "object", "required": ["file", "model"], "properties": properties}
 

@@ -1,11 +1,11 @@
 """Simulated speech, transcription, translation and moderation endpoints of the chat protocol
 (dev-only), mounted inside the chat simulator (`routes`, paths relative to `/chat`).
 
-- `POST /v1/audio/speech`: real audio for the input, about 60 ms a character of a quiet tone:
-  `wav` (a RIFF/WAVE file, stdlib `wave`), `pcm` (the same 24 kHz 16-bit mono samples, no
-  header, as OpenAI's), `mp3` (silent MPEG-1 Layer III frames, 128 kbit/s, 44.1 kHz mono: what
-  any decoder reads as silence); `opus`, `aac` and `flac` are refused with a 400 (not simulated).
-  Sent in chunks, paced, so a client sees it arrive. `stream_format: sse` answers
+- `POST /v1/audio/speech`: real audio for the input, about 60 ms a character of a quiet tone,
+  24 kHz mono: `wav` (a RIFF/WAVE file, stdlib `wave`), `pcm` (the same 16-bit samples, no
+  header, as OpenAI's), and `mp3` (MPEG-2 Layer III), `opus` (Ogg Opus), `aac` (ADTS) and
+  `flac` encoded by FFmpeg through PyAV (a dev-only dependency). Sent in chunks, paced, so a
+  client sees it arrive. `stream_format: sse` answers
   `speech.audio.delta` events (base64) then `speech.audio.done` with its usage (openapi.yaml
   `SpeechAudioDeltaEvent`, `SpeechAudioDoneEvent`), refused for tts-1 and tts-1-hd ("sse is not
   supported for tts-1 or tts-1-hd"). Rules as the spec's `CreateSpeechRequest`.
@@ -41,7 +41,7 @@ import struct
 import uuid
 import wave
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -49,7 +49,7 @@ from starlette.routing import Route
 
 from gateway.errors import InvalidRequest
 from gateway.multipart import parse_multipart
-from gateway.schemas.audio import SpeechRequest
+from gateway.schemas.audio import SPEECH_TYPES, SpeechRequest
 from gateway.schemas.moderation import ModerationRequest, TextPart
 from gateway.tokens import estimate_tokens
 from gateway.validation import parse_model
@@ -107,11 +107,8 @@ async def moderations(request: Request) -> Response:
 SECONDS_PER_CHARACTER = 0.06
 RATE = 24_000  # OpenAI's pcm (and this simulator's wav): 24 kHz, 16-bit, mono
 CHUNK = 4096
-# One MPEG-1 Layer III frame, 128 kbit/s, 44.1 kHz, mono, no padding: 144 * 128000 / 44100 = 417
-# bytes, 1152 samples (26.1 ms); side information all zero, so it decodes as silence.
-MP3_FRAME = b"\xff\xfb\x90\xc4" + bytes(413)
-MP3_FRAME_SECONDS = 1152 / 44_100
-SIMULATED_FORMATS = ("wav", "pcm", "mp3")
+#: Each encoded format's container and FFmpeg encoder (OpenAI's opus is Ogg Opus, its aac ADTS).
+ENCODED = {"mp3": ("mp3", "libmp3lame"), "opus": ("ogg", "libopus"), "aac": ("adts", "aac"), "flac": ("flac", "flac")}
 
 
 def samples(seconds: float) -> bytes:
@@ -124,13 +121,29 @@ def speech_seconds(text: str) -> float:
     return max(len(text) * SECONDS_PER_CHARACTER, 0.2)
 
 
+def encoded(pcm: bytes, fmt: str) -> bytes:
+    """`pcm` (24 kHz 16-bit mono) in `fmt`'s container, by FFmpeg's encoder (PyAV)."""
+    import av  # dev-only, and a quarter-second import: only when asked
+    from av.audio.stream import AudioStream
+
+    container, codec = ENCODED[fmt]
+    out = io.BytesIO()
+    with av.open(out, "w", format=container) as muxer:
+        stream = cast(AudioStream, muxer.add_stream(codec, rate=RATE, layout="mono"))
+        frame = av.AudioFrame(format="s16", layout="mono", samples=len(pcm) // 2)
+        frame.planes[0].update(pcm)
+        frame.rate = RATE
+        for packet in [*stream.encode(frame), *stream.encode(None)]:  # the encoder cuts its own frames
+            muxer.mux(packet)
+    return out.getvalue()
+
+
 def speech_audio(text: str, fmt: str) -> bytes:
-    seconds = speech_seconds(text)
-    if fmt == "mp3":
-        return MP3_FRAME * math.ceil(seconds / MP3_FRAME_SECONDS)
-    pcm = samples(seconds)
+    pcm = samples(speech_seconds(text))
     if fmt == "pcm":
         return pcm
+    if fmt in ENCODED:
+        return encoded(pcm, fmt)
     out = io.BytesIO()
     with wave.open(out, "wb") as writer:
         writer.setnchannels(1)
@@ -160,8 +173,6 @@ async def speech(request: Request) -> Response:
         return error(400, exc.message, exc.param)
     if req.stream_format == "sse" and req.model in ("tts-1", "tts-1-hd"):
         return error(400, "stream_format sse is not supported for tts-1 or tts-1-hd", "stream_format")
-    if req.response_format not in SIMULATED_FORMATS:
-        return error(400, f"this simulator makes {', '.join(SIMULATED_FORMATS)} audio only", "response_format")
     audio = speech_audio(req.input, req.response_format)
     pieces = [audio[i:i + CHUNK] for i in range(0, len(audio), CHUNK)]
     if req.stream_format == "sse":
@@ -174,8 +185,7 @@ async def speech(request: Request) -> Response:
                                                        "total_tokens": input_tokens + output_tokens}}
         events.append(f"data: {json.dumps(done)}\n\n".encode())
         return StreamingResponse(_paced(events), media_type="text/event-stream")
-    types = {"wav": "audio/wav", "pcm": "audio/pcm", "mp3": "audio/mpeg"}
-    return StreamingResponse(_paced(pieces), media_type=types[req.response_format])
+    return StreamingResponse(_paced(pieces), media_type=SPEECH_TYPES[req.response_format])
 
 
 # --- transcriptions and translations ------------------------------------------------------------
