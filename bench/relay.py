@@ -1,7 +1,8 @@
-"""What the gateway adds to a text request: the same requests straight to a simulator and through
-the local gateway (`python -m gateway_local`, what `make run` starts), in one run.
+"""What the gateway adds to a text request (and to speech, a transcription and a rerank): the same
+requests straight to a simulator and through the local gateway (`python -m gateway_local`, what
+`make run` starts), in one run.
 
-    make bench        (or: .venv/bin/python bench/relay.py [REQUESTS] [--emulator])
+    make bench        (or: .venv/bin/python bench/relay.py [REQUESTS] [--emulator] [--only=speech,rerank])
 
 By default the gateway is the text function's ASGI app under uvicorn in a child process, with
 the key lookup and the bill kept in memory: the figures are what the relay itself adds (HTTP hop,
@@ -9,7 +10,9 @@ validation, conversion, SSE). `--emulator` goes through `python -m gateway_local
 auth and billing in the moto emulator, whose transactions slow down as its table grows (tens of
 ms after a few hundred requests), so those figures say more about moto than about the gateway.
 
-Prints, per dialect:
+Prints, per dialect or route (speech: a WAV, its stream the `stream_format: sse` events;
+transcription: a 1 s WAV, its stream `stream: true`'s events; rerank: not streamed, and its direct
+series goes to the Cohere simulator while the gateway may pick the Jina one):
 - non-streamed calls: the added latency, p50 and p99 (gateway minus direct, each percentile of its
   own series);
 - streams: the added time to the first byte (p50), and the added relay delay per event: with the
@@ -32,6 +35,9 @@ import time
 from pathlib import Path
 
 import httpx
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "local")]
+from gateway_local.simulators.audio import speech_audio  # noqa: E402  (a real WAV to transcribe)
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-bench" + "b" * 40
@@ -94,31 +100,43 @@ def start_gateway(emulator: bool) -> tuple[subprocess.Popen, str, str]:
     return process, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{sim_port}"
 
 
-# dialect: (direct path under the simulator, gateway path, body, streamed body, headers, stream query)
+# name: (direct path under the simulator, gateway path, request, streamed request or None, stream query);
+# a request is httpx's keywords (`json`, or `data` and `files` for a multipart form).
 def cases() -> dict[str, tuple]:
     chat = {"model": "m-small", "messages": [{"role": "user", "content": PROMPT}]}
     messages = {"model": "m-small", "max_tokens": 1000, "messages": [{"role": "user", "content": PROMPT}]}
     content = {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]}
+    speech = {"model": "m-tts", "voice": "alloy", "input": PROMPT[:200], "response_format": "wav"}
+    upload = {"files": {"file": ("a.wav", speech_audio("x" * 17, "wav"), "audio/wav")}}  # about a second
+    rerank = {"model": "m-rerank", "query": "word7 word8", "documents": PROMPT.split()[:50]}
     return {
-        "chat": ("/chat/v1/chat/completions", "/v1/chat/completions", chat, {**chat, "stream": True}, {}),
-        "messages": ("/messages/v1/messages", "/v1/messages", messages, {**messages, "stream": True}, {}),
+        "chat": ("/chat/v1/chat/completions", "/v1/chat/completions", {"json": chat},
+                 {"json": {**chat, "stream": True}}, {}),
+        "messages": ("/messages/v1/messages", "/v1/messages", {"json": messages},
+                     {"json": {**messages, "stream": True}}, {}),
         "content": ("/content/v1beta/models/m-small:generateContent", "/v1beta/models/m-small:generateContent",
-                    content, content, {"alt": "sse"}),
+                    {"json": content}, {"json": content}, {"alt": "sse"}),
+        "speech": ("/chat/v1/audio/speech", "/v1/audio/speech", {"json": speech},
+                   {"json": {**speech, "stream_format": "sse"}}, {}),
+        "transcription": ("/chat/v1/audio/transcriptions", "/v1/audio/transcriptions",
+                          {**upload, "data": {"model": "m-transcribe"}},
+                          {**upload, "data": {"model": "m-transcribe", "stream": "true"}}, {}),
+        "rerank": ("/cohere/v2/rerank", "/v1/rerank", {"json": rerank}, None, {}),
     }
 
 
-def timed_call(client: httpx.Client, url: str, body: dict) -> float:
+def timed_call(client: httpx.Client, url: str, request: dict) -> float:
     started = time.perf_counter()
-    answer = client.post(url, json=body)
+    answer = client.post(url, **request)
     answer.raise_for_status()
     return time.perf_counter() - started
 
 
-def timed_stream(client: httpx.Client, url: str, body: dict, params: dict) -> tuple[float, float, int]:
+def timed_stream(client: httpx.Client, url: str, request: dict, params: dict) -> tuple[float, float, int]:
     """(time to first byte, whole stream, events)."""
     started = time.perf_counter()
     first, events = None, 0
-    with client.stream("POST", url, json=body, params=params) as answer:
+    with client.stream("POST", url, params=params, **request) as answer:
         answer.raise_for_status()
         for line in answer.iter_lines():
             if first is None:
@@ -136,7 +154,7 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:7.2f} ms"
 
 
-def main(requests: int = 200, emulator: bool = False) -> None:
+def main(requests: int = 200, emulator: bool = False, only: list[str] | None = None) -> None:
     process, gateway, simulator = start_gateway(emulator)
     headers = {"Authorization": f"Bearer {KEY}", "x-api-key": KEY, "x-goog-api-key": KEY,
                "anthropic-version": "2023-06-01"}
@@ -145,28 +163,35 @@ def main(requests: int = 200, emulator: bool = False) -> None:
             print(f"gateway: {'python -m gateway_local (moto billing)' if emulator else 'text app, in-memory bill'}; "
                   f"{requests} requests per series, simulator events back to back, prompt of {len(PROMPT)} chars")
             for dialect, (direct, through, body, streamed, params) in cases().items():
+                if only and dialect not in only:
+                    continue
                 stream_direct = direct.replace(":generateContent", ":streamGenerateContent")
                 stream_through = through.replace(":generateContent", ":streamGenerateContent")
                 for _ in range(10):  # warm both paths (connections, caches, imports)
                     timed_call(client, simulator + direct, body)
                     timed_call(client, gateway + through, body)
-                    timed_stream(client, simulator + stream_direct, streamed, params)
-                    timed_stream(client, gateway + stream_through, streamed, params)
+                    if streamed is not None:
+                        timed_stream(client, simulator + stream_direct, streamed, params)
+                        timed_stream(client, gateway + stream_through, streamed, params)
                 plain_direct, plain_gateway, first_direct, first_gateway, relay = [], [], [], [], []
                 for _ in range(requests):  # interleaved, so both series see the same machine load
                     plain_direct.append(timed_call(client, simulator + direct, body))
                     plain_gateway.append(timed_call(client, gateway + through, body))
+                added_p50 = percentile(plain_gateway, .5) - percentile(plain_direct, .5)
+                plain = (f"{dialect:>13}: non-streamed added p50 {ms(added_p50)}"
+                         f", p99 {ms(percentile(plain_gateway, .99) - percentile(plain_direct, .99))}"
+                         f" (direct p50 {ms(percentile(plain_direct, .5))})")
+                if streamed is None:
+                    print(plain + "; not streamed")
+                    continue
                 for _ in range(max(requests // 4, 10)):
                     d_first, d_total, d_events = timed_stream(client, simulator + stream_direct, streamed, params)
                     g_first, g_total, g_events = timed_stream(client, gateway + stream_through, streamed, params)
                     first_direct.append(d_first)
                     first_gateway.append(g_first)
                     relay.append(((g_total - g_first) - (d_total - d_first)) / max(g_events, 1))
-                added_p50 = percentile(plain_gateway, .5) - percentile(plain_direct, .5)
-                print(f"{dialect:>9}: non-streamed added p50 {ms(added_p50)}"
-                      f", p99 {ms(percentile(plain_gateway, .99) - percentile(plain_direct, .99))}"
-                      f" (direct p50 {ms(percentile(plain_direct, .5))});"
-                      f" stream added first byte p50 {ms(percentile(first_gateway, .5) - percentile(first_direct, .5))}"
+                first_added = percentile(first_gateway, .5) - percentile(first_direct, .5)
+                print(f"{plain}; stream added first byte p50 {ms(first_added)}"
                       f", relay per event {statistics.median(relay) * 1000:.3f} ms ({g_events} events)")
     finally:
         process.send_signal(signal.SIGINT)  # the runner's clean stop
@@ -181,4 +206,6 @@ if __name__ == "__main__":
         serve_in_memory(int(sys.argv[2]), int(sys.argv[3]))
     else:
         numbers = [a for a in sys.argv[1:] if a.isdigit()]
-        main(int(numbers[0]) if numbers else 200, emulator="--emulator" in sys.argv)
+        picked = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
+        main(int(numbers[0]) if numbers else 200, emulator="--emulator" in sys.argv,
+             only=picked[0].split(",") if picked else None)

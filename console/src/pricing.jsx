@@ -10,7 +10,11 @@ import { useLoad } from "./user.jsx";
 const COLUMNS = [["input_per_million", "Input / 1M tokens"], ["output_per_million", "Output / 1M tokens"],
   ["cached_input_per_million", "Cached input / 1M"], ["cache_write_per_million", "Cache write / 1M (5 min)"],
   ["cache_write_1h_per_million", "Cache write / 1M (1 h)"], ["per_image", "Per image"], ["per_extra_megapixel", "Per extra megapixel"],
-  ["image_input_per_million", "Input images / 1M tokens"], ["per_second", "Per second"], ["per_call", "Per call"]];
+  ["image_input_per_million", "Input images / 1M tokens"], ["per_second", "Per second"], ["per_call", "Per call"],
+  ["per_million_characters", "Speech / 1M characters"], ["audio_output_per_million", "Audio out / 1M tokens"],
+  ["per_audio_second", "Per audio second"], ["audio_input_per_million", "Audio in / 1M tokens"],
+  ["per_search_unit", "Per search unit"], ["rerank_per_million", "Rerank / 1M tokens"],
+  ["per_moderation", "Per moderation input"]];
 
 function money(value) {
   if (value === undefined || value === null) return "—";

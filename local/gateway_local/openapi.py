@@ -170,7 +170,9 @@ def _audio_form(operation: str) -> dict[str, Any]:
             "timestamp_granularities[]": {"type": "array", "items": {"type": "string", "enum": ["word", "segment"]},
                                           "description": "with response_format verbose_json only"},
             "include[]": {"type": "array", "items": {"type": "string", "enum": ["logprobs"]}},
-            "stream": {"type": "boolean", "description": "not served yet: true is a 400"},
+            "stream": {"type": "boolean",
+                       "description": "true: transcript.text.delta events, then transcript.text.done with usage "
+                                      "(a model that does not stream, whisper-1, answers whole)"},
         })
     return {"type": "object", "required": ["file", "model"], "properties": properties}
 
@@ -179,7 +181,7 @@ def _audio_form(operation: str) -> dict[str, Any]:
 _ANSWER_TYPES = {
     "/v1/audio/speech": ("audio/mpeg", "audio/opus", "audio/aac", "audio/flac", "audio/wav", "audio/pcm",
                          "text/event-stream"),
-    "/v1/audio/transcriptions": ("application/json", "text/plain"),
+    "/v1/audio/transcriptions": ("application/json", "text/plain", "text/event-stream"),
     "/v1/audio/translations": ("application/json", "text/plain"),
 }
 

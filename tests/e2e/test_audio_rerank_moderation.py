@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from gateway.prices import SHIPPED, UNITS_PER_USD, usd_to_units
+from gateway.schemas.audio import SPEECH_TYPES
 from tests.e2e.conftest import DEMO_ACCESS_TOKEN, usage_cents
 
 pytestmark = pytest.mark.e2e
@@ -75,8 +76,36 @@ def test_speech_as_events_ends_with_its_usage(openai_client, spent):
         events = [json.loads(line[6:]) for line in answer.iter_lines() if line.startswith("data: ")]
     assert [e["type"] for e in events][-1] == "speech.audio.done" and events[-1]["usage"]["output_tokens"] > 0
     audio = b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta")
-    assert audio[:4] == b"\xff\xfb\x90\xc4"  # MPEG-1 Layer III frames
+    assert decoded(audio) == ("mp3", "mp3float", pytest.approx(len("Hello there") * 0.06, abs=0.1))
     assert spent() > 0
+
+
+def decoded(audio: bytes) -> tuple[str, str, float]:
+    """The container, the decoder and the seconds FFmpeg reads (PyAV)."""
+    import av
+
+    with av.open(io.BytesIO(audio)) as container:
+        stream = container.streams.audio[0]
+        samples = sum(frame.samples for frame in container.decode(stream))
+        return container.format.name, stream.codec_context.name, samples / stream.rate
+
+
+# What each asked format is, read back by FFmpeg: its container, its codec.
+FORMATS = {"mp3": ("mp3", "mp3float"), "opus": ("ogg", "opus"), "aac": ("aac", "aac"), "flac": ("flac", "flac"),
+           "wav": ("wav", "pcm_s16le")}
+
+
+def test_speech_answers_real_audio_in_every_format_asked(openai_client):
+    text = "Every format is real audio."
+    seconds = len(text) * 0.06
+    for fmt, (container, codec) in FORMATS.items():
+        with openai_client.audio.speech.with_streaming_response.create(
+                model="m-tts", voice="alloy", input=text, response_format=fmt) as answer:
+            assert answer.headers["content-type"] == SPEECH_TYPES[fmt]
+            audio = answer.read()
+        assert decoded(audio) == (container, codec, pytest.approx(seconds, abs=0.1)), fmt
+    pcm = openai_client.audio.speech.create(model="m-tts", voice="alloy", input=text, response_format="pcm").read()
+    assert len(pcm) == int(seconds * 24_000) * 2  # headerless 24 kHz 16-bit mono
 
 
 def test_a_bad_speech_field_is_a_400_naming_it_and_costs_nothing(openai_client, spent):
@@ -98,6 +127,22 @@ def test_a_wav_is_transcribed_with_its_duration_and_billed(openai_client, http, 
     assert spent() == cents(seconds)
     entry = newest_log_entry(http)
     assert (entry["model_name"], entry["quota"]) == ("m-transcribe", seconds)
+
+
+def test_a_wav_is_transcribed_as_a_stream_of_events_and_billed(openai_client, http, spent):
+    stream = openai_client.audio.transcriptions.create(file=("talk.wav", wav_of(2.37), "audio/wav"),
+                                                       model="m-transcribe", stream=True)
+    events = list(stream)
+    deltas, done = events[:-1], events[-1]
+    assert len(deltas) > 1 and all(e.type == "transcript.text.delta" for e in deltas)
+    assert done.type == "transcript.text.done" and "".join(e.delta for e in deltas) == done.text
+    assert "2.37 seconds" in done.text and done.usage.input_token_details.audio_tokens > 0
+    # m-transcribe is sold per second: the done event's tokens say nothing of seconds, so the file's.
+    seconds = usd_to_units(SHIPPED["m-transcribe"].per_audio_second * Decimal("2.37"))
+    assert spent() == cents(seconds)
+    entry = newest_log_entry(http)
+    assert (entry["model_name"], entry["quota"], entry["is_stream"]) == ("m-transcribe", seconds, True)
+    assert entry["content"] == "/v1/audio/transcriptions, 2.37 s of audio (read from the file), streamed"
 
 
 def test_a_wav_is_translated_as_text_and_billed_by_its_duration(openai_client, spent):
@@ -158,6 +203,7 @@ def test_moderation_flags_a_threat_passes_a_calm_sentence_free_and_logged(openai
     assert spent() == 0
     entry = newest_log_entry(http)
     assert (entry["model_name"], entry["quota"]) == ("m-moderation", 0)
+    assert entry["content"] == "/v1/moderations, 2 input(s), 1 flagged"
 
 
 # --- everywhere a model lives ----------------------------------------------------------------------

@@ -18,12 +18,12 @@ import pytest
 from gateway.api import audio, moderations, rerank
 from gateway.api.answers import Inbound
 from gateway.errors import UpstreamFailed
-from gateway.prices import SHIPPED, rerank_cost, speech_cost, usd_to_units
+from gateway.prices import SHIPPED, rerank_cost, speech_cost, transcription_cost, usd_to_units
 from gateway.routing.catalog import Catalog
 from gateway_local.server import simulators_app
 from gateway_local.simulators._rerank import tokens as simulated_tokens
 from tests.integration.money_support import open_reservations
-from tests.integration.test_text import channel, ledger, quota
+from tests.integration.test_text import channel, events_of, ledger, quota
 
 DOCS = ["The capital of Germany is Berlin.", "Paris is the capital of France.", "Bananas are yellow."]
 
@@ -138,6 +138,64 @@ def test_a_transcription_is_held_for_its_longest_and_settled_to_the_upstreams_se
     entry = ledger(request.request_id)
     assert entry["detail"]["usage_source"] == "upstream" and float(entry["detail"]["seconds"]) == 4.0
     assert int(entry["units"]) == usd_to_units(SHIPPED["m-transcribe"].per_audio_second * 4)
+
+
+TOKEN_TRANSCRIBE = {"m-transcribe": {"audio_input_per_million": "6", "input_per_million": "2.5",
+                                    "output_per_million": "10"}}
+
+
+def test_a_streamed_transcription_relays_its_deltas_and_is_settled_to_its_done_events_usage(demo, routes):
+    routes([channel("chat")], prices=TOKEN_TRANSCRIBE)
+    body, content_type = form("m-transcribe", wav_of(2.5), stream="true", prompt="A talk about sound.")
+    request = inbound("/v1/audio/transcriptions", demo["key"], body, content_type)
+    headers, chunks = run(audio.transcriptions, request)
+    events = [data for _, data in events_of(b"".join(chunks))]
+    assert headers["content-type"].startswith("text/event-stream")
+    assert [e["type"] for e in events[:-1]] == ["transcript.text.delta"] * (len(events) - 1) and len(events) > 2
+    done = events[-1]
+    assert done["type"] == "transcript.text.done" and "".join(e["delta"] for e in events[:-1]) == done["text"]
+    entry = ledger(request.request_id)
+    details = done["usage"]["input_token_details"]
+    assert entry["detail"]["usage_source"] == "upstream" and entry["detail"]["outcome"] == "completed"
+    price = Catalog.from_document({"prices": TOKEN_TRANSCRIBE}).prices.get("m-transcribe")
+    assert int(entry["units"]) == transcription_cost(price, audio_tokens=details["audio_tokens"],
+                                                     text_tokens=details["text_tokens"],
+                                                     output_tokens=done["usage"]["output_tokens"]) > 0
+    assert open_reservations(1) == []
+
+
+def test_a_streamed_transcription_cut_short_ends_in_an_error_and_costs_the_audio_heard(demo, routes):
+    routes([channel("chat")])
+    body, content_type = form("m-transcribe", wav_of(1.25), stream="true", prompt="#fault=cut")
+    request = inbound("/v1/audio/transcriptions", demo["key"], body, content_type)
+    _, chunks = run(audio.transcriptions, request)
+    events = [data for _, data in events_of(b"".join(chunks))]
+    assert "transcript.text.delta" == events[0]["type"] and "error" in events[-1]
+    assert all(e.get("type") != "transcript.text.done" for e in events)
+    entry = ledger(request.request_id)
+    assert (entry["detail"]["outcome"], entry["detail"]["usage_source"]) == ("cut", "file")
+    assert int(entry["units"]) == usd_to_units(SHIPPED["m-transcribe"].per_audio_second * Decimal("1.25"))
+
+
+def test_a_model_that_does_not_stream_answers_a_streamed_transcription_whole(demo, routes):
+    routes([channel("chat")], prices={"whisper-1": {"per_audio_second": "0.0001"}})
+    body, content_type = form("whisper-1", wav_of(2.0), stream="true")
+    request = inbound("/v1/audio/transcriptions", demo["key"], body, content_type)
+    headers, chunks = run(audio.transcriptions, request)
+    assert headers["content-type"] == "application/json" and json.loads(b"".join(chunks))["usage"]["seconds"] == 2
+    assert int(ledger(request.request_id)["units"]) == usd_to_units(Decimal("0.0002"))
+
+
+def test_a_translation_is_never_streamed(demo, routes):
+    from gateway.errors import InvalidRequest
+
+    routes([channel("chat")])
+    before = quota()
+    body, content_type = form("m-transcribe", wav_of(1.0), stream="true")
+    with pytest.raises(InvalidRequest) as caught:
+        run(audio.translations, inbound("/v1/audio/translations", demo["key"], body, content_type))
+    assert caught.value.param == "stream" and "translations are not streamed" in caught.value.message
+    assert quota() == before and open_reservations(1) == []
 
 
 TOKEN_TTS = {"m-tts": {"input_per_million": "0.60", "audio_output_per_million": "12"}}

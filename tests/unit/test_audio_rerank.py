@@ -18,6 +18,7 @@ import pytest
 from gateway import audiotypes
 from gateway.api.audio import transcription_bill
 from gateway.api.models import kind_of
+from gateway.api.requestlog import content_of, tokens_of
 from gateway.errors import InvalidRequest
 from gateway.multipart import parse_multipart
 from gateway.prices import Price, moderation_cost, rerank_cost, speech_cost, usd_to_units
@@ -28,7 +29,7 @@ from gateway.schemas.rerank import RerankRequest
 from gateway.upstreams.rerank import CohereClient, JinaClient
 from gateway.validation import parse_model
 from gateway_local.simulators._rerank import tokens as simulated_tokens
-from gateway_local.simulators.audio import MP3_FRAME, MP3_FRAME_SECONDS
+from gateway_local.simulators.audio import speech_audio, speech_seconds
 from gateway_local.simulators.cohere import app as cohere_app
 from gateway_local.simulators.jina import app as jina_app
 
@@ -45,12 +46,14 @@ def wav_of(seconds: float, rate: int = 16_000) -> bytes:
 
 # --- audiotypes -----------------------------------------------------------------------------------
 
-def test_a_wav_reads_its_exact_duration_and_an_mp3_its_frames():
+def test_a_wav_reads_its_exact_duration_and_an_mp3_ogg_and_flac_theirs():
     audio = audiotypes.read(wav_of(2.37))
     assert audio.format == "wav" and audio.seconds == pytest.approx(2.37) and audio.max_seconds == pytest.approx(2.37)
-    mp3 = audiotypes.read(MP3_FRAME * 100)
-    assert mp3.format == "mp3" and abs(mp3.seconds - 100 * MP3_FRAME_SECONDS) < 0.1
-    assert mp3.max_seconds >= mp3.seconds
+    text = "x" * 40  # the simulator's speech: FFmpeg's encoders (PyAV)
+    for fmt, sniffed in (("mp3", "mp3"), ("opus", "ogg"), ("flac", "flac")):
+        read = audiotypes.read(speech_audio(text, fmt))
+        assert read.format == sniffed and abs(read.seconds - speech_seconds(text)) < 0.1, fmt
+        assert read.max_seconds >= read.seconds
 
 
 def test_a_wav_header_claiming_hours_is_held_and_billed_for_the_bytes_it_has():
@@ -136,6 +139,22 @@ def test_a_transcription_is_billed_by_usage_then_duration_then_the_file():
 
 
 # --- prices and kinds ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("route", "detail", "says", "tokens"), [
+    ("/v1/audio/speech", {"characters": 44, "stream_format": "audio"}, "44 characters", (0, 0)),
+    ("/v1/audio/speech", {"input_tokens": 5, "audio_tokens": 46}, "5 tokens in, 46 out", (5, 46)),
+    ("/v1/audio/transcriptions", {"seconds": 2.37, "usage_source": "file", "stream": True},
+     "2.37 s of audio (read from the file), streamed", (0, 0)),
+    ("/v1/audio/transcriptions", {"audio_tokens": 40, "text_tokens": 3, "output_tokens": 9}, "43 tokens in, 9 out",
+     (43, 9)),
+    ("/v1/rerank", {"search_units": 1, "tokens": 25, "documents": 3}, "3 documents, 1 search unit(s), 25 tokens",
+     (0, 0)),
+    ("/v1/moderations", {"inputs": 2, "flagged": 1}, "2 input(s), 1 flagged", (0, 0)),
+])
+def test_the_request_log_says_each_audio_rerank_and_moderation_request_in_its_units(route, detail, says, tokens):
+    entry = {"route": route, "outcome": "settled", "detail": detail}
+    assert content_of(entry) == f"{route}, {says}" and tokens_of(detail, route) == tokens
+
 
 def test_the_new_prices_have_their_own_kinds_and_units():
     assert kind_of(Price(per_search_unit=Decimal("0.002"))) == "rerank"

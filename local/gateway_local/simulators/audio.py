@@ -1,11 +1,11 @@
 """Simulated speech, transcription, translation and moderation endpoints of the chat protocol
 (dev-only), mounted inside the chat simulator (`routes`, paths relative to `/chat`).
 
-- `POST /v1/audio/speech`: real audio for the input, about 60 ms a character of a quiet tone:
-  `wav` (a RIFF/WAVE file, stdlib `wave`), `pcm` (the same 24 kHz 16-bit mono samples, no
-  header, as OpenAI's), `mp3` (silent MPEG-1 Layer III frames, 128 kbit/s, 44.1 kHz mono: what
-  any decoder reads as silence); `opus`, `aac` and `flac` are refused with a 400 (not simulated).
-  Sent in chunks, paced, so a client sees it arrive. `stream_format: sse` answers
+- `POST /v1/audio/speech`: real audio for the input, about 60 ms a character of a quiet tone,
+  24 kHz mono: `wav` (a RIFF/WAVE file, stdlib `wave`), `pcm` (the same 16-bit samples, no
+  header, as OpenAI's), and `mp3` (MPEG-2 Layer III), `opus` (Ogg Opus), `aac` (ADTS) and
+  `flac` encoded by FFmpeg through PyAV (a dev-only dependency). Sent in chunks, paced, so a
+  client sees it arrive. `stream_format: sse` answers
   `speech.audio.delta` events (base64) then `speech.audio.done` with its usage (openapi.yaml
   `SpeechAudioDeltaEvent`, `SpeechAudioDoneEvent`), refused for tts-1 and tts-1-hd ("sse is not
   supported for tts-1 or tts-1-hd"). Rules as the spec's `CreateSpeechRequest`.
@@ -14,6 +14,12 @@
   audio a 400 with OpenAI's words ("Invalid file format. Supported formats: [...]"). Every
   response_format: json (`usage {type: duration, seconds}` rounded up, as the spec's example),
   verbose_json (task, language, duration, text, segments, words when asked), text, srt, vtt.
+  `stream: true` on a transcription answers `transcript.text.delta` events, then
+  `transcript.text.done` with token usage (openapi.yaml `TranscriptTextDeltaEvent`,
+  `TranscriptTextDoneEvent`; SDK `types/audio/transcription_text_*_event.py`), json or text
+  only (the streaming models answer json: `AudioResponseFormat`), except for whisper-1, which
+  ignores it ("Streaming is not supported for the `whisper-1` model and will be ignored");
+  `#fault=cut` in the prompt ends the stream half-way. Translations have no `stream`.
 - `POST /v1/moderations`: OpenAI's `CreateModerationResponse` (openai-openapi `openapi.yaml`;
   SDK `types/moderation.py`: every one of the 13 categories in `categories`, `category_scores`
   and `category_applied_input_types`, one result per input). Plain threats of violence (a small
@@ -35,7 +41,7 @@ import struct
 import uuid
 import wave
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -43,12 +49,12 @@ from starlette.routing import Route
 
 from gateway.errors import InvalidRequest
 from gateway.multipart import parse_multipart
-from gateway.schemas.audio import SpeechRequest
+from gateway.schemas.audio import SPEECH_TYPES, SpeechRequest
 from gateway.schemas.moderation import ModerationRequest, TextPart
 from gateway.tokens import estimate_tokens
 from gateway.validation import parse_model
 
-from ._text import error_json, fault_of, fault_status, json_body, token_delay
+from ._text import error_json, fault_of, fault_status, json_body, paced_stream, token_delay
 
 CATEGORIES = ("harassment", "harassment/threatening", "hate", "hate/threatening", "illicit", "illicit/violent",
               "self-harm", "self-harm/intent", "self-harm/instructions", "sexual", "sexual/minors", "violence",
@@ -101,11 +107,8 @@ async def moderations(request: Request) -> Response:
 SECONDS_PER_CHARACTER = 0.06
 RATE = 24_000  # OpenAI's pcm (and this simulator's wav): 24 kHz, 16-bit, mono
 CHUNK = 4096
-# One MPEG-1 Layer III frame, 128 kbit/s, 44.1 kHz, mono, no padding: 144 * 128000 / 44100 = 417
-# bytes, 1152 samples (26.1 ms); side information all zero, so it decodes as silence.
-MP3_FRAME = b"\xff\xfb\x90\xc4" + bytes(413)
-MP3_FRAME_SECONDS = 1152 / 44_100
-SIMULATED_FORMATS = ("wav", "pcm", "mp3")
+#: Each encoded format's container and FFmpeg encoder (OpenAI's opus is Ogg Opus, its aac ADTS).
+ENCODED = {"mp3": ("mp3", "libmp3lame"), "opus": ("ogg", "libopus"), "aac": ("adts", "aac"), "flac": ("flac", "flac")}
 
 
 def samples(seconds: float) -> bytes:
@@ -118,13 +121,29 @@ def speech_seconds(text: str) -> float:
     return max(len(text) * SECONDS_PER_CHARACTER, 0.2)
 
 
+def encoded(pcm: bytes, fmt: str) -> bytes:
+    """`pcm` (24 kHz 16-bit mono) in `fmt`'s container, by FFmpeg's encoder (PyAV)."""
+    import av  # dev-only, and a quarter-second import: only when asked
+    from av.audio.stream import AudioStream
+
+    container, codec = ENCODED[fmt]
+    out = io.BytesIO()
+    with av.open(out, "w", format=container) as muxer:
+        stream = cast(AudioStream, muxer.add_stream(codec, rate=RATE, layout="mono"))
+        frame = av.AudioFrame(format="s16", layout="mono", samples=len(pcm) // 2)
+        frame.planes[0].update(pcm)
+        frame.rate = RATE
+        for packet in [*stream.encode(frame), *stream.encode(None)]:  # the encoder cuts its own frames
+            muxer.mux(packet)
+    return out.getvalue()
+
+
 def speech_audio(text: str, fmt: str) -> bytes:
-    seconds = speech_seconds(text)
-    if fmt == "mp3":
-        return MP3_FRAME * math.ceil(seconds / MP3_FRAME_SECONDS)
-    pcm = samples(seconds)
+    pcm = samples(speech_seconds(text))
     if fmt == "pcm":
         return pcm
+    if fmt in ENCODED:
+        return encoded(pcm, fmt)
     out = io.BytesIO()
     with wave.open(out, "wb") as writer:
         writer.setnchannels(1)
@@ -154,8 +173,6 @@ async def speech(request: Request) -> Response:
         return error(400, exc.message, exc.param)
     if req.stream_format == "sse" and req.model in ("tts-1", "tts-1-hd"):
         return error(400, "stream_format sse is not supported for tts-1 or tts-1-hd", "stream_format")
-    if req.response_format not in SIMULATED_FORMATS:
-        return error(400, f"this simulator makes {', '.join(SIMULATED_FORMATS)} audio only", "response_format")
     audio = speech_audio(req.input, req.response_format)
     pieces = [audio[i:i + CHUNK] for i in range(0, len(audio), CHUNK)]
     if req.stream_format == "sse":
@@ -168,8 +185,7 @@ async def speech(request: Request) -> Response:
                                                        "total_tokens": input_tokens + output_tokens}}
         events.append(f"data: {json.dumps(done)}\n\n".encode())
         return StreamingResponse(_paced(events), media_type="text/event-stream")
-    types = {"wav": "audio/wav", "pcm": "audio/pcm", "mp3": "audio/mpeg"}
-    return StreamingResponse(_paced(pieces), media_type=types[req.response_format])
+    return StreamingResponse(_paced(pieces), media_type=SPEECH_TYPES[req.response_format])
 
 
 # --- transcriptions and translations ------------------------------------------------------------
@@ -207,7 +223,8 @@ async def _audio_text(request: Request, operation: str) -> Response:
     upload = form.files.get("file")
     if upload is None or "model" not in form.fields:
         return error(400, "file and model are required", "file" if upload is None else "model")
-    if status := fault_status(fault_of(request, form.fields.get("prompt", ""))):
+    fault = fault_of(request, form.fields.get("prompt", ""))
+    if status := fault_status(fault):
         return error(status, f"The simulated upstream failed with {status} as asked.")
     seconds = _duration(upload.data)
     if seconds is None:
@@ -216,6 +233,14 @@ async def _audio_text(request: Request, operation: str) -> Response:
     task = "transcribe" if operation == "transcriptions" else "translate"
     text = f"Simulated {task} of {seconds:.2f} seconds of audio."
     usage = {"type": "duration", "seconds": math.ceil(seconds)}
+    if "stream" in form.fields:
+        if task == "translate":  # CreateTranslationRequest: additionalProperties false, no stream
+            return error(400, "Unrecognized request argument supplied: stream", "stream")
+        if form.fields["stream"].lower() == "true" and form.fields["model"] != "whisper-1":
+            if fmt not in ("json", "text"):
+                return error(400, f"response_format '{fmt}' is not compatible with stream; use json or text",
+                             "response_format")
+            return _transcript_stream(text, seconds, form.fields.get("prompt", ""), fault)
     if fmt == "text":
         return PlainTextResponse(text + "\n")
     if fmt in ("srt", "vtt"):
@@ -236,6 +261,24 @@ async def _audio_text(request: Request, operation: str) -> Response:
     if task == "transcribe":
         answer["usage"] = usage
     return JSONResponse(answer)
+
+
+#: Audio tokens a second heard (new-api's 1000 a minute, `relay/channel/openai/audio.go`; OpenAI's own
+#: count is unverified).
+AUDIO_TOKENS_PER_SECOND = 1000 / 60
+
+
+def _transcript_stream(text: str, seconds: float, prompt: str, fault: str | None) -> Response:
+    """The deltas, a word each, then the done event with the whole text and its token usage."""
+    audio_tokens, text_tokens = math.ceil(seconds * AUDIO_TOKENS_PER_SECOND), estimate_tokens(prompt)
+    output_tokens = estimate_tokens(text)
+    words = text.split(" ")
+    deltas = [{"type": "transcript.text.delta", "delta": word if not i else f" {word}"} for i, word in enumerate(words)]
+    done = {"type": "transcript.text.done", "text": text, "usage": {
+        "type": "tokens", "input_tokens": audio_tokens + text_tokens, "output_tokens": output_tokens,
+        "total_tokens": audio_tokens + text_tokens + output_tokens,
+        "input_token_details": {"audio_tokens": audio_tokens, "text_tokens": text_tokens}}}
+    return paced_stream([f"data: {json.dumps(e)}\n\n".encode() for e in [*deltas, done]], fault)
 
 
 async def transcriptions(request: Request) -> Response:

@@ -18,7 +18,13 @@ Settled to the upstream's usage (`usage.type` tokens or duration), else the answ
 (verbose_json), else the duration read from the file; never above the hold. WebM has no duration
 reader: it is taken only with a response format whose answer reports its length (json and
 verbose_json for a transcription, verbose_json for a translation), else a 400 before any call.
-`stream: true` (gpt-4o-transcribe's events) is not served yet: a 400 naming it.
+
+A transcription with `stream: true` is relayed event by event (`TranscriptAnswer`: the
+`transcript.text.delta` events as they come, committed at the first), and settled to the usage
+of its `transcript.text.done`, which waits for the bill; a stream cut before it is settled to the
+audio heard (the file's duration). A model that does not stream (whisper-1: "Streaming is not
+supported for the whisper-1 model and will be ignored") answers whole, relayed as the buffered
+route does. Translations have no `stream` (`CreateTranslationRequest`): a 400 naming it.
 """
 
 from __future__ import annotations
@@ -35,9 +41,8 @@ import httpx
 from gateway import audiotypes, auth, observability
 from gateway.admission import billing
 from gateway.api.answers import Inbound, Send
-from gateway.api.metered import Metered, MeteredAnswer, capped
-from gateway.api.metered import serve as serve_metered
-from gateway.api.text import _END, _SILENT, KEEP_ALIVE, SSE_HEADERS, Answer, TextCall, _Upcoming
+from gateway.api.metered import Metered, MeteredAnswer, capped, serve_prepared
+from gateway.api.text import _END, _SILENT, KEEP_ALIVE, SSE_HEADERS, Answer, Served, TextCall, _Upcoming
 from gateway.errors import InvalidRequest
 from gateway.formats import CHAT
 from gateway.formats.usage import Usage
@@ -48,11 +53,11 @@ from gateway.routing.channels import get_catalog
 from gateway.routing.failover import first_success_async
 from gateway.routing.outbound import client as http_client
 from gateway.settings import get_settings
-from gateway.sse import SSEParser
+from gateway.sse import SSEEvent, SSEParser, encode
 from gateway.store.aws import here_unless_it_waits
 from gateway.tokens import estimate_tokens
 from gateway.upstreams.base import ByteStream, UpstreamError
-from gateway.upstreams.chat import ChatClient
+from gateway.upstreams.chat import TRANSCRIPT_DONE, ChatClient
 from gateway.upstreams.clients import client_for
 
 SPEECH_ROUTE = "/v1/audio/speech"
@@ -257,9 +262,6 @@ def _prepare_text(operation: str, inbound: Inbound) -> Metered:
     check_request_size(len(inbound.body))
     content_type = next((v for k, v in inbound.headers.items() if k.lower() == "content-type"), "")
     form, file, passed = transcription_form(parse_multipart(inbound.body, content_type), operation)
-    if form.stream:  # not served yet (docs/conformance.md): whisper-1 ignores it, gpt-4o-*-transcribe stream
-        raise InvalidRequest("stream: streamed transcriptions are not served by this gateway; leave stream unset",
-                             param="stream")
     audio = audiotypes.read(file.data)  # not audio: a 400 before any hold or upstream call
     if audio.seconds is None and form.response_format not in _LENGTH_FORMATS[operation]:
         raise InvalidRequest(f"file: a {audio.format} file's length cannot be read here, so a {operation} of one "
@@ -274,8 +276,8 @@ def _prepare_text(operation: str, inbound: Inbound) -> Metered:
     hold = transcription_cost(price, seconds=longest.to_integral_value(rounding="ROUND_CEILING"),
                               audio_tokens=math.ceil(longest * AUDIO_TOKENS_PER_SECOND), text_tokens=prompt,
                               output_tokens=math.ceil(longest * AUDIO_TOKENS_PER_SECOND))
-    call = TextCall(operation, CHAT, route, form.model, {}, stream=False, include_usage=False, input_tokens=prompt,
-                    output_tokens=0)
+    call = TextCall(operation, CHAT, route, form.model, {}, stream=form.stream, include_usage=False,
+                    input_tokens=prompt, output_tokens=0)
     reservation = billing.reserve_request(principal, hold, model=form.model, route=route,
                                           request_id=inbound.request_id, tokens=prompt)
     return Metered(call, principal, price, channels, reservation, _Upload(form, file, passed, audio))
@@ -317,12 +319,22 @@ def transcription_bill(price: Any, answer: Any, audio: audiotypes.Audio, prompt_
     return units, {"usage_source": source, "seconds": float(exact)}
 
 
-async def _text_attempt(metered: Metered, channel: Channel, http: httpx.AsyncClient) -> MeteredAnswer:
+def _upstream_form(metered: Metered, channel: Channel) -> tuple[dict[str, Any], tuple[str, bytes, str]]:
     upload: _Upload = metered.request
-    client = cast(ChatClient, client_for(channel, http))
     fields = {**upload.passed, "model": channel.upstream_model(metered.call.model)}
-    file = (upload.file.filename or f"audio.{upload.audio.format}", upload.file.data, upload.file.content_type)
+    return fields, (upload.file.filename or f"audio.{upload.audio.format}", upload.file.data, upload.file.content_type)
+
+
+async def _text_attempt(metered: Metered, channel: Channel, http: httpx.AsyncClient) -> MeteredAnswer:
+    client = cast(ChatClient, client_for(channel, http))
+    fields, file = _upstream_form(metered, channel)
     content = await client.audio_text(metered.call.operation, fields, file)
+    return _text_answer(metered, channel, content, client.last_headers.get("content-type", ""))
+
+
+def _text_answer(metered: Metered, channel: Channel, content: bytes, given: str) -> MeteredAnswer:
+    """A whole transcription or translation (JSON or text, as asked), billed to what it reports."""
+    upload: _Upload = metered.request
     if upload.form.response_format in ("json", "verbose_json", "diarized_json"):
         try:
             answer = json.loads(content)
@@ -335,16 +347,118 @@ async def _text_attempt(metered: Metered, channel: Channel, http: httpx.AsyncCli
                              call=metered.call, price=metered.price, reservation=metered.reservation,
                              channel=channel)
     units, detail = transcription_bill(metered.price, None, upload.audio, metered.call.input_tokens)
-    given = client.last_headers.get("content-type", "")
     content_type = given if given.startswith("text/") else "text/plain; charset=utf-8"
     return MeteredAnswer(content, capped(units, metered.reservation), {**detail, "format": upload.audio.format},
                          content_type=content_type, call=metered.call, price=metered.price,
                          reservation=metered.reservation, channel=channel)
 
 
-async def transcriptions(inbound: Inbound, *, http: httpx.AsyncClient | None = None) -> Any:
-    return await serve_metered(lambda i: _prepare_text("transcription", i), _text_attempt, inbound, http=http)
+class TranscriptAnswer(Answer):
+    """A streamed transcription: each event relayed as it comes; from `transcript.text.done` on
+    (the upstream's usage in it) the events wait for the bill, so a client that has the whole
+    transcript can read what it cost."""
+
+    headers = SSE_HEADERS
+
+    def __init__(self, metered: Metered, upcoming: _Upcoming, first: Any, channel: Channel):
+        super().__init__(metered.call, metered.price, metered.reservation, channel)
+        self.metered, self.upcoming, self.first = metered, upcoming, first
+        self.done: dict[str, Any] | None = None  # the `transcript.text.done` event
+
+    def _relayed(self, event: SSEEvent) -> bytes | None:
+        try:
+            data = event.json()
+        except ValueError:
+            return None  # not JSON: nothing the SDK could read
+        if not isinstance(data, dict):
+            return None
+        if data.get("type") == TRANSCRIPT_DONE or event.event == TRANSCRIPT_DONE:
+            self.done = data
+        return encode(data, event.event)
+
+    async def send_to(self, send: Send) -> None:
+        outcome = "client_gone"
+        held: list[bytes] = []
+        try:
+            failure, event, interval = None, self.first, get_settings().stream_keepalive_seconds
+            try:
+                while event is not _END:
+                    if event is _SILENT:
+                        if not held:
+                            await send(KEEP_ALIVE)
+                    elif (chunk := self._relayed(event)) is not None:
+                        if self.done is not None:
+                            held.append(chunk)
+                        else:
+                            await send(chunk)
+                    event = await self.upcoming.next(interval)
+            except UpstreamError as exc:
+                failure = exc.message
+                logger.warning("upstream transcription stream failed",
+                               extra={"channel": self.channel.name, "error": exc.message})
+            outcome = "completed" if failure is None and self.done is not None else "cut"
+            if outcome == "cut":  # the openai SDK raises on an event carrying `error`
+                held.append(encode({"error": {"message": failure or "the upstream stream ended before its final event",
+                                              "type": "upstream_error", "param": None, "code": "upstream_error"}}))
+            await self._close(Usage(0, 0), outcome)
+            for chunk in held:
+                await send(chunk)
+        finally:
+            if not self._closed:  # the client left, or the relay was cancelled
+                await self._close(Usage(0, 0), outcome)
+            await self.upcoming.aclose()
+
+    async def unsent(self) -> None:
+        await self._close(Usage(0, 0), "client_gone")
+
+    def _settle(self, usage: Usage, outcome: str) -> None:
+        # The done event's usage; without it (a cut stream) the audio heard: the file's duration.
+        upload: _Upload = self.metered.request
+        units, detail = transcription_bill(self.price, self.done, upload.audio, self.call.input_tokens)
+        units = capped(units, self.reservation)
+        detail = {"channel": self.channel.name, "outcome": outcome, "stream": True, "format": upload.audio.format,
+                  **detail}
+        try:
+            billing.settle(self.reservation, units, detail=detail)
+        except Exception:
+            logger.exception("settlement failed", extra={"reservation_id": self.reservation.reservation_id,
+                                                         "units": units})
+            return
+        logger.info("request served", extra={"model": self.call.model, "units": units, **detail})
 
 
-async def translations(inbound: Inbound, *, http: httpx.AsyncClient | None = None) -> Any:
-    return await serve_metered(lambda i: _prepare_text("translation", i), _text_attempt, inbound, http=http)
+async def _streamed_attempt(metered: Metered, channel: Channel, http: httpx.AsyncClient) -> Answer:
+    client = cast(ChatClient, client_for(channel, http))
+    fields, file = _upstream_form(metered, channel)
+    events = client.stream_transcription(fields, file)
+    try:
+        await events.open()
+        if not events.is_event_stream:  # a model that does not stream answered whole
+            given = events.headers.get("content-type", "") if events.headers is not None else ""
+            return _text_answer(metered, channel, await events.read_whole(), given)
+    except BaseException:
+        await events.aclose()
+        raise
+    upcoming = _Upcoming(events)
+    try:
+        # The first event decides (until it has come another channel may be tried); an upstream
+        # still silent after the keep-alive interval is committed to, the client kept alive.
+        first = await upcoming.next(get_settings().stream_keepalive_seconds)
+        if first is _END:
+            raise UpstreamError(None, "upstream transcription stream ended without any event", retryable=True)
+    except BaseException:
+        await upcoming.aclose()
+        raise
+    return TranscriptAnswer(metered, upcoming, first, channel)
+
+
+async def transcriptions(inbound: Inbound, *, http: httpx.AsyncClient | None = None) -> Served:
+    metered = await here_unless_it_waits(_prepare_text, "transcription", inbound)
+    streamed = metered.request.form.stream
+    return await serve_prepared(metered, _streamed_attempt if streamed else _text_attempt, inbound, http=http,
+                                streamed=streamed)
+
+
+async def translations(inbound: Inbound, *, http: httpx.AsyncClient | None = None) -> Served:
+    metered = await here_unless_it_waits(_prepare_text, "translation", inbound)
+    return await serve_prepared(metered, _text_attempt, inbound, http=http)

@@ -20,7 +20,7 @@ import httpx
 from gateway import auth
 from gateway.admission import billing
 from gateway.api.answers import Inbound, patiently
-from gateway.api.text import BufferedAnswer, Served, TextCall, _limit_headers
+from gateway.api.text import Answer, BufferedAnswer, Served, TextCall, _limit_headers
 from gateway.formats.usage import Usage
 from gateway.observability import logger
 from gateway.prices import Price
@@ -70,16 +70,23 @@ def capped(units: int, reservation: billing.Reservation) -> int:
     return min(units, reservation.base_hold)
 
 
-Attempt = Callable[[Metered, Channel, httpx.AsyncClient], Awaitable[MeteredAnswer]]
+Attempt = Callable[[Metered, Channel, httpx.AsyncClient], Awaitable[Answer]]
 
 
 async def serve(prepare: Callable[[Inbound], Metered], attempt: Attempt, inbound: Inbound, *,
                 http: httpx.AsyncClient | None = None) -> Served:
     """The committed answer, or a `GatewayError` with everything refunded."""
     metered = await here_unless_it_waits(prepare, inbound)
+    return await serve_prepared(metered, attempt, inbound, http=http)
+
+
+async def serve_prepared(metered: Metered, attempt: Attempt, inbound: Inbound, *, http: httpx.AsyncClient | None = None,
+                         streamed: bool = False) -> Served:
+    """`serve` once prepared. A `streamed` answer is committed at its first event (it keeps itself
+    alive); a buffered one is kept alive while awaited (`patiently`)."""
     client = http or http_client()
 
-    async def answering() -> MeteredAnswer:
+    async def answering() -> Answer:
         try:
             answer, _ = await first_success_async(metered.channels, lambda channel: attempt(metered, channel, client),
                                                   offload=anyio.to_thread.run_sync)
@@ -93,7 +100,7 @@ async def serve(prepare: Callable[[Inbound], Metered], attempt: Attempt, inbound
             raise
 
     patience = get_settings().buffered_keepalive_seconds
-    if patience <= 0:
+    if streamed or patience <= 0:
         return await answering()
     return await patiently(answering(), route=metered.call.route, request_id=inbound.request_id,
                            interval=patience, limit_headers=partial(_limit_headers, metered.call, metered.reservation))

@@ -266,8 +266,7 @@ def _item(entry: Mapping[str, Any], key_names: Mapping[str, str]) -> dict[str, A
         "model_name": entry.get("model", ""),
         "token_name": key_names.get(entry.get("key_id", ""), ""),
         "quota": int(entry.get("credited_units") or entry.get("units", 0)),
-        "prompt_tokens": int(detail.get("input_tokens") or 0),
-        "completion_tokens": int(detail.get("output_tokens") or 0),
+        **dict(zip(("prompt_tokens", "completion_tokens"), tokens_of(detail, entry.get("route", "")), strict=True)),
         "use_time": max(created_at - started_at, 0) if started_at else 0,
         "is_stream": bool(detail.get("stream")),
         "request_id": entry.get("request_id", ""),
@@ -282,6 +281,23 @@ def _item(entry: Mapping[str, Any], key_names: Mapping[str, str]) -> dict[str, A
         "held_base_quota": int(entry["reserved_base_units"]) if entry.get("reserved_base_units") is not None
         else int(entry.get("reserved_units") or 0),
     }
+
+
+def tokens_of(detail: Mapping[str, Any], route: str) -> tuple[int, int]:
+    """Tokens in and out as the routes record them: speech's audio tokens are its output, a
+    transcription's audio and prompt tokens its input (`api/audio`)."""
+    tokens_in, tokens_out = int(detail.get("input_tokens") or 0), int(detail.get("output_tokens") or 0)
+    audio = int(detail.get("audio_tokens") or 0)
+    if route == "/v1/audio/speech":
+        tokens_out += audio
+    elif route.startswith("/v1/audio/"):
+        tokens_in += audio + int(detail.get("text_tokens") or 0)
+    return tokens_in, tokens_out
+
+
+#: Where an audio request's seconds came from (`api/audio.transcription_bill`'s `usage_source`).
+_SECONDS_FROM = {"upstream": "as reported", "duration": "as reported", "file": "read from the file",
+                 "size": "the most the file can hold"}
 
 
 def content_of(entry: Mapping[str, Any]) -> str:
@@ -305,11 +321,21 @@ def content_of(entry: Mapping[str, Any]) -> str:
         parts.append(f"{detail['images']} image(s)")
     if "videos" in detail:
         parts.append(f"task {detail.get('task_id', '')}, {detail['videos']} video(s)")
-    if "input_tokens" in detail or "output_tokens" in detail:
+    # The units of the routes sold otherwise than by tokens (speech, transcriptions, rerank, moderations).
+    if "characters" in detail:
+        parts.append(f"{int(detail['characters'])} characters")
+    if "seconds" in detail:
+        source = _SECONDS_FROM.get(str(detail.get("usage_source")))
+        parts.append(f"{float(detail['seconds']):g} s of audio" + (f" ({source})" if source else ""))
+    if "search_units" in detail:
+        parts.append(f"{int(detail.get('documents') or 0)} documents, {int(detail['search_units'])} search unit(s), "
+                     f"{int(detail.get('tokens') or 0)} tokens")
+    if "inputs" in detail:
+        parts.append(f"{int(detail['inputs'])} input(s), {int(detail.get('flagged') or 0)} flagged")
+    if any(k in detail for k in ("input_tokens", "output_tokens", "audio_tokens")):
         cached = int(detail.get("cached_input_tokens") or 0)
-        parts.append(f"{int(detail.get('input_tokens') or 0)} tokens in"
-                     + (f" ({cached} cached)" if cached else "")
-                     + f", {int(detail.get('output_tokens') or 0)} out")
+        tokens_in, tokens_out = tokens_of(detail, route)
+        parts.append(f"{tokens_in} tokens in" + (f" ({cached} cached)" if cached else "") + f", {tokens_out} out")
     if detail.get("stream"):
         parts.append("streamed")
     if detail.get("outcome") == "cut":

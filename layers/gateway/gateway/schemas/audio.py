@@ -72,8 +72,7 @@ class TranscriptionForm(StrictBody):
             raise ValueError(f"response_format: must be one of {', '.join(formats)}")
         if self.timestamp_granularities and self.response_format != "verbose_json":
             raise ValueError("timestamp_granularities[]: requires response_format verbose_json")
-        if self.stream and self.response_format not in ("json", "text"):
-            raise ValueError("stream: a streamed transcription answers json or text events only")
+        # `stream` with any format: the upstream judges (whisper-1 ignores it and answers as asked).
         return self
 
 
@@ -98,6 +97,9 @@ def transcription_form(form: Form, operation: str) -> tuple[TranscriptionForm, U
     from gateway.validation import parse_model
 
     allowed = _FIELDS[operation]
+    if operation == "translation" and "stream" in form.fields:
+        raise InvalidRequest("stream: translations are not streamed (OpenAI's CreateTranslationRequest has no "
+                             "stream); leave it unset for the whole answer", param="stream")
     for name in [*form.fields, *form.files]:
         if name not in allowed:
             raise InvalidRequest(f"{name}: is not a field of this request (one of {', '.join(sorted(allowed))})",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
@@ -189,6 +189,14 @@ class UpstreamClient:
         """A streamed exchange; use `async with client.stream(...) as events: async for ...`."""
         return EventStream(self, self._request("POST", path, payload, stream=True))
 
+    def stream_form(self, path: str, fields: dict[str, Any], files: dict[str, Any], *,
+                    terminal: Callable[[SSEEvent], bool] | None = None) -> EventStream:
+        """A multipart/form-data exchange answered as a stream (a streamed transcription)."""
+        request = self._client.build_request("POST", self.url(path), data=fields, files=files, timeout=httpx.Timeout(
+            connect=self.timeouts.connect, read=None, write=self.timeouts.idle, pool=self.timeouts.connect),
+            headers={**self.auth_headers(), "accept": "text/event-stream"})
+        return EventStream(self, request, terminal=terminal)
+
     # --- failures ------------------------------------------------------------------------------
 
     def redact(self, text: str) -> str:
@@ -234,14 +242,17 @@ class EventStream:
     for a refused one, before any event exists, so a caller can still try another channel.
     While iterating, `first_byte`, `idle` and `total` are enforced around every read. The stream
     raises `UpstreamError` when the upstream reports an error inside it, or ends before its
-    terminal event (`completed` stays False). The chat dialect's `[DONE]` is consumed here, not
-    yielded. Leaving the `async with` block (or cancelling the consumer) closes the upstream
-    response at once.
+    terminal event (`completed` stays False): the protocol's (`is_terminal`), or the route's own
+    (`terminal`, where the route's events end otherwise: a transcription's `transcript.text.done`).
+    The chat dialect's `[DONE]` is consumed here, not yielded. Leaving the `async with` block (or
+    cancelling the consumer) closes the upstream response at once.
     """
 
-    def __init__(self, owner: UpstreamClient, request: httpx.Request):
+    def __init__(self, owner: UpstreamClient, request: httpx.Request,
+                 terminal: Callable[[SSEEvent], bool] | None = None):
         self._owner = owner
         self._request = request
+        self._terminal = terminal or owner.is_terminal
         self._response: httpx.Response | None = None
         self._closed = False
         self.completed = False
@@ -288,6 +299,22 @@ class EventStream:
             self._closed = True
             await self._response.aclose()
 
+    @property
+    def is_event_stream(self) -> bool:
+        """Whether the opened answer is SSE (an upstream may answer a stream request whole, as
+        OpenAI does a whisper-1 transcription asked to stream)."""
+        content_type = self.headers.get("content-type", "") if self.headers is not None else ""
+        return content_type.split(";")[0].strip().lower() == "text/event-stream"
+
+    async def read_whole(self) -> bytes:
+        """The rest of an opened answer that is not a stream, within the same timeouts; then closed."""
+        await self.open()
+        try:
+            async with aclosing(self._chunks()) as chunks:
+                return b"".join([chunk async for chunk in chunks])
+        finally:
+            await self.aclose()
+
     def __aiter__(self) -> AsyncGenerator[SSEEvent]:
         return self._events()
 
@@ -300,7 +327,7 @@ class EventStream:
                     for event in parser.feed(chunk):
                         if error := self._owner.stream_error(event):
                             raise error
-                        if self._owner.is_terminal(event):
+                        if self._terminal(event):
                             self.completed = True
                         if not event.is_done:
                             yield event

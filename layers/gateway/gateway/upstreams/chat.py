@@ -109,11 +109,28 @@ class ChatClient(UpstreamClient):
         """A transcription's or translation's answer, JSON or text as asked (`last_headers` has its type)."""
         return await self.call_form(f"/v1/audio/{operation}s", fields, {"file": file})
 
+    def stream_transcription(self, fields: dict[str, Any], file: tuple[str, bytes, str]) -> EventStream:
+        """A transcription asked with `stream: true`: its `transcript.text.*` events, ended by
+        `transcript.text.done` (openai-openapi `CreateTranscriptionResponseStreamEvent`), or the
+        whole answer where the model does not stream (whisper-1 ignores the field:
+        `EventStream.is_event_stream` tells)."""
+        return self.stream_form("/v1/audio/transcriptions", fields, {"file": file}, terminal=transcript_done)
+
     async def moderations(self, payload: dict[str, Any]) -> dict[str, Any]:
         return await self.call("/v1/moderations", payload)
 
     async def models(self) -> dict[str, Any]:
         return await self.call("/v1/models", method="GET")
+
+
+TRANSCRIPT_DONE = "transcript.text.done"
+
+
+def transcript_done(event: SSEEvent) -> bool:
+    """A streamed transcription's last event (its `type` in the data; no `event:` line is needed)."""
+    if event.event == TRANSCRIPT_DONE:
+        return True
+    return TRANSCRIPT_DONE in event.data and _json(event).get("type") == TRANSCRIPT_DONE
 
 
 def _json(event: SSEEvent) -> dict[str, Any]:
