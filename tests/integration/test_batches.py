@@ -232,3 +232,85 @@ def test_a_batch_on_a_messages_channel_runs_on_message_batches_and_answers_in_th
         assert "msgbatch_" not in json.dumps(done) + json.dumps(output)
     finally:
         use_environment(**saved)
+
+
+def presigned(fn, ctx, key: str, data: bytes, purpose: str = "batch", declared: int | None = None) -> dict:
+    status, answer = status_and_json(route(fn, ctx, "POST", "/v1/files/uploads", key, body={
+        "filename": "big.jsonl", "purpose": purpose, "bytes": len(data) if declared is None else declared}))
+    assert status == 200 and answer["status"] == "uploaded" and answer["object"] == "file", answer
+    return answer
+
+
+def post_form(upload: dict, data: bytes) -> httpx.Response:
+    """What a user does with the answer: the fields, then the file, as a form to the url."""
+    return httpx.post(upload["url"], data=upload["fields"], files={"file": ("big.jsonl", data)})
+
+
+def test_a_file_beyond_a_request_goes_by_a_presigned_upload_and_is_checked_on_arrival(
+        tasks_env, batches_fn, queues, demo, accounts, lambda_context, sim_clock, monkeypatch):
+    from gateway.api import uploads
+    from gateway.multipart import MAX_REQUEST_BYTES
+
+    key = demo["key"]
+    # The 413 of a body a Lambda request cannot carry names the way
+    status, refused = upload(batches_fn, lambda_context, key, b" " * (MAX_REQUEST_BYTES + 1))
+    assert status == 413 and "POST /v1/files/uploads" in refused["error"]["message"], refused
+    # A file larger than that, by the presigned POST; nothing usable until it is checked
+    big = jsonl(*(f"line {n} " + "x" * 400 for n in range(11_000)))
+    assert len(big) > MAX_REQUEST_BYTES
+    answer = presigned(batches_fn, lambda_context, key, big)
+    form = answer["upload"]
+    assert answer["bytes"] == len(big) and form["expires_at"] > answer["created_at"]
+    policy = json.loads(base64.b64decode(form["fields"]["policy"]))
+    assert ["content-length-range", len(big), len(big)] in policy["conditions"]
+    assert {"x-amz-server-side-encryption": "AES256"} in policy["conditions"]
+    assert form["fields"]["key"] == f"files/1/{answer['id']}"
+    status, early = create(batches_fn, lambda_context, key, answer["id"])
+    assert status == 400 and early["error"]["code"] == "file_not_ready", early
+    assert post_form(form, big).status_code in (200, 201, 204)
+    status, got = status_and_json(route(batches_fn, lambda_context, "GET", f"/v1/files/{answer['id']}", key,
+                                        file_id=answer["id"]))
+    assert status == 200 and got["status"] == "processed" and got["status_details"] is None, got
+    assert "upload" not in got
+    # Another user: the same 404 as a missing file
+    accounts.users.create_user(username="eve", quota=10_000_000, user_id=2)
+    other, _ = accounts.keys.create_key(2, name="eve")
+    assert route(batches_fn, lambda_context, "GET", f"/v1/files/{answer['id']}", other,
+                 file_id=answer["id"])["statusCode"] == 404
+    # It runs as a batch, held from the summary taken on arrival
+    status, batch = create(batches_fn, lambda_context, key, answer["id"])
+    assert status == 200 and batch["request_counts"]["total"] == 11_000, batch
+
+    # A bad line is refused by its number, and its bytes are kept nowhere
+    bad = jsonl("one", "two") + b'{"custom_id": "req-9", "method": "GET"}\n'
+    refused_file = presigned(batches_fn, lambda_context, key, bad)
+    post_form(refused_file["upload"], bad)
+    got = status_and_json(route(batches_fn, lambda_context, "GET", f"/v1/files/{refused_file['id']}", key,
+                                file_id=refused_file["id"]))[1]
+    assert got["status"] == "error" and got["status_details"].startswith("line 3: url is required"), got
+    status, answer_400 = create(batches_fn, lambda_context, key, refused_file["id"])
+    assert status == 400 and answer_400["error"]["code"] == "file_refused"
+    assert "line 3" in answer_400["error"]["message"]
+    assert route(batches_fn, lambda_context, "GET", f"/v1/files/{refused_file['id']}/content", key,
+                 file_id=refused_file["id"])["statusCode"] == 400
+    # More bytes than declared (S3 enforces the policy; the emulator does not, the check does)
+    short = presigned(batches_fn, lambda_context, key, b"notes", purpose="user_data", declared=3)
+    post_form(short["upload"], b"notes")
+    got = status_and_json(route(batches_fn, lambda_context, "GET", f"/v1/files/{short['id']}", key,
+                                file_id=short["id"]))[1]
+    assert got["status"] == "error" and "5 bytes, not the 3" in got["status_details"], got
+    # Nothing uploaded before the link expired
+    late = presigned(batches_fn, lambda_context, key, b"notes", purpose="user_data")
+    monkeypatch.setattr(uploads.time, "time", lambda: late["upload"]["expires_at"] - 1)
+    assert status_and_json(route(batches_fn, lambda_context, "GET", f"/v1/files/{late['id']}", key,
+                                 file_id=late["id"]))[1]["status"] == "uploaded"
+    monkeypatch.setattr(uploads.time, "time", lambda: late["upload"]["expires_at"] + 1)
+    got = status_and_json(route(batches_fn, lambda_context, "GET", f"/v1/files/{late['id']}", key,
+                                file_id=late["id"]))[1]
+    assert got["status"] == "error" and "did not arrive" in got["status_details"], got
+    # The upload request itself is checked, naming the field
+    for body, param in (({"filename": "a", "purpose": "batch", "bytes": 300 * 1024 * 1024}, "bytes"),
+                        ({"filename": "a", "purpose": "fine-tune", "bytes": 3}, "purpose")):
+        status, answer_400 = status_and_json(route(batches_fn, lambda_context, "POST", "/v1/files/uploads", key,
+                                                   body=body))
+        assert status == 400 and answer_400["error"]["param"] == param, answer_400

@@ -12,7 +12,7 @@ from gateway.errors import InvalidRequest
 from gateway.prices import SHIPPED, Price, batch_price, parse_option, token_cost
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.batch import FAMILY, line_units
-from gateway.tasks.families.batch.lines import DEFAULT_OUTPUT_TOKENS, MAX_LINES, check_file
+from gateway.tasks.families.batch.lines import DEFAULT_OUTPUT_TOKENS, MAX_LINES, check_file, check_lines, split_lines
 
 CHAT = "/v1/chat/completions"
 
@@ -51,6 +51,17 @@ def test_the_first_broken_line_is_refused_with_its_number_and_code(second, code,
     # Given a good first line, a blank line, then a broken one (line numbers count every line)
     refused = refusal(jsonl(line("a"), "", second, "{also broken"))
     assert (refused.code, refused.message[:len(start)]) == (code, start), refused.message
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 64, 1 << 20])
+def test_a_file_read_in_chunks_is_cut_into_the_same_numbered_lines(size):
+    # A presigned upload's bytes are streamed (api/uploads): whatever the chunks, the same lines
+    data = jsonl(line("a"), "", line("b", max_tokens=5)) + b"\n\n" + jsonl(line("a"))[:-1]
+    chunks = [data[i:i + size] for i in range(0, len(data), size)]
+    assert list(split_lines(chunks)) == data.split(b"\n")
+    with pytest.raises(InvalidRequest) as refused:
+        check_lines(split_lines(chunks))
+    assert refused.value.message == refusal(data).message and refused.value.message.startswith("line 6:")
 
 
 def test_an_empty_file_and_one_past_the_line_limit_are_refused():
