@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from decimal import Decimal
 
 import httpx
 import pytest
@@ -15,9 +16,9 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from gateway.admission import balances
-from gateway.prices import SHIPPED, batch_price, token_cost
+from gateway.prices import SHIPPED, Price, batch_price, token_cost
 from gateway.store.tasks import TasksRepository
-from gateway_local.simulators import anthropic_batch, chat, messages, openai_batch
+from gateway_local.simulators import anthropic_batch, azure, chat, messages, openai_batch
 from tests.conftest import api_event, load_function, serve_asgi, use_environment
 from tests.integration.tasks_support import auth, call, ledger_of, status_and_json
 
@@ -32,7 +33,8 @@ def batches_fn(aws):
 
 @pytest.fixture(scope="module")
 def chat_url() -> Iterator[str]:
-    with serve_asgi(Starlette(routes=[Mount("/chat", app=chat.app), Mount("/messages", app=messages.app)])) as url:
+    with serve_asgi(Starlette(routes=[Mount("/chat", app=chat.app), Mount("/messages", app=messages.app),
+                                      Mount("/azure", app=azure.app)])) as url:
         yield url
 
 
@@ -314,3 +316,145 @@ def test_a_file_beyond_a_request_goes_by_a_presigned_upload_and_is_checked_on_ar
         status, answer_400 = status_and_json(route(batches_fn, lambda_context, "POST", "/v1/files/uploads", key,
                                                    body=body))
         assert status == 400 and answer_400["error"]["param"] == param, answer_400
+
+
+# ---------------------------------------------------------------------------------------------
+# A protocol without a batch API (azure here): the gateway runs the lines itself, a chunk a poll
+
+@pytest.fixture
+def self_run(chat_url, tmp_path, monkeypatch):
+    """Only an azure channel (its simulator answers as the chat simulator does); two lines a poll."""
+    from gateway.tasks.families.batch import local
+
+    monkeypatch.setattr(local, "CHUNK_LINES", 2)
+
+    def configure(prices: dict | None = None) -> None:
+        path = tmp_path / "channels.json"
+        path.write_text(json.dumps({"prices": prices or {}, "channels": [{
+            "name": "azure", "protocol": "azure", "base_url": chat_url + "/azure",
+            "api_key": "0123456789abcdef0123456789abcdef", "models": ["*"]}]}))
+        saved.update(use_environment(GATEWAY_CHANNELS_FILE=str(path)))
+
+    saved: dict = {}
+    yield configure
+    use_environment(**saved)
+
+
+def priced_at(lines: list[dict], price) -> int:
+    return sum(token_cost(price, input_tokens=line["response"]["body"]["usage"]["prompt_tokens"],
+                          output_tokens=line["response"]["body"]["usage"]["completion_tokens"]) for line in lines)
+
+
+def test_a_batch_on_a_protocol_without_a_batch_api_is_run_by_the_gateway_at_the_full_price(
+        tasks_env, batches_fn, queues, demo, accounts, lambda_context, sim_clock, self_run):
+    from gateway.tasks.families.batch.lines import check_file
+
+    self_run()
+    key = demo["key"]
+    data = jsonl("one", "#fault=400 two", "three", "four")
+    _, uploaded = upload(batches_fn, lambda_context, key, data)
+    before = balances.get_user(1)["quota"]
+    status, batch = create(batches_fn, lambda_context, key, uploaded["id"])
+    assert status == 200 and batch["status"] == "in_progress", batch
+    # Held at the full price: no upstream discount to pass on
+    summary = check_file(data)
+    assert before - balances.get_user(1)["quota"] == token_cost(
+        SHIPPED["m-small"], input_tokens=summary.input_tokens, output_tokens=summary.output_tokens) + 4
+    # A chunk a poll: two lines, then the rest
+    queues.polls(lambda_context, rounds=1)
+    _, running = retrieve(batches_fn, lambda_context, key, batch["id"])
+    assert running["status"] == "in_progress" and TasksRepository().get(batch["id"]).details["next_line"] == 2
+    queues.polls(lambda_context)
+    _, done = retrieve(batches_fn, lambda_context, key, batch["id"])
+    assert done["status"] == "completed" and done["request_counts"] == {"total": 4, "completed": 3, "failed": 1}
+    output = lines_of(batches_fn, lambda_context, key, done["output_file_id"])
+    assert sorted(line["custom_id"] for line in output) == ["req-0", "req-2", "req-3"]
+    assert all(line["response"]["body"]["model"] == "m-small" for line in output)
+    # The failing line goes to the error file with the upstream's status, and costs nothing
+    (failed,) = lines_of(batches_fn, lambda_context, key, done["error_file_id"])
+    assert (failed["custom_id"], failed["response"]["status_code"]) == ("req-1", 400)
+    (entry,) = ledger_of(accounts, batch["id"])
+    units = priced_at(output, SHIPPED["m-small"])
+    assert entry["outcome"] == "settled" and entry["units"] == units and entry["detail"]["completed"] == 3
+    assert balances.get_user(1)["quota"] == before - units
+
+
+def test_a_self_run_batch_cancelled_half_way_pays_its_completed_lines_at_the_operators_batch_price(
+        tasks_env, batches_fn, queues, demo, accounts, lambda_context, sim_clock, self_run):
+    self_run(prices={"m-small": {"input_per_million": 0.5, "output_per_million": 1.5, "batch_ratio": 0.4}})
+    key = demo["key"]
+    _, uploaded = upload(batches_fn, lambda_context, key, jsonl("one", "two", "three", "four"))
+    before = balances.get_user(1)["quota"]
+    _, batch = create(batches_fn, lambda_context, key, uploaded["id"])
+    queues.polls(lambda_context, rounds=1)
+    status, cancelling = status_and_json(route(batches_fn, lambda_context, "POST",
+                                               f"/v1/batches/{batch['id']}/cancel", key, batch_id=batch["id"]))
+    assert status == 200 and cancelling["status"] == "cancelling"
+    queues.polls(lambda_context)
+    _, done = retrieve(batches_fn, lambda_context, key, batch["id"])
+    assert done["status"] == "cancelled" and done["request_counts"] == {"total": 4, "completed": 2, "failed": 2}
+    output = lines_of(batches_fn, lambda_context, key, done["output_file_id"])
+    errors = lines_of(batches_fn, lambda_context, key, done["error_file_id"])
+    assert sorted(line["custom_id"] for line in output) == ["req-0", "req-1"]
+    assert [(line["custom_id"], line["error"]["code"]) for line in errors] == [
+        ("req-2", "batch_cancelled"), ("req-3", "batch_cancelled")]
+    price = Price.of(TasksRepository().get(batch["id"]).price)
+    assert price.batch_ratio == Decimal("0.4")
+    units = priced_at(output, batch_price(price))
+    (entry,) = ledger_of(accounts, batch["id"])
+    assert entry["outcome"] == "settled" and entry["units"] == units > 0
+    assert balances.get_user(1)["quota"] == before - units
+
+
+def test_a_batch_past_its_maximum_age_is_collected_not_refunded(
+        tasks_env, batches_fn, functions, queues, demo, accounts, lambda_context, sim_clock, self_run, monkeypatch):
+    from types import SimpleNamespace
+
+    from gateway.tasks import engine
+    from tests.conftest import EVENTS
+
+    key = demo["key"]
+    sweep_event = json.loads((EVENTS / "task_sweeper.json").read_text())
+
+    def sweep_at(seconds_later: float) -> None:
+        """The sweeper function, its clock `seconds_later` than now (a clock, not a sleep)."""
+        later = SimpleNamespace(time=lambda: real_time() + seconds_later, monotonic=real_monotonic)
+        monkeypatch.setattr(engine, "time", later)
+        functions["task_sweeper"].lambda_handler(sweep_event, lambda_context)
+        monkeypatch.setattr(engine, "time", real)
+
+    import time as real
+    real_time, real_monotonic = real.time, real.monotonic
+    # An upstream (chat) batch that ended there while its polls were lost: collected and settled
+    _, uploaded = upload(batches_fn, lambda_context, key, jsonl("one", "two"))
+    before = balances.get_user(1)["quota"]
+    _, upstream_batch = create(batches_fn, lambda_context, key, uploaded["id"])
+    queues.polls(lambda_context, rounds=1)
+    queues.purge("TaskPollQueue")
+    sim_clock.advance()
+    sweep_at(27 * 3600)
+    _, done = retrieve(batches_fn, lambda_context, key, upstream_batch["id"])
+    assert done["status"] == "completed" and done["request_counts"]["completed"] == 2, done
+    output = lines_of(batches_fn, lambda_context, key, done["output_file_id"])
+    (entry,) = ledger_of(accounts, upstream_batch["id"])
+    assert entry["outcome"] == "settled" and entry["units"] == priced(output)
+    assert balances.get_user(1)["quota"] == before - priced(output)
+
+    # A batch the gateway runs, two of its four lines done: expired, those two billed
+    self_run()
+    _, uploaded = upload(batches_fn, lambda_context, key, jsonl("one", "two", "three", "four"))
+    before = balances.get_user(1)["quota"]
+    _, batch = create(batches_fn, lambda_context, key, uploaded["id"])
+    queues.polls(lambda_context, rounds=1)
+    queues.purge("TaskPollQueue")
+    sweep_at(27 * 3600)
+    _, done = retrieve(batches_fn, lambda_context, key, batch["id"])
+    assert done["status"] == "expired" and done["request_counts"] == {"total": 4, "completed": 2, "failed": 2}
+    assert done["expired_at"]
+    output = lines_of(batches_fn, lambda_context, key, done["output_file_id"])
+    errors = lines_of(batches_fn, lambda_context, key, done["error_file_id"])
+    assert [line["error"]["code"] for line in errors] == ["batch_expired", "batch_expired"]
+    units = priced_at(output, SHIPPED["m-small"])
+    (entry,) = ledger_of(accounts, batch["id"])
+    assert entry["outcome"] == "settled" and entry["units"] == units > 0
+    assert balances.get_user(1)["quota"] == before - units
