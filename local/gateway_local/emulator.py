@@ -590,10 +590,48 @@ class EmulatorProcess:
 def start_emulator_process(template_path: Path | str, state_directory: Path, *, fresh: bool) -> EmulatorProcess:
     """Starts the emulator in a child process, with the state directory's data (none if `fresh`),
     and points this process's boto3 at it. Call it before any thread starts (the child is forked)."""
-    import multiprocessing
+    return fork_emulator_process(template_path, state_directory, fresh=fresh).wait()
 
-    from gateway.settings import reload_settings
-    from gateway.store.aws import reset_clients
+
+@dataclass
+class StartingEmulator:
+    """The emulator's process, forked and loading (moto, the tables, the kept state): what the
+    runner does meanwhile (its other serving processes' imports) overlaps that start."""
+
+    template_path: str
+    process: Any
+    control: Any
+    socket_dir: str
+
+    def wait(self) -> EmulatorProcess:
+        """Once it serves: the emulator, with this process's boto3 pointed at it."""
+        from gateway.settings import reload_settings
+        from gateway.store.aws import reset_clients
+
+        mine = self.control
+        ready: dict[str, Any] = mine.recv() if mine.poll(180) else {
+            "error": "the AWS emulator did not start within 180 s"}
+        if "error" in ready:
+            self.process.join(timeout=10)
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+            raise RuntimeError(ready["error"])
+        address = os.path.join(self.socket_dir, _CALLS_SOCKET)
+        route_calls_to_emulator(ready["endpoint_url"], address)
+        _point_boto3_at(ready["endpoint_url"])
+        emulator = EmulatorProcess(template=load_template(self.template_path), endpoint_url=ready["endpoint_url"],
+                                   tables=ready["tables"], queues=ready["queues"], buckets=ready["buckets"],
+                                   loaded=ready["loaded"], state_path=ready["state_path"], _process=self.process,
+                                   _control=mine, _socket_dir=self.socket_dir)
+        os.environ.update(emulator.environment())
+        reset_clients()
+        reload_settings()
+        return emulator
+
+
+def fork_emulator_process(template_path: Path | str, state_directory: Path, *, fresh: bool) -> StartingEmulator:
+    """Forks the emulator's process and returns while it starts (`StartingEmulator.wait`). Call it
+    before any thread starts, and before any other child's pipe is made: the fork copies both."""
+    import multiprocessing
 
     context = multiprocessing.get_context("fork")
     mine, theirs = context.Pipe()
@@ -603,21 +641,7 @@ def start_emulator_process(template_path: Path | str, state_directory: Path, *, 
                               args=(theirs, mine, str(template_path), str(state_directory), fresh, address))
     process.start()
     theirs.close()
-    ready: dict[str, Any] = mine.recv() if mine.poll(180) else {"error": "the AWS emulator did not start within 180 s"}
-    if "error" in ready:
-        process.join(timeout=10)
-        shutil.rmtree(socket_dir, ignore_errors=True)
-        raise RuntimeError(ready["error"])
-    route_calls_to_emulator(ready["endpoint_url"], address)
-    _point_boto3_at(ready["endpoint_url"])
-    emulator = EmulatorProcess(template=load_template(template_path), endpoint_url=ready["endpoint_url"],
-                               tables=ready["tables"], queues=ready["queues"], buckets=ready["buckets"],
-                               loaded=ready["loaded"], state_path=ready["state_path"], _process=process,
-                               _control=mine, _socket_dir=socket_dir)
-    os.environ.update(emulator.environment())
-    reset_clients()
-    reload_settings()
-    return emulator
+    return StartingEmulator(template_path=str(template_path), process=process, control=mine, socket_dir=socket_dir)
 
 
 def _emulator_main(control: Any, runners_end: Any, template_path: str, state_directory: str, fresh: bool,

@@ -24,6 +24,7 @@ hold no request's data; log lines of concurrent requests may carry each other's 
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import importlib.util
 import os
@@ -31,7 +32,7 @@ import queue
 import sys
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gateway_local.template import Function
@@ -71,6 +72,20 @@ def load_module(function: Function, instance: int = 1) -> Any:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def import_dependencies(functions: Iterable[Function]) -> None:
+    """Imports what the functions' app.py files import at their top (the layer, Powertools'
+    resolvers, ...), without loading the functions: a serving process does it while the runner
+    starts, so loading its instances later costs their own module's run only."""
+    for function in functions:
+        tree = ast.parse((function.code_dir / "app.py").read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    importlib.import_module(alias.name)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                __import__(node.module, fromlist=[alias.name for alias in node.names])  # submodules too
 
 
 def handler_of(function: Function, module: Any) -> Callable[[dict, Any], Any]:

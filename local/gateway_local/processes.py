@@ -5,7 +5,8 @@ the runner serves at most one core's worth of requests, whatever the machine has
 
 - the first process is the runner itself (`server.py`): it also runs the simulators, the queue
   loops and schedules, the demo account and the state; the others (`serve_more`, started with
-  `spawn`) only serve requests: each loads the template's functions for itself (its own pools of
+  `spawn` as soon as the emulator's process is forked, importing what the functions import while
+  it starts, then told to go) only serve requests: each loads the template's functions for itself (its own pools of
   instances, its own layer: key cache, quota leases, clients) and reaches the AWS emulator's
   process over its Unix socket, as the first does;
 - the listening socket is made once, by the first process, and handed to the others: the kernel
@@ -77,9 +78,18 @@ class Helpers:
                 problems.append(str(said))
         return problems
 
+    def go(self, calls_address: str, endpoint_url: str, demo_key: str) -> None:
+        """Each, its imports done meanwhile, is told what the runner has set up since it started
+        (the emulator's addresses, the environment, the demo key): it then loads its functions."""
+        orders = {"calls_address": calls_address, "endpoint_url": endpoint_url, "demo_key": demo_key,
+                  "environment": dict(os.environ)}
+        for pipe in self.pipes:
+            pipe.send(orders)
+
     def stop(self, timeout: float = 20) -> None:
         """Each stops as a Ctrl-C stops the runner (its requests finish, its bills are written),
-        told by its pipe closing; one that has not within `timeout` is killed."""
+        told by its pipe closing; one that has not within `timeout` is killed. Once is enough
+        (a second stop finds them stopped); one never told to go stops at once."""
         for pipe in self.pipes:
             pipe.close()
         for process in self.processes:
@@ -89,11 +99,11 @@ class Helpers:
                 process.join()
 
 
-def start_helpers(count: int, template_path: str, listener: socket.socket, calls_address: str,
-                  endpoint_url: str, demo_key: str) -> Helpers:
-    """`count` more serving processes on `listener` (started, not waited for: each is serving
-    once it has loaded its functions and read `demo_key`, a second or two; the first process
-    serves meanwhile; `Helpers.wait_ready` waits for them)."""
+def start_helpers(count: int, template_path: str, listener: socket.socket) -> Helpers:
+    """`count` more serving processes on `listener`, started while the runner itself starts (the
+    emulator, the simulators, the demo account): each imports the layer meanwhile, then waits for
+    `Helpers.go`, then loads its functions and serves once it has read the demo key (a second or
+    two; the first process serves meanwhile; `Helpers.wait_ready` waits for them)."""
     context = multiprocessing.get_context("spawn")
     helpers = Helpers()
     # A helper starts with Ctrl-C ignored (inherited): a Ctrl-C in the terminal reaches every
@@ -104,8 +114,7 @@ def start_helpers(count: int, template_path: str, listener: socket.socket, calls
         for number in range(1, count + 1):
             mine, theirs = context.Pipe()
             process = context.Process(target=serve_more, name=f"gateway-serving-{number}", daemon=False,
-                                      args=(template_path, listener, calls_address, endpoint_url, demo_key,
-                                            theirs, number))
+                                      args=(template_path, listener, theirs, number))
             process.start()
             theirs.close()
             helpers.processes.append(process)
@@ -115,24 +124,32 @@ def start_helpers(count: int, template_path: str, listener: socket.socket, calls
     return helpers
 
 
-def serve_more(template_path: str, listener: socket.socket, calls_address: str, endpoint_url: str, demo_key: str,
-               runner: Any, number: int = 1) -> None:
+def serve_more(template_path: str, listener: socket.socket, runner: Any, number: int = 1) -> None:
     """A serving process after the first: the template's functions behind the shared socket,
-    from the moment it reads `demo_key` as a request would."""
+    from the moment it reads the demo key as a request would."""
     from gateway.settings import reload_settings
     from gateway.store.aws import reset_clients
     from gateway_local.emulator import route_calls_to_emulator
+    from gateway_local.instances import import_dependencies
     from gateway_local.serving import function_pools, serving_server
     from gateway_local.template import read_template
 
-    route_calls_to_emulator(endpoint_url, calls_address)
+    # What the functions import, while the runner starts (no layer module reads its settings or
+    # makes a client at import: `reload_settings` and `reset_clients` below see the orders').
+    template = read_template(template_path)
+    import_dependencies(template.functions.values())
+    try:
+        orders = runner.recv()
+    except (EOFError, OSError):
+        return  # the runner stopped (or did not start) before it needed this process
+    os.environ.update(orders["environment"])
+    route_calls_to_emulator(orders["endpoint_url"], orders["calls_address"])
     reset_clients()
     reload_settings()
-    template = read_template(template_path)
     server = serving_server(template, *function_pools(template))
     if os.environ.get(UNSEEN_KEY_HOOK):
         _hide_keys_for(float(os.environ[UNSEEN_KEY_HOOK]))
-    if not wait_for_key(demo_key, KEY_READY_SECONDS):
+    if not wait_for_key(orders["demo_key"], KEY_READY_SECONDS):
         runner.send(f"serving process {number}: the demo key is not readable here after {KEY_READY_SECONDS:.0f} s")
         return
     runner.send("ready")

@@ -18,6 +18,7 @@ import importlib
 import json
 import os
 import secrets
+import socket
 import sys
 import threading
 import time
@@ -36,9 +37,10 @@ from gateway_local.emulator import (
     Emulator,
     EmulatorProcess,
     SqsSends,
+    fork_emulator_process,
     isolate_aws_environment,
-    start_emulator_process,
 )
+from gateway_local.instances import import_dependencies
 from gateway_local.processes import (
     KEY_READY_SECONDS,
     Helpers,
@@ -222,14 +224,30 @@ def main(template_path: str = "template.yaml") -> int:
 
     template = read_template(template_path)
     directory = state_dir(template.root)
-    # First, before any thread starts: the emulator's process is forked from this one.
-    template_file = template.root / Path(template_path).name
-    emulator = start_emulator_process(template_file, directory,
-                                      fresh=os.environ.get("GATEWAY_LOCAL_FRESH", "").strip() not in ("", "0"))
     try:
-        return _serve(template, emulator, directory, port, simulator_port, schedule_pause,
-                      template_path=str(template_file))
+        listener = listening_socket(port)
+    except OSError as exc:
+        print(f"gateway not started: 127.0.0.1:{port}: {exc.strerror} (PORT sets another port)", file=sys.stderr,
+              flush=True)
+        return 2
+    # First, before any thread starts or any other child's pipe is made: the emulator's process is
+    # forked from this one. The other serving processes import the layer while it starts.
+    template_file = template.root / Path(template_path).name
+    starting = fork_emulator_process(template_file, directory,
+                                     fresh=os.environ.get("GATEWAY_LOCAL_FRESH", "").strip() not in ("", "0"))
+    helpers = start_helpers(process_count() - 1, str(template_file), listener)
+    try:
+        import_dependencies(template.functions.values())  # this one's imports too, meanwhile
+        emulator = starting.wait()
+    except BaseException:
+        helpers.stop()
+        listener.close()
+        raise
+    try:
+        return _serve(template, emulator, directory, listener, helpers, simulator_port, schedule_pause)
     finally:
+        helpers.stop()  # (already stopped when it served; never told to go when it did not)
+        listener.close()
         emulator.stop()  # saves the state, with no function running any more (however the runner ends)
 
 
@@ -252,14 +270,9 @@ def announce(server: StoppableServer, helpers: Helpers, banner: list[str], not_s
     print("\n".join(banner), flush=True)
 
 
-def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port: int, simulator_port: int,
-           schedule_pause: float, *, template_path: str) -> int:
-    try:
-        listener = listening_socket(port)
-    except OSError as exc:
-        print(f"gateway not started: 127.0.0.1:{port}: {exc.strerror} (PORT sets another port)", file=sys.stderr,
-              flush=True)
-        return 2
+def _serve(template: Template, emulator: EmulatorProcess, directory: Path, listener: socket.socket,
+           helpers: Helpers, simulator_port: int, schedule_pause: float) -> int:
+    port = listener.getsockname()[1]
     loaded = emulator.loaded
     if loaded is None:
         print(f"state: starting empty (FRESH); data is kept in {directory}", flush=True)
@@ -350,8 +363,7 @@ def _serve(template: Template, emulator: EmulatorProcess, directory: Path, port:
 
     server = serving_server(template, handlers, streaming_apps)
     # The other serving processes take requests from the same socket (`processes.py`).
-    helpers = start_helpers(process_count() - 1, template_path, listener, emulator.calls_address,
-                            emulator.endpoint_url, demo_key)
+    helpers.go(emulator.calls_address, emulator.endpoint_url, demo_key)
     not_started: list[str] = []
     banner = [
         "", "Unified AI gateway, local", f"  URL:            http://127.0.0.1:{port}",

@@ -51,6 +51,7 @@ class LocalGateway:
         self.process = subprocess.Popen([sys.executable, "-m", "gateway_local"], cwd=ROOT, env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output: list[str] = []
+        self._interrupted = False
         # A hang guard, not a clock: on a loaded machine every serving process must import the
         # functions and read the demo key before "ready" (processes.py), which can take a minute.
         deadline = time.monotonic() + 180
@@ -92,9 +93,22 @@ class LocalGateway:
         for line in self.process.stdout:
             self.output.append(line)
 
-    def stop(self) -> int:
-        if self.process.poll() is None:
+    def release(self) -> None:
+        """A fixture's teardown: asks the gateway to stop as Ctrl-C does and goes on without waiting
+        for its shutdown (seconds each, thirty gateways a suite); `_reap_released` waits for every
+        released one, and removes its state, before the session ends."""
+        self._interrupt()
+        RELEASED.append(self)
+
+    def _interrupt(self) -> None:
+        """Ctrl-C, once: a second one would make the runner's server skip its graceful shutdown."""
+        if self.process.poll() is None and not self._interrupted:
+            self._interrupted = True
             self.process.send_signal(signal.SIGINT)
+
+    def stop(self) -> int:
+        self._interrupt()
+        if self.process.poll() is None:
             try:
                 # A hang guard, not a clock: the runner's own shutdown may take its serving processes'
                 # 20 s, its loops' 5 s each and the emulator's save (up to 60 s) on a loaded machine.
@@ -105,6 +119,17 @@ class LocalGateway:
         if self._own_state_dir:
             shutil.rmtree(self.state_dir, ignore_errors=True)
         return self.process.returncode
+
+
+RELEASED: list[LocalGateway] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _reap_released():
+    """Every gateway a fixture released has stopped (and its state is gone) before the session ends."""
+    yield
+    while RELEASED:
+        RELEASED.pop().stop()
 
 
 @pytest.fixture(scope="session")

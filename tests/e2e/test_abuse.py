@@ -25,7 +25,7 @@ def abused():
     user = server.admin("create-user", "--username", "victim", "--quota-usd", "10")
     other = server.admin("issue-key", "--user", str(user["user_id"]), "--name", "victim")["key"]
     yield server, other
-    server.stop()
+    server.release()
 
 
 def stalled_body(port: int, path: str = "/v1/chat/completions", key: str | None = DEMO_KEY) -> socket.socket:
@@ -198,7 +198,7 @@ def guarded():
     server = LocalGateway({"GATEWAY_LOCAL_PROCESSES": "1", "GATEWAY_LOCAL_HEADER_TIMEOUT_SECONDS": "4",
                            "GATEWAY_LOCAL_MAX_CONNECTIONS_PER_ADDRESS": str(GUARD_CAP)})
     yield server
-    server.stop()
+    server.release()
 
 
 def kept_alive(port: int) -> socket.socket:
@@ -257,7 +257,7 @@ def admitting():
                            "GATEWAY_LOCAL_NEW_CONNECTIONS_BURST": str(BURST), "GATEWAY_LOCAL_HEADER_STRIKES": "1",
                            "GATEWAY_LOCAL_HEADER_PENALTY_SECONDS": "600"})
     yield server
-    server.stop()
+    server.release()
 
 
 def connect_from(address: str, port: int) -> socket.socket:

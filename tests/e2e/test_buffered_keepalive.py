@@ -25,7 +25,7 @@ def slow_gateway():
     # The upstream answers after 2 s; a space every 0.3 s meanwhile (30 s deployed).
     server = LocalGateway({"GATEWAY_SIM_SLOW_SECONDS": "2", "GATEWAY_BUFFERED_KEEPALIVE_SECONDS": "0.3"})
     yield server.url
-    server.stop()
+    server.release()
 
 
 def test_a_slow_buffered_answer_starts_with_keep_alive_spaces_and_parses_as_json(slow_gateway):

@@ -40,7 +40,7 @@ def setup(tmp_path_factory) -> Iterator[tuple[LocalGateway, FakeUpstreams]]:
         try:
             yield gateway, upstreams
         finally:
-            gateway.stop()
+            gateway.release()
 
 
 def make_admin(gateway: LocalGateway, *args: str) -> dict:

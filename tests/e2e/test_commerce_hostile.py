@@ -33,7 +33,7 @@ def site():
     # are read afresh by each request (no 5 s cache), whichever serving process answers.
     server = LocalGateway({"GATEWAY_STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET, "GATEWAY_KEY_CACHE_SECONDS": "0"})
     yield server
-    server.stop()
+    server.release()
 
 
 def client(site: LocalGateway, source: str, **kwargs) -> httpx.Client:

@@ -32,7 +32,7 @@ def site():
         server.ann_id = ann["user_id"]
         yield server
     finally:
-        server.stop()
+        server.release()
 
 
 @pytest.fixture(scope="module")

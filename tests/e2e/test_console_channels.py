@@ -38,7 +38,7 @@ def site(tmp_path_factory):
         server.simulators = f"http://127.0.0.1:{simulators}"
         yield server
     finally:
-        server.stop()
+        server.release()
 
 
 def ask(site) -> str:

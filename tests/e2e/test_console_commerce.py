@@ -37,7 +37,7 @@ def site():
         server.ivy_id = ivy["user_id"]
         yield server
     finally:
-        server.stop()
+        server.release()
 
 
 @pytest.fixture(scope="module")

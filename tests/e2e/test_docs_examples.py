@@ -63,7 +63,7 @@ ALL = [example for page in PAGES for example in examples(page)]
 def docs_gateway(tmp_path_factory):
     server = LocalGateway()
     yield server
-    server.stop()
+    server.release()
 
 
 @pytest.fixture(scope="module")

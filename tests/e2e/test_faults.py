@@ -16,7 +16,7 @@ def faulty_gateway():
     server = LocalGateway({"GATEWAY_LOCAL_FAULTS": FAULTS, "GATEWAY_LOCAL_FAULTS_SEED": "7",
                            "POWERTOOLS_LOG_LEVEL": "CRITICAL"})
     yield server
-    server.stop()
+    server.release()
 
 
 def test_under_dynamodb_and_sqs_faults_every_request_answers_cleanly_and_every_unit_is_where_it_belongs(

@@ -36,7 +36,7 @@ def fuzz_gateway():
     server = LocalGateway({"GATEWAY_TASK_POLL_SECONDS": "86400", "GATEWAY_TASK_POLL_MAX_SECONDS": "86400",
                            "GATEWAY_SIM_TASK_SECONDS": "86400"})
     yield server
-    server.stop()
+    server.release()
 
 
 def test_the_local_runner_serves_its_openapi_document_and_swagger_ui(fuzz_gateway):

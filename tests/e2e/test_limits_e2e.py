@@ -24,7 +24,7 @@ def limited():
     user = server.admin("create-user", "--username", "limited", "--quota-usd", "10")
     key = server.admin("issue-key", "--user", str(user["user_id"]), "--name", "limited")
     yield server, user, key
-    server.stop()
+    server.release()
 
 
 def quota(server: LocalGateway, user_id: int) -> int:

@@ -104,7 +104,7 @@ def crossed(tmp_path_factory):
     ]}))
     server = LocalGateway({"GATEWAY_CHANNELS_FILE": str(path), "GATEWAY_SIMULATOR_PORT": str(simulator_port)})
     yield server
-    server.stop()
+    server.release()
 
 
 def test_a_json_schema_request_to_a_messages_channel_comes_back_as_valid_json(crossed):

@@ -21,7 +21,7 @@ def slow_gateway():
     # The upstream is silent 2 s before its first event; keep-alives every 0.3 s (10 s deployed).
     server = LocalGateway({"GATEWAY_SIM_SLOW_SECONDS": "2", "GATEWAY_STREAM_KEEPALIVE_SECONDS": "0.3"})
     yield server.url
-    server.stop()
+    server.release()
 
 
 def test_raw_stream_carries_keep_alive_comments_before_the_first_event(slow_gateway):

@@ -3,7 +3,8 @@
 
 Routes: POST /v1beta/models/{model}:generateContent, :streamGenerateContent (SSE with
 `?alt=sse`, otherwise one JSON array sent piece by piece), :countTokens, :embedContent,
-:batchEmbedContents and GET /v1beta/models; all also under /fault/{fault}/. The key goes in
+:batchEmbedContents and GET /v1beta/models; Gemini's batch mode (:batchGenerateContent and
+/v1beta/batches/..., `gemini_batch`); all also under /fault/{fault}/. The key goes in
 `x-goog-api-key` or `?key=`.
 """
 
@@ -29,7 +30,7 @@ from gateway.schemas.text.content import (
 from gateway.sse import encode
 from gateway.validation import parse_model
 
-from . import rules
+from . import gemini_batch, rules
 from ._honour import Tools
 from ._text import (
     Plan,
@@ -123,6 +124,9 @@ async def models_route(request: Request) -> Response:
 async def model_action(request: Request) -> Response:
     if not _authenticated(request):
         return error(401, "Method doesn't allow unregistered callers. Please use an API key.")
+    batch_model, colon, batch_action = str(request.path_params["rest"]).rpartition(":")
+    if colon and batch_action == "batchGenerateContent":  # Gemini's batch mode (`gemini_batch`)
+        return await gemini_batch.create(request, batch_model)
     try:
         model, action = parse_model_action(request.path_params["rest"])
     except GatewayError as exc:
@@ -237,9 +241,13 @@ def _arguments(plan: Plan) -> dict[str, Any]:
         return {}
 
 
+#: The route a batch's requests are answered by, in-process (`gemini_batch`).
+routes_app = Starlette(routes=[Route("/v1beta/models/{rest:path}", model_action, methods=["POST"])])
+
 app = Starlette(routes=with_fault_prefix([
     Route("/v1beta/models", models_route, methods=["GET"]),
     Route("/v1beta/models/{rest:path}", model_action, methods=["POST"]),
+    Route("/v1beta/batches/{rest:path}", gemini_batch.batch_route, methods=["GET", "POST"]),  # batch mode
 ]))
 
 # The provider's own refusals of the channel's key or account (`provider_faults`).

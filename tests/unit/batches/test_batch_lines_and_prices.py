@@ -129,7 +129,11 @@ def test_a_batch_runs_on_the_gateway_only_where_no_channel_of_its_model_has_a_ba
     def channel(name: str, protocol: str) -> Channel:
         return Channel(name=name, protocol=protocol, base_url="https://x", api_key="k", models=frozenset({"*"}))
 
-    openai, azure, gemini = channel("o", "chat"), channel("z", "azure"), channel("g", "content")
+    from gateway.upstreams.vertex import VertexSite
+
+    openai, azure = channel("o", "chat"), channel("z", "azure")
+    vertex = Channel(name="g", protocol="content", base_url="", api_key="{}", models=frozenset({"*"}),
+                     vertex=VertexSite(project="p", region="us-central1"))
 
     def new(endpoint: str = CHAT) -> NewTask:
         return NewTask(family="batch", model="m-small", upstream_request={"endpoint": endpoint}, route="/v1/batches",
@@ -137,15 +141,15 @@ def test_a_batch_runs_on_the_gateway_only_where_no_channel_of_its_model_has_a_ba
 
     # An upstream batch API wins, at the batch price; the channels the gateway would run are left out
     mixed = new()
-    assert FAMILY.usable_channels([azure, openai, gemini], mixed) == [openai]
+    assert FAMILY.usable_channels([azure, openai, vertex], mixed) == [openai]
     assert mixed.quantities["self_run"] is False
     # None has one: the gateway runs it, held (and settled) at the full price unless a ratio is set
     alone = new()
-    assert FAMILY.usable_channels([gemini, azure], alone) == [azure, gemini]
+    assert FAMILY.usable_channels([azure, vertex], alone) == [vertex, azure]
     price = SHIPPED["m-small"]
     assert FAMILY.units_to_hold(alone, price) == token_cost(price, input_tokens=alone.quantities["input_tokens"],
                                                             output_tokens=10) + 1
     assert FAMILY.units_to_hold(alone, Price(input_per_million=Decimal("0.5"), output_per_million=Decimal("1.5"),
                                              batch_ratio=Decimal("0.5"))) == FAMILY.units_to_hold(mixed, price)
-    # Embedding lines: on a chat channel's batch API, or run on an azure channel, never on content
-    assert FAMILY.usable_channels([gemini, azure], new("/v1/embeddings")) == [azure]
+    # Embedding lines: on a chat channel's batch API, or run on an azure channel, never on a Vertex content channel
+    assert FAMILY.usable_channels([vertex, azure], new("/v1/embeddings")) == [azure]

@@ -3,15 +3,16 @@
 A batch is a task (its id `batch_...` is its reservation's): submit holds the whole input file
 at the batch price (`prices.batch_price`) and hands the lines to the channel's upstream batch
 API (a `chat` channel's OpenAI Batch API, `openai.py`; a `messages` channel's Message Batches,
-`anthropic.py`), or, on a protocol without one, to the gateway itself (`local.py`: the poller
-runs the lines, paced, at the full price unless the operator sets a batch price); the poller
-asks the upstream until it ends, then collects its results
-into the gateway's own output and error files (`store/files`, ids of the gateway's own, OpenAI's
-`{id, custom_id, response: {status_code, request_id, body}, error}` lines) and records the
-terminal batch with each line's price: a line that answered 2xx is priced by its usage as a
-synchronous request is (`prices.token_cost`, rounded up once per line), at the batch price. The
-engine then settles the sum once (one ledger entry for the batch, with its line counts) and
-gives back the rest of the hold; a cancelled or expired batch pays for the lines that completed.
+`anthropic.py`; a `content` channel's Gemini batch mode, `gemini.py`; see `APIS`), or, on a
+protocol without one, to the gateway itself (`local.py`: the poller runs the lines, paced, at
+the full price unless the operator sets a batch price); the poller
+asks the upstream until it ends, then collects its results into the gateway's own output and
+error files (`store/files`, ids of the gateway's own, OpenAI's `{id, custom_id, response:
+{status_code, request_id, body}, error}` lines) and records the terminal batch with each
+line's price: a line that answered 2xx is priced by its usage as a synchronous request is
+(`prices.token_cost`, rounded up once per line), at the batch price. The engine then settles
+the sum once (one ledger entry for the batch, with its line counts) and gives back the rest of
+the hold; a cancelled or expired batch pays for the lines that completed.
 
 Queries read the task store only: retrieving a batch never calls the upstream nor bills.
 """
@@ -33,7 +34,7 @@ from gateway.store.files import FilesStore, StoredFile
 from gateway.store.tasks import Task
 from gateway.tasks.adapter import TERMINAL, Accepted, Sender, TaskAdapter, TaskSnapshot
 from gateway.tasks.families.base import TaskFamily
-from gateway.tasks.families.batch import anthropic, local, openai
+from gateway.tasks.families.batch import anthropic, gemini, local, openai
 from gateway.tasks.families.batch.lines import FileSummary, read_lines
 from gateway.upstreams.errors import UpstreamError
 
@@ -94,9 +95,9 @@ class BatchFamily(TaskFamily):
 
     @property
     def protocols(self) -> tuple[str, ...]:
-        # The protocols with an upstream batch API first (OpenAI's Batch API on `chat`, Anthropic's
-        # Message Batches on `messages`); then every other text protocol, run by the gateway.
-        return (*UPSTREAM_APIS, *(protocol for protocol in local.SPOKEN if protocol not in UPSTREAM_APIS))
+        # The protocols with an upstream batch API first (`APIS`); then every other text protocol,
+        # whose batches the gateway runs itself (`local`).
+        return (*APIS, *(protocol for protocol in local.SPOKEN if protocol not in APIS))
 
     # --- money ---------------------------------------------------------------------------------
 
@@ -153,8 +154,10 @@ class BatchFamily(TaskFamily):
                                                             "upstream_input_file_id": file_id})
 
     def usable_channels(self, channels: list[Channel], request: NewTask) -> list[Channel]:
-        """A `chat` channel's before a `messages` one's (each in the catalog's order): a line then
-        runs on the dialect it was written in wherever a channel allows; embeddings only on `chat`."""
+        """A `chat` channel first, then `messages`, then `content` (each in the catalog's order): a
+        line then runs on the dialect it was written in wherever a channel allows; embeddings only
+        on `chat`, or on an `azure` channel the gateway runs them on. The channels the gateway runs
+        a batch on itself (`local`) only when no channel of the model has a batch API."""
         if request.upstream_request.get("endpoint") == "/v1/embeddings":
             channels = [channel for channel in channels if channel.protocol == "chat" or (
                 _api(channel) is local and channel.protocol in local.EMBEDDING_PROTOCOLS)]
@@ -188,12 +191,7 @@ class BatchFamily(TaskFamily):
             _api(channel).cancel(http, channel, task.upstream_task_id)
             details["cancel_sent"] = True
         batch = _api(channel).retrieve(http, channel, task.upstream_task_id)
-        if channel.protocol == "messages":
-            word = str(batch.get("processing_status") or "")
-            ended = anthropic.ended_word(batch, bool(task.details.get("cancel_requested")))
-        else:
-            word = str(batch.get("status") or "")
-            ended = word if word in openai.ENDED else None
+        word, ended = _api(channel).progress(batch, bool(task.details.get("cancel_requested")))
         if ended is not None:
             return self._collect(http, channel, task, batch, ended)
         shown = RUNNING.get(word.replace("canceling", "cancelling"), "in_progress")
@@ -230,13 +228,7 @@ class BatchFamily(TaskFamily):
         stored = FilesStore().get(task.owner_id, str(task.public.get("input_file_id") or ""))
         url = task.public["endpoint"]
         lines = list(read_lines(FilesStore().read(stored))) if stored is not None else []
-        if channel.protocol == "messages":  # its ids are the lines' numbers (`l<n>`)
-            numbered = {f"l{line.number}": line.custom_id for line in lines}
-            found = anthropic.results(http, channel, batch, numbered, url, task.model)
-            if not lines:  # the input file was deleted meanwhile: the lines keep the upstream's ids
-                found = anthropic.results(http, channel, batch, _Same(), url, task.model)
-        else:
-            found = _api(channel).results(http, channel, batch)
+        found = _api(channel).collect(http, channel, batch, lines, url, task.model)
         by_custom_id = {line["custom_id"]: line for line in found}
         price = Price.of(task.price or {})
         ratio = local.SELF_RUN_RATIO if task.upstream_task_id == local.UPSTREAM_TASK_ID else DEFAULT_BATCH_RATIO
@@ -341,21 +333,17 @@ class BatchFamily(TaskFamily):
         return []
 
 
-class _Same(dict):
-    """A mapping of every id to itself."""
-
-    def get(self, key, default=None):
-        return key
+#: Each protocol's upstream batch API, in the order a batch prefers its channels: a module with
+#: `ADAPTER`, `submit`, `retrieve`, `cancel`, `progress` and `collect` (see `openai.py`).
+APIS: Mapping[str, Any] = {"chat": openai, "messages": anthropic, "content": gemini}
 
 
-#: The upstream batch API of each protocol that has one; any other text protocol's batch runs on
-#: the gateway (`local`).
-UPSTREAM_APIS = {"chat": openai, "messages": anthropic}
-
-
-def _api(channel: Channel):
-    """The upstream batch API of the channel's protocol, or the gateway's own runner."""
-    return UPSTREAM_APIS.get(channel.protocol, local)
+def _api(channel: Channel) -> Any:
+    """The upstream batch API of the channel's protocol, or the gateway's own runner (a protocol
+    without one; Vertex AI, whose batch prediction reads Cloud Storage or BigQuery only)."""
+    if channel.protocol == "content" and channel.vertex:
+        return local
+    return APIS.get(channel.protocol, local)
 
 
 def _input_file(request: Mapping[str, Any]) -> StoredFile:

@@ -14,6 +14,7 @@ error's status, `canceled` / `expired` → never run. Cancel: `POST .../{id}/can
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ from gateway.formats.convert import convert_request, convert_response
 from gateway.routing.channel import Channel
 from gateway.tasks.adapter import Sender, TaskSnapshot, join, poll, read_json, send
 from gateway.tasks.adapter import submit as adapter_submit
+from gateway.tasks.families.batch.lines import Line
 from gateway.upstreams.errors import UpstreamError
 from gateway.upstreams.messages import ANTHROPIC_VERSION, ERRORS
 
@@ -104,19 +106,29 @@ def cancel(http: Sender, channel: Channel, batch_id: str) -> dict[str, Any]:
     return _json(send(http, request, repeatable=True), retry_unreadable=True)
 
 
-def ended_word(batch: dict[str, Any], cancel_requested: bool) -> str | None:
-    """OpenAI's final status of an ended message batch (None while it runs)."""
-    if batch.get("processing_status") != "ended":
-        return None
+def progress(batch: dict[str, Any], cancel_requested: bool) -> tuple[str, str | None]:
+    """(the upstream's `processing_status`, OpenAI's final status once the batch has ended, else None)."""
+    word = str(batch.get("processing_status") or "")
+    if word != "ended":
+        return word, None
     counts = batch.get("request_counts") or {}
     if cancel_requested or counts.get("canceled"):
-        return "cancelled"
-    return "expired" if counts.get("expired") else "completed"
+        return word, "cancelled"
+    return word, "expired" if counts.get("expired") else "completed"
 
 
-def results(http: Sender, channel: Channel, batch: dict[str, Any], custom_ids: dict[str, str], endpoint: str,
+def collect(http: Sender, channel: Channel, batch: dict[str, Any], lines: Sequence[Line], endpoint: str,
             model: str) -> list[dict[str, Any]]:
-    """The ended batch's results as OpenAI output lines (`custom_ids`: our `l<line>` -> the client's)."""
+    """The ended batch's results by the client's ids: ours are the lines' numbers (`l<n>`); when
+    the input file was deleted meanwhile the lines keep the upstream's ids."""
+    numbered = {f"l{line.number}": line.custom_id for line in lines} if lines else None
+    return results(http, channel, batch, numbered, endpoint, model)
+
+
+def results(http: Sender, channel: Channel, batch: dict[str, Any], custom_ids: Mapping[str, str] | None,
+            endpoint: str, model: str) -> list[dict[str, Any]]:
+    """The ended batch's results as OpenAI output lines (`custom_ids`: our `l<line>` -> the
+    client's; None: the upstream's ids as they are)."""
     url = batch.get("results_url")
     if not isinstance(url, str) or not url or not channel.allows_poll_url(url):
         url = join(_base(channel.base_url), f"/v1/messages/batches/{batch['id']}/results")
@@ -129,7 +141,8 @@ def results(http: Sender, channel: Channel, batch: dict[str, Any], custom_ids: d
         if not raw.strip():
             continue
         entry = json.loads(raw)
-        custom_id = custom_ids.get(str(entry.get("custom_id")))
+        custom_id = (str(entry.get("custom_id")) if custom_ids is None
+                     else custom_ids.get(str(entry.get("custom_id"))))
         result = entry.get("result") or {}
         if custom_id is None:
             continue

@@ -12,7 +12,7 @@ Each chunk's answers go to a part of the batch's own (`files/<owner>/<batch>.par
 the owner's prefix and never listed) before the task's cursor (`next_line`) moves, in the
 engine's versioned write; a chunk run twice (a crash, two pollers) writes the same part again.
 When every line has run, or the batch is cancelled or past its 24 h window, the family collects
-the parts as it collects an upstream's results (`results`): the lines answered 2xx are priced by
+the parts as it collects an upstream's results (`collect`): the lines answered 2xx are priced by
 their usage, the others go to the error file, the lines never run are `batch_cancelled` or
 `batch_expired`.
 
@@ -102,8 +102,10 @@ def run_chunk(channel: Channel, task: Task, *, deadline: float | None = None) ->
     return {"next_line": done, "chunks": chunks}, done >= len(lines)
 
 
-def results(http: Sender, channel: Channel, batch: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every line run so far, as the parts hold them (`state`)."""
+def collect(http: Sender, channel: Channel, batch: Mapping[str, Any], lines: list[Line], url: str,
+            model: str) -> list[dict[str, Any]]:
+    """Every line run so far, as the parts hold them (`state`), in OpenAI's output-line shape
+    (the `collect` of every batch API, `openai.py`)."""
     task: Task = batch["task"]
     s3 = client("s3")
     found: list[dict[str, Any]] = []

@@ -11,6 +11,7 @@ ids stay in the task's store record, never in an answer.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -18,6 +19,7 @@ import httpx
 from gateway.routing.channel import Channel
 from gateway.tasks.adapter import Sender, TaskSnapshot, join, poll, read_json, send
 from gateway.tasks.adapter import submit as adapter_submit
+from gateway.tasks.families.batch.lines import Line
 from gateway.upstreams.chat import ERRORS
 from gateway.upstreams.errors import UpstreamError
 
@@ -109,6 +111,18 @@ def content(http: Sender, channel: Channel, file_id: str) -> bytes:
     if not response.is_success:
         _json(response, retry_unreadable=True)  # raises the upstream's error
     return response.content
+
+
+def progress(batch: dict[str, Any], cancel_requested: bool) -> tuple[str, str | None]:
+    """(the upstream's status, OpenAI's final status once the batch has ended, else None)."""
+    word = str(batch.get("status") or "")
+    return word, word if word in ENDED else None
+
+
+def collect(http: Sender, channel: Channel, batch: dict[str, Any], lines: Sequence[Line], endpoint: str,
+            model: str) -> list[dict[str, Any]]:
+    """The ended batch's lines: the upstream's own output lines already have the client's ids."""
+    return results(http, channel, batch)
 
 
 def results(http: Sender, channel: Channel, batch: dict[str, Any]) -> list[dict[str, Any]]:
