@@ -70,12 +70,16 @@ def calling_function() -> str | None:
     return "text" if text else None
 
 
-def _record(model: Any, params: dict[str, Any], **_: Any) -> None:
+def _record(model: Any, params: dict[str, Any], context: dict[str, Any] | None = None, **_: Any) -> None:
     function = calling_function()
     if function is None:
         return
     service = model.service_model.endpoint_prefix
     actions = iam_actions(service, model.name, params)
+    if service == "s3" and model.name == "CreateBucket" and (context or {}).get("is_presign_request"):
+        # A presigned POST: botocore builds its parameters on CreateBucket's model (signers.py,
+        # generate_presigned_post); the form upload it signs needs s3:PutObject (S3's POST Object).
+        actions = ["s3:PutObject"]
     with _lock:
         recorded[function].update(actions)
 

@@ -1,11 +1,12 @@
-"""The Files and Batch APIs (`/v1/files`, `/v1/batches`): upload, list, read, delete files; submit,
-list, read and cancel batches, in OpenAI's shapes. The rules live in `gateway.api.files` and
-`gateway.api.batches`; a batch runs through the task engine (`tasks/families/batch`)."""
+"""The Files and Batch APIs (`/v1/files`, `/v1/batches`): upload (directly, or presigned for a large
+file), list, read, delete files; submit, list, read and cancel batches, in OpenAI's shapes. The
+rules live in `gateway.api.files`, `gateway.api.uploads` and `gateway.api.batches`; a batch runs
+through the task engine (`tasks/families/batch`)."""
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 
-from gateway.api import batches, files
+from gateway.api import batches, files, uploads
 from gateway.http import authenticate, create_app, json_response, submitted
 from gateway.multipart import event_body
 from gateway.observability import logger
@@ -21,6 +22,14 @@ app = create_app()
 def upload_file():
     principal = authenticate(app)
     return submitted(app, principal, lambda: files.upload(principal, app.current_event.raw_event))
+
+
+@app.post("/v1/files/uploads")
+def create_upload():
+    principal = authenticate(app)
+    # A file larger than a request carries: its record and a presigned POST of its bytes to S3.
+    return submitted(app, principal, lambda: uploads.create(principal, parse_json(
+        event_body(app.current_event.raw_event))))
 
 
 @app.get("/v1/files")

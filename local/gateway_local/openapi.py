@@ -78,6 +78,7 @@ def _request_models() -> dict[tuple[str, str], tuple[str, Any]]:
         ("POST", "/v1/audio/transcriptions"): ("multipart/form-data", _audio_form("transcription")),
         ("POST", "/v1/audio/translations"): ("multipart/form-data", _audio_form("translation")),
         ("POST", "/v1/files"): ("multipart/form-data", _files_form()),
+        ("POST", "/v1/files/uploads"): ("application/json", batches.FileUploadCreate),
         ("POST", "/v1/batches"): ("application/json", batches.BatchCreate),
         # The SDK sends no body; one, if sent, is ignored.
         ("POST", "/v1/batches/{batch_id}/cancel"): ("application/json", {"type": "object"}),

@@ -150,3 +150,23 @@ def test_a_broken_batch_file_is_refused_naming_its_first_bad_line(openai_client)
             openai_client.files.create(file=("bad.jsonl", io.BytesIO(data)), purpose="batch")
         assert refused.value.body["message"].startswith(message), refused.value.body
         assert refused.value.body["param"] == "file"
+
+
+def test_a_file_sent_by_the_presigned_upload_is_checked_on_arrival(openai_client):
+    import httpx
+
+    good = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "m-small", "messages": [{"role": "user", "content": "hi"}]}}
+    outcomes = []
+    for second in ({**good, "custom_id": "b"}, {**good, "custom_id": "a"}):
+        data = (json.dumps(good) + "\n" + json.dumps(second) + "\n").encode()
+        # What a user does: ask for the upload, send the bytes straight to its url, wait for the check
+        answer = httpx.post(f"{openai_client.base_url}files/uploads", json={
+            "filename": "big.jsonl", "purpose": "batch", "bytes": len(data)},
+            headers={"Authorization": f"Bearer {openai_client.api_key}"}).json()
+        assert answer["status"] == "uploaded", answer
+        sent = httpx.post(answer["upload"]["url"], data=answer["upload"]["fields"], files={"file": data})
+        assert sent.is_success, sent.text
+        outcomes.append(openai_client.files.wait_for_processing(answer["id"], poll_interval=0.2))
+    assert outcomes[0].status == "processed" and outcomes[0].bytes > 0
+    assert outcomes[1].status == "error" and outcomes[1].status_details.startswith("line 2: custom_id 'a'")

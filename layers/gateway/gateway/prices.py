@@ -80,10 +80,11 @@ class Price:
 DEFAULT_BATCH_RATIO = Decimal("0.5")
 
 
-def batch_price(price: Price) -> Price:
-    """The price of a batch's lines: every rate times the model's batch ratio (a line is then
-    priced by `token_cost` as a synchronous request is, rounded up once per line)."""
-    ratio = DEFAULT_BATCH_RATIO if price.batch_ratio is None else price.batch_ratio
+def batch_price(price: Price, default: Decimal = DEFAULT_BATCH_RATIO) -> Price:
+    """The price of a batch's lines: every rate times the model's batch ratio, `default` when it
+    sets none (a line is then priced by `token_cost` as a synchronous request is, rounded up once
+    per line)."""
+    ratio = default if price.batch_ratio is None else price.batch_ratio
     return Price(**{f.name: (None if getattr(price, f.name) is None or f.name == "batch_ratio"
                              else getattr(price, f.name) * ratio) for f in fields(price)})
 

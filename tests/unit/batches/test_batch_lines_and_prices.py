@@ -12,7 +12,7 @@ from gateway.errors import InvalidRequest
 from gateway.prices import SHIPPED, Price, batch_price, parse_option, token_cost
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.batch import FAMILY, line_units
-from gateway.tasks.families.batch.lines import DEFAULT_OUTPUT_TOKENS, MAX_LINES, check_file
+from gateway.tasks.families.batch.lines import DEFAULT_OUTPUT_TOKENS, MAX_LINES, check_file, check_lines, split_lines
 
 CHAT = "/v1/chat/completions"
 
@@ -51,6 +51,17 @@ def test_the_first_broken_line_is_refused_with_its_number_and_code(second, code,
     # Given a good first line, a blank line, then a broken one (line numbers count every line)
     refused = refusal(jsonl(line("a"), "", second, "{also broken"))
     assert (refused.code, refused.message[:len(start)]) == (code, start), refused.message
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 64, 1 << 20])
+def test_a_file_read_in_chunks_is_cut_into_the_same_numbered_lines(size):
+    # A presigned upload's bytes are streamed (api/uploads): whatever the chunks, the same lines
+    data = jsonl(line("a"), "", line("b", max_tokens=5)) + b"\n\n" + jsonl(line("a"))[:-1]
+    chunks = [data[i:i + size] for i in range(0, len(data), size)]
+    assert list(split_lines(chunks)) == data.split(b"\n")
+    with pytest.raises(InvalidRequest) as refused:
+        check_lines(split_lines(chunks))
+    assert refused.value.message == refusal(data).message and refused.value.message.startswith("line 6:")
 
 
 def test_an_empty_file_and_one_past_the_line_limit_are_refused():
@@ -110,3 +121,35 @@ def test_a_batch_prefers_a_chat_channel_and_runs_embeddings_only_there():
     assert FAMILY.usable_channels([anthropic, openai], embed) == [openai]
     with pytest.raises(InvalidRequest, match="no channel that runs embedding batches"):
         FAMILY.usable_channels([anthropic], embed)
+
+
+def test_a_batch_runs_on_the_gateway_only_where_no_channel_of_its_model_has_a_batch_api():
+    from gateway.routing.channel import Channel
+
+    def channel(name: str, protocol: str) -> Channel:
+        return Channel(name=name, protocol=protocol, base_url="https://x", api_key="k", models=frozenset({"*"}))
+
+    from gateway.upstreams.vertex import VertexSite
+
+    openai, azure = channel("o", "chat"), channel("z", "azure")
+    vertex = Channel(name="g", protocol="content", base_url="", api_key="{}", models=frozenset({"*"}),
+                     vertex=VertexSite(project="p", region="us-central1"))
+
+    def new(endpoint: str = CHAT) -> NewTask:
+        return NewTask(family="batch", model="m-small", upstream_request={"endpoint": endpoint}, route="/v1/batches",
+                       quantities=check_file(jsonl(line("a", max_tokens=10))).as_dict())
+
+    # An upstream batch API wins, at the batch price; the channels the gateway would run are left out
+    mixed = new()
+    assert FAMILY.usable_channels([azure, openai, vertex], mixed) == [openai]
+    assert mixed.quantities["self_run"] is False
+    # None has one: the gateway runs it, held (and settled) at the full price unless a ratio is set
+    alone = new()
+    assert FAMILY.usable_channels([azure, vertex], alone) == [vertex, azure]
+    price = SHIPPED["m-small"]
+    assert FAMILY.units_to_hold(alone, price) == token_cost(price, input_tokens=alone.quantities["input_tokens"],
+                                                            output_tokens=10) + 1
+    assert FAMILY.units_to_hold(alone, Price(input_per_million=Decimal("0.5"), output_per_million=Decimal("1.5"),
+                                             batch_ratio=Decimal("0.5"))) == FAMILY.units_to_hold(mixed, price)
+    # Embedding lines: on a chat channel's batch API, or run on an azure channel, never on a Vertex content channel
+    assert FAMILY.usable_channels([vertex, azure], new("/v1/embeddings")) == [azure]

@@ -1,6 +1,6 @@
 """Gemini's batch mode as the batch family reads it: its states, its inline responses matched
 back to the client's custom ids (by the key sent, else by place), an error's Status code as its
-HTTP status, and a Vertex channel left out."""
+HTTP status, and a Vertex channel left out (its batches run on the gateway)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_responses_are_matched_by_key_then_by_place_and_errors_keep_their_status
         {"response": answer("a"), "metadata": {"key": "l1"}}), [], CHAT, "m-small")] == ["l1"]
 
 
-def test_a_vertex_content_channel_never_runs_a_batch():
+def test_a_vertex_content_channel_never_runs_gemini_batch_mode():
     from gateway.upstreams.vertex import VertexSite
 
     api = Channel(name="api", protocol="content", base_url="http://g", api_key="k", models=frozenset({"*"}))
@@ -66,3 +66,6 @@ def test_a_vertex_content_channel_never_runs_a_batch():
     chat = Channel(name="chat", protocol="chat", base_url="http://c", api_key="k", models=frozenset({"*"}))
     request = NewTask(family="batch", model="m-small", upstream_request={"endpoint": CHAT}, route="/v1/batches")
     assert [c.name for c in FAMILY.usable_channels([vertex, api, chat], request)] == ["chat", "api"]
+    # Alone, it runs a batch the way the gateway runs one itself (`local`), at the full price
+    alone = NewTask(family="batch", model="m-small", upstream_request={"endpoint": CHAT}, route="/v1/batches")
+    assert FAMILY.usable_channels([vertex], alone) == [vertex] and alone.quantities["self_run"] is True

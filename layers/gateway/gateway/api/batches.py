@@ -15,11 +15,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.api.files import not_found as file_not_found
+from gateway.api import files
 from gateway.auth import Principal
 from gateway.errors import Conflict, InvalidRequest, NotFound, shown
 from gateway.observability import logger
-from gateway.store.files import FilesStore
 from gateway.store.tasks import Task
 from gateway.tasks import engine, queue
 from gateway.tasks.adapter import TERMINAL
@@ -37,9 +36,10 @@ def create(principal: Principal, body: Any) -> dict[str, Any]:
 
     request = parse_model(BatchCreate, body)
     file_id, endpoint = request.input_file_id, request.endpoint
-    stored = FilesStore().get(principal.user_id, file_id)
-    if stored is None:
-        raise NotFound(file_not_found(file_id).message, param="input_file_id", code="file_not_found")
+    try:
+        stored = files.ready(principal, file_id, param="input_file_id")
+    except NotFound:
+        raise NotFound(files.not_found(file_id).message, param="input_file_id", code="file_not_found") from None
     if stored.purpose != "batch" or not stored.summary:
         raise InvalidRequest(f"input_file_id: file '{file_id}' was not uploaded with purpose batch",
                              param="input_file_id")

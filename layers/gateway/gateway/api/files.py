@@ -6,8 +6,8 @@
   (`tasks/families/batch/lines.check_file`: the first broken line's number in the 400) and its
   summary kept, so a batch holds without reading it again. Every file expires: 30 days after its
   upload by default (OpenAI's default for batch files), `expires_after` from 1 hour to 30 days.
-  A body above what a Lambda request carries is a 413 that says so: the presigned upload for
-  larger files is not done yet.
+  A body above what a Lambda request carries is a 413 that names the presigned upload for larger
+  files (`POST /v1/files/uploads`, `api/uploads`).
 - `GET /v1/files` (`purpose`, `limit` 1..10,000, `order`, `after`), `GET /v1/files/{id}`,
   `GET /v1/files/{id}/content` (a redirect to a short presigned S3 link, as the video content
   routes do), `DELETE /v1/files/{id}`.
@@ -36,7 +36,7 @@ MAX_FILENAME = 255
 def file_object(stored: StoredFile) -> dict[str, Any]:
     return {"id": stored.file_id, "object": "file", "bytes": stored.bytes, "created_at": stored.created_at,
             "filename": stored.filename, "purpose": stored.purpose, "status": stored.status,
-            "expires_at": stored.expires_at, "status_details": None}
+            "expires_at": stored.expires_at, "status_details": stored.status_details}
 
 
 def not_found(file_id: str) -> NotFound:
@@ -44,10 +44,25 @@ def not_found(file_id: str) -> NotFound:
     return NotFound(f"No such File object: {file_id}", param="id", code="file_not_found")
 
 
-def owned(principal: Principal, file_id: str) -> StoredFile:
+def owned(principal: Principal, file_id: str, *, check: bool = True) -> StoredFile:
+    """The caller's file; a presigned upload's checked first if its bytes have arrived (`check`)."""
+    from gateway.api.uploads import arrived
+
     stored = FilesStore().get(principal.user_id, file_id or "")
     if stored is None:
         raise not_found(file_id)
+    return arrived(stored) if check else stored
+
+
+def ready(principal: Principal, file_id: str, param: str = "id") -> StoredFile:
+    """The caller's file with its bytes checked: else a 400 saying where its upload stands."""
+    stored = owned(principal, file_id)
+    if stored.status == "uploaded":
+        raise InvalidRequest(f"file '{file_id}' has not arrived yet: POST it to its upload's url first",
+                             param=param, code="file_not_ready")
+    if stored.status == "error":
+        raise InvalidRequest(f"file '{file_id}' was refused: {stored.status_details}", param=param,
+                             code="file_refused")
     return stored
 
 
@@ -76,8 +91,9 @@ def upload(principal: Principal, event: Mapping[str, Any]) -> dict[str, Any]:
         form = form_from_event(event)
     except PayloadTooLarge as exc:
         raise PayloadTooLarge(
-            f"{exc.message}. POST /v1/files takes files of at most {MAX_REQUEST_BYTES} bytes; a presigned upload "
-            "for larger files is not available yet, so split a larger batch into several files",
+            f"{exc.message}. POST /v1/files takes files of at most {MAX_REQUEST_BYTES} bytes; for a larger "
+            "file, POST /v1/files/uploads {filename, purpose, bytes} and send the file to the presigned "
+            "upload it answers (up to 200 MB)",
             code="file_too_large") from None
     check_text_fields(form.fields)
     unknown = set(form.fields) - {"purpose", "expires_after[anchor]", "expires_after[seconds]"}
@@ -120,11 +136,11 @@ def listing(principal: Principal, params: Mapping[str, Any] | None) -> dict[str,
 
 def delete(principal: Principal, file_id: str) -> dict[str, Any]:
     """DELETE /v1/files/{id}."""
-    stored = owned(principal, file_id)
+    stored = owned(principal, file_id, check=False)
     FilesStore().delete(stored)
     return {"id": stored.file_id, "object": "file", "deleted": True}
 
 
 def content_link(principal: Principal, file_id: str) -> str:
     """GET /v1/files/{id}/content: where the bytes are (a presigned link of a few minutes)."""
-    return FilesStore().presigned(owned(principal, file_id))
+    return FilesStore().presigned(ready(principal, file_id))

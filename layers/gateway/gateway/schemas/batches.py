@@ -26,3 +26,25 @@ class BatchCreate(StrictBody):
         if value is not None and len(value) > MAX_METADATA_PAIRS:
             raise ValueError(f"at most {MAX_METADATA_PAIRS} pairs")
         return value
+
+
+#: The largest file a presigned upload takes: a batch input file's limit (OpenAI's 200 MB).
+MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+
+
+class UploadExpiry(StrictBody):
+    anchor: Literal["created_at"]
+    seconds: Annotated[int, Field(ge=3600, le=30 * 24 * 3600, strict=True)]
+
+
+class FileUploadCreate(StrictBody):
+    """`POST /v1/files/uploads`: the fields of OpenAI's `uploads.create` (`upload_create_params.py`)
+    for one presigned form POST of the whole file instead of parts."""
+
+    filename: Annotated[StrictStr, Field(min_length=1, max_length=255)]
+    purpose: Literal["batch", "user_data"]
+    bytes: Annotated[int, Field(ge=1, le=MAX_UPLOAD_BYTES, strict=True,
+                                description="the file's exact size: the upload takes this many bytes and no other")]
+    mime_type: Annotated[StrictStr, Field(min_length=1, max_length=255,
+                                          pattern=r"^[\w.+-]+/[\w.+-]+$")] = "application/jsonl"
+    expires_after: UploadExpiry | None = None

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gateway.settings import get_settings
-from gateway.store.aws import client, from_item, to_item, to_values
+from gateway.store.aws import client, from_item, is_condition_failure, to_item, to_values
 from gateway.store.table import AccountsTable
 
 #: How long a presigned link to a file's bytes serves: the client follows it at once (a redirect).
@@ -48,6 +49,10 @@ class StoredFile:
     status: str = "processed"
     #: A batch input file's summary (`tasks/families/batch/lines.FileSummary` as a dict).
     summary: dict[str, Any] = field(default_factory=dict)
+    #: Why a presigned upload was refused (`status` "error"; OpenAI's FileObject field).
+    status_details: str | None = None
+    #: Until when a presigned upload's link takes the bytes (`status` "uploaded": `api/uploads`).
+    upload_until: int | None = None
 
     @property
     def key(self) -> str:
@@ -63,7 +68,9 @@ class StoredFile:
         return cls(file_id=item["sk"], owner_id=str(item["pk"]).removeprefix("FILES#"), filename=item["filename"],
                    bytes=int(item["bytes"]), purpose=item["purpose"], created_at=int(item["created_at"]),
                    expires_at=int(item["expires_at"]) if item.get("expires_at") is not None else None,
-                   status=item.get("status") or "processed", summary=dict(item.get("summary") or {}))
+                   status=item.get("status") or "processed", summary=dict(item.get("summary") or {}),
+                   status_details=item.get("status_details"),
+                   upload_until=int(item["upload_until"]) if item.get("upload_until") is not None else None)
 
 
 class FilesStore(AccountsTable):
@@ -122,6 +129,51 @@ class FilesStore(AccountsTable):
             if not start:
                 return found, False
 
+    def record(self, stored: StoredFile) -> None:
+        """A presigned upload's record, before its bytes (`status` "uploaded")."""
+        self._db.put_item(TableName=self.table, Item=to_item(stored.item()))
+
+    def settle_upload(self, stored: StoredFile) -> bool:
+        """A presigned upload's outcome (`stored`: processed or error), written once: False when
+        another request wrote it first (or the file was deleted meanwhile)."""
+        try:
+            self._db.put_item(TableName=self.table, Item=to_item(stored.item()),
+                              ConditionExpression="#s = :uploaded", ExpressionAttributeNames={"#s": "status"},
+                              ExpressionAttributeValues=to_values({":uploaded": "uploaded"}))
+        except Exception as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def presigned_post(self, stored: StoredFile, media_type: str, seconds: int) -> dict[str, Any]:
+        """A form POST straight to the file's key (S3's POST policy): exactly `stored.bytes` bytes
+        (`content-length-range`), this key only, encrypted at rest, until `seconds` from now."""
+        fields = {"Content-Type": media_type, "x-amz-server-side-encryption": "AES256"}
+        return client("s3").generate_presigned_post(
+            Bucket=self.bucket, Key=stored.key, Fields=fields, ExpiresIn=seconds,
+            Conditions=[{"Content-Type": media_type}, {"x-amz-server-side-encryption": "AES256"},
+                        ["content-length-range", stored.bytes, stored.bytes]])
+
+    def size(self, stored: StoredFile) -> int | None:
+        """The size of the file's bytes, None while none are there."""
+        s3 = client("s3")
+        try:
+            return int(s3.head_object(Bucket=self.bucket, Key=stored.key)["ContentLength"])
+        except Exception as exc:
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+
+    def chunks(self, stored: StoredFile, size: int = 1 << 20) -> Iterator[bytes]:
+        """The file's bytes, a chunk at a time (a file too large to hold at once)."""
+        body = client("s3").get_object(Bucket=self.bucket, Key=stored.key)["Body"]
+        try:
+            while chunk := body.read(size):
+                yield chunk
+        finally:
+            body.close()
+
     def read(self, stored: StoredFile) -> bytes:
         return client("s3").get_object(Bucket=self.bucket, Key=stored.key)["Body"].read()
 
@@ -133,4 +185,7 @@ class FilesStore(AccountsTable):
         """The record first (the file is gone for its owner at once), then the bytes."""
         self._db.delete_item(TableName=self.table, Key=to_item({"pk": files_pk(stored.owner_id),
                                                                 "sk": stored.file_id}))
+        self.delete_bytes(stored)
+
+    def delete_bytes(self, stored: StoredFile) -> None:
         client("s3").delete_object(Bucket=self.bucket, Key=stored.key)

@@ -13,7 +13,8 @@
   task terminal but open, and the next poll message or the sweeper finishes it: exactly one
   settlement or refund, however many messages or crashes.
 - `sweep` (the schedule): re-enqueues open tasks whose poll is overdue (a lost message must not
-  lose a task), fails and refunds tasks older than the maximum age, finishes half-finished ones.
+  lose a task), fails and refunds tasks older than the maximum age (unless their family collects
+  what was done: `TaskFamily.timed_out`), finishes half-finished ones.
 
 Queries read the task store only; nothing on a client's path calls the upstream but submit.
 Everything a family decides (its prices, its upstream, its statuses, its answers) comes from its
@@ -420,8 +421,9 @@ def sweep(*, now: float | None = None) -> dict[str, int]:
                 counts["finished"] += 1
             elif now - task.created_at > (max_age := family_of(task.family).max_age_seconds
                                           or settings.task_max_age_seconds):
-                outcome = record(task, _failed(f"the task did not finish within {int(max_age)} seconds",
-                                               "timed_out"), now=now)
+                snapshot = _timed_out(task) or _failed(f"the task did not finish within {int(max_age)} seconds",
+                                                       "timed_out")
+                outcome = record(task, snapshot, now=now)
                 counts["timed_out" if outcome == "finished" else "stale"] += 1
             elif tasks().update(task, {"next_poll_at": int(now + settings.task_sweep_grace_seconds)}) is None:
                 counts["stale"] += 1  # the index copy was behind: the task moved meanwhile
@@ -433,6 +435,16 @@ def sweep(*, now: float | None = None) -> dict[str, int]:
     if any(counts.values()):
         logger.info("sweep", extra=counts)
     return counts
+
+
+def _timed_out(task: Task) -> TaskSnapshot | None:
+    """The family's own ending of a task past its age (a terminal snapshot), or None."""
+    try:
+        snapshot = family_of(task.family).timed_out(task)
+    except Exception:
+        logger.exception("a timed-out task's family could not end it; it is failed", extra={"task_id": task.task_id})
+        return None
+    return snapshot if snapshot is not None and snapshot.terminal else None
 
 
 def owned_task(principal: Principal, task_id: str) -> Task:

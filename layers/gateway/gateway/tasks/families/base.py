@@ -150,6 +150,11 @@ class TaskFamily:
     def settlement_detail(self, task: Task) -> dict[str, Any]:
         return {self.result_noun: len(task.result_urls)}
 
+    def timed_out(self, task: Task) -> TaskSnapshot | None:
+        """What an unfinished task past `max_age_seconds` ends as, for a family that can still
+        collect what was done (a batch's completed lines); None: failed and refunded."""
+        return None
+
     # --- the upstream --------------------------------------------------------------------------
 
     def usable_channels(self, channels: list[Channel], request: NewTask) -> list[Channel]:

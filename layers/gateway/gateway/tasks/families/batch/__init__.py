@@ -3,7 +3,9 @@
 A batch is a task (its id `batch_...` is its reservation's): submit holds the whole input file
 at the batch price (`prices.batch_price`) and hands the lines to the channel's upstream batch
 API (a `chat` channel's OpenAI Batch API, `openai.py`; a `messages` channel's Message Batches,
-`anthropic.py`; a `content` channel's Gemini batch mode, `gemini.py`; see `APIS`); the poller
+`anthropic.py`; a `content` channel's Gemini batch mode, `gemini.py`; see `APIS`), or, on a
+protocol without one, to the gateway itself (`local.py`: the poller runs the lines, paced, at
+the full price unless the operator sets a batch price); the poller
 asks the upstream until it ends, then collects its results into the gateway's own output and
 error files (`store/files`, ids of the gateway's own, OpenAI's `{id, custom_id, response:
 {status_code, request_id, body}, error}` lines) and records the terminal batch with each
@@ -17,20 +19,22 @@ Queries read the task store only: retrieving a batch never calls the upstream no
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gateway.errors import InvalidRequest
 from gateway.formats.usage import Usage, usage_from_chat, usage_from_responses
-from gateway.prices import Price, batch_price, token_cost
+from gateway.prices import DEFAULT_BATCH_RATIO, Price, batch_price, token_cost
 from gateway.routing.channel import Channel
 from gateway.store.files import FilesStore, StoredFile
 from gateway.store.tasks import Task
-from gateway.tasks.adapter import Accepted, Sender, TaskAdapter, TaskSnapshot
+from gateway.tasks.adapter import TERMINAL, Accepted, Sender, TaskAdapter, TaskSnapshot
 from gateway.tasks.families.base import TaskFamily
-from gateway.tasks.families.batch import anthropic, gemini, openai
+from gateway.tasks.families.batch import anthropic, gemini, local, openai
 from gateway.tasks.families.batch.lines import FileSummary, read_lines
 from gateway.upstreams.errors import UpstreamError
 
@@ -57,11 +61,11 @@ def line_usage(url: str, body: Mapping[str, Any]) -> Usage:
     return usage_from_responses(usage) if url == "/v1/responses" else usage_from_chat(usage)
 
 
-def line_units(price: Price, url: str, body: Mapping[str, Any]) -> int:
-    """One answered line's price at the batch price: its usage priced as a synchronous request's,
-    rounded up to a whole unit once, for this line."""
+def line_units(price: Price, url: str, body: Mapping[str, Any], ratio: Decimal = DEFAULT_BATCH_RATIO) -> int:
+    """One answered line's price at the batch price (`ratio` when the model sets none): its usage
+    priced as a synchronous request's, rounded up to a whole unit once, for this line."""
     usage = line_usage(url, body)
-    return token_cost(batch_price(price), input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+    return token_cost(batch_price(price, ratio), input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                       cached_input_tokens=usage.cached_input_tokens,
                       cache_write_tokens=usage.cache_creation_input_tokens,
                       cache_write_1h_tokens=usage.cache_creation_1h_input_tokens)
@@ -91,7 +95,9 @@ class BatchFamily(TaskFamily):
 
     @property
     def protocols(self) -> tuple[str, ...]:
-        return tuple(APIS)
+        # The protocols with an upstream batch API first (`APIS`); then every other text protocol,
+        # whose batches the gateway runs itself (`local`).
+        return (*APIS, *(protocol for protocol in local.SPOKEN if protocol not in APIS))
 
     # --- money ---------------------------------------------------------------------------------
 
@@ -99,7 +105,8 @@ class BatchFamily(TaskFamily):
         """Every line at its worst case at the batch price, plus a unit a line: each line is
         rounded up on its own at settlement (`line_units`), which the sum's one rounding is not."""
         summary = FileSummary.of(request.quantities)
-        return token_cost(batch_price(price), input_tokens=summary.input_tokens,
+        ratio = local.SELF_RUN_RATIO if request.quantities.get("self_run") else DEFAULT_BATCH_RATIO
+        return token_cost(batch_price(price, ratio), input_tokens=summary.input_tokens,
                           output_tokens=summary.output_tokens) + summary.lines
 
     def settles(self, task: Task) -> bool:
@@ -117,9 +124,29 @@ class BatchFamily(TaskFamily):
                 "input_tokens": int(usage.get("input_tokens") or 0),
                 "output_tokens": int(usage.get("output_tokens") or 0), "price": "batch"}
 
+    def timed_out(self, task: Task) -> TaskSnapshot | None:
+        """A batch past its maximum age is collected, not refunded: a batch the gateway runs ends
+        `expired` with the lines that ran billed; an upstream's batch is asked once more and
+        collected if it has ended (its own window is 24 h), else cancelled there and refunded."""
+        from gateway.routing.channels import get_catalog
+        from gateway.routing.outbound import sync_client
+
+        channel = get_catalog().named(task.channel)
+        if channel is None:
+            return None
+        if _api(channel) is local:
+            return self._collect(sync_client, channel, task, local.state(task), "expired")
+        snapshot = self._poll(sync_client, channel, task)
+        if snapshot.terminal:
+            return snapshot
+        _api(channel).cancel(sync_client, channel, task.upstream_task_id)
+        return None
+
     # --- the upstream --------------------------------------------------------------------------
 
     def submit_upstream(self, http: Sender, channel: Channel, upstream_model: str, request: NewTask) -> Accepted:
+        if _api(channel) is local:  # nothing to send: the poller runs the lines
+            return Accepted(upstream_task_id=local.UPSTREAM_TASK_ID, details=local.started())
         stored = _input_file(request.upstream_request)
         batch_id, file_id = _api(channel).submit(http, channel, upstream_model, FilesStore().read(stored),
                                                  request.upstream_request["endpoint"])
@@ -129,15 +156,19 @@ class BatchFamily(TaskFamily):
     def usable_channels(self, channels: list[Channel], request: NewTask) -> list[Channel]:
         """A `chat` channel first, then `messages`, then `content` (each in the catalog's order): a
         line then runs on the dialect it was written in wherever a channel allows; embeddings only
-        on `chat`."""
-        # Vertex AI's batch prediction reads Cloud Storage or BigQuery, never inline requests.
-        channels = [channel for channel in channels if not (channel.protocol == "content" and channel.vertex)]
+        on `chat`, or on an `azure` channel the gateway runs them on. The channels the gateway runs
+        a batch on itself (`local`) only when no channel of the model has a batch API."""
         if request.upstream_request.get("endpoint") == "/v1/embeddings":
-            channels = [channel for channel in channels if channel.protocol == "chat"]
+            channels = [channel for channel in channels if channel.protocol == "chat" or (
+                _api(channel) is local and channel.protocol in local.EMBEDDING_PROTOCOLS)]
             if not channels:
                 raise InvalidRequest(f"no channel that runs embedding batches serves '{request.model}'",
                                      param="input_file_id", code="model_not_batchable")
-        return sorted(channels, key=lambda channel: self.protocols.index(channel.protocol))
+        channels = sorted(channels, key=lambda channel: self.protocols.index(channel.protocol))
+        # On the gateway only when no channel of the model has a batch API: the hold's price
+        # (half, or the full price, by default) is then the price the lines are settled at.
+        request.quantities["self_run"] = self_run = bool(channels) and _api(channels[0]) is local
+        return [channel for channel in channels if (_api(channel) is local) == self_run]
 
     def adapter_for(self, channel: Channel) -> TaskAdapter:
         return _api(channel).ADAPTER
@@ -153,6 +184,8 @@ class BatchFamily(TaskFamily):
         return found
 
     def _poll(self, http: Sender, channel: Channel, task: Task) -> TaskSnapshot:
+        if _api(channel) is local:
+            return self._run(http, channel, task)
         details: dict[str, Any] = {}
         if task.details.get("cancel_requested") and not task.details.get("cancel_sent"):
             _api(channel).cancel(http, channel, task.upstream_task_id)
@@ -175,6 +208,20 @@ class BatchFamily(TaskFamily):
         return TaskSnapshot(status="in_progress", upstream_status=word, progress=None, result_urls=[], error=None,
                             duration=None, raw={}, details=details)
 
+    def _run(self, http: Sender, channel: Channel, task: Task) -> TaskSnapshot:
+        """A batch the gateway runs: its next lines, or, once all have run (or it is cancelled or
+        past its window), its collection."""
+        if task.details.get("cancel_requested"):
+            return self._collect(http, channel, task, local.state(task), "cancelled")
+        if time.time() >= task.created_at + COMPLETION_WINDOW_SECONDS:
+            return self._collect(http, channel, task, local.state(task), "expired")
+        details, done = local.run_chunk(channel, task)
+        if done:
+            ran = dataclasses.replace(task, details={**task.details, **details})
+            return self._collect(http, channel, ran, local.state(ran), "completed")
+        return TaskSnapshot(status="in_progress", upstream_status="in_progress", progress=None, result_urls=[],
+                            error=None, duration=None, raw={}, details=details)
+
     def _collect(self, http: Sender, channel: Channel, task: Task, batch: dict[str, Any],
                  word: str) -> TaskSnapshot:
         """The ended upstream batch's lines, as the gateway's own output and error files."""
@@ -184,6 +231,7 @@ class BatchFamily(TaskFamily):
         found = _api(channel).collect(http, channel, batch, lines, url, task.model)
         by_custom_id = {line["custom_id"]: line for line in found}
         price = Price.of(task.price or {})
+        ratio = local.SELF_RUN_RATIO if task.upstream_task_id == local.UPSTREAM_TASK_ID else DEFAULT_BATCH_RATIO
         outputs: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
         units = completed = 0
@@ -208,7 +256,7 @@ class BatchFamily(TaskFamily):
                           "error": None}
                 if 200 <= status < 300:
                     completed += 1
-                    units += line_units(price, url, body)
+                    units += line_units(price, url, body, ratio)
                     counted = line_usage(url, body)
                     usage["input_tokens"] += counted.input_tokens
                     usage["output_tokens"] += counted.output_tokens
@@ -245,7 +293,9 @@ class BatchFamily(TaskFamily):
 
     def public_status(self, task: Task) -> str:
         word = task.details.get("batch_status")
-        return str(word) if word else super().public_status(task)
+        if word and not (task.status in TERMINAL and word in RUNNING):  # (a batch failed past its age)
+            return str(word)
+        return super().public_status(task)
 
     def submit_answer(self, task: Task) -> dict[str, Any]:
         return self.query_answer(task)
@@ -289,8 +339,11 @@ APIS: Mapping[str, Any] = {"chat": openai, "messages": anthropic, "content": gem
 
 
 def _api(channel: Channel) -> Any:
-    """The upstream batch API of the channel's protocol."""
-    return APIS[channel.protocol]
+    """The upstream batch API of the channel's protocol, or the gateway's own runner (a protocol
+    without one; Vertex AI, whose batch prediction reads Cloud Storage or BigQuery only)."""
+    if channel.protocol == "content" and channel.vertex:
+        return local
+    return APIS.get(channel.protocol, local)
 
 
 def _input_file(request: Mapping[str, Any]) -> StoredFile:

@@ -13,7 +13,7 @@ number (`line N: ...`) and a code (llama-stack's reference implementation's wher
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -108,10 +108,26 @@ def check_file(data: bytes) -> FileSummary:
     if len(data) > MAX_FILE_BYTES:
         raise InvalidRequest(f"a batch input file is at most {MAX_FILE_BYTES} bytes (got {len(data)})",
                              param="file", code="file_too_large")
+    return check_lines(data.split(b"\n"))
+
+
+def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """A file read in chunks (a presigned upload's object, streamed), cut at each newline as
+    `check_file` cuts it, so a line's number is the same either way."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *whole, pending = pending.split(b"\n")
+        yield from whole
+    yield pending
+
+
+def check_lines(raw_lines: Iterable[bytes]) -> FileSummary:
+    """`check_file` on a file's lines (without their newlines)."""
     seen: set[str] = set()
     url = model = None
     input_tokens = output_tokens = 0
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    for number, raw in enumerate(raw_lines, start=1):
         if not raw.strip():
             continue
         if len(seen) == MAX_LINES:
