@@ -556,6 +556,25 @@ def test_a_refund_of_what_was_spent_is_owed_and_holds_the_account_at_zero_until_
     assert owed(accounts, payer) == 0 and quota(accounts, payer) == 2_500_000 - 1_500_000 + 10
 
 
+def test_what_is_owed_is_shown_to_the_user_and_the_operator(payments_on, payer, accounts, account_fn,
+                                                            lambda_context):
+    def read(path, token, user_id):
+        answer = account_fn.lambda_handler(api_event("GET", path, headers={
+            "Authorization": token, "X-Api-User": str(user_id)}), lambda_context)
+        return json.loads(answer["body"])["data"]
+
+    me = read("/api/user/self", "ann-access-token", payer)
+    assert me["owed_quota"] == 0 and list(me).index("owed_quota") == list(me).index("quota") + 1
+    _, intent = paid_order(payments_on, payer, accounts, amount=2)
+    spend(accounts, payer, 600_000)
+    stripe_post(payments_on, "/v1/refunds", payment_intent=intent)  # 1 M taken back, 0.4 M held: 0.6 M owed
+    me = read("/api/user/self", "ann-access-token", payer)
+    assert (me["quota"], me["owed_quota"]) == (0, 600_000)
+    users = read("/api/admin/users", "Bearer demo-access-token", 1)["items"]
+    assert [(u["quota"], u["owed_quota"]) for u in users if u["id"] == payer] == [(0, 600_000)]
+    assert {u["owed_quota"] for u in users if u["id"] != payer} == {0}
+
+
 def test_a_credit_landing_while_a_refund_takes_more_than_the_quota_is_never_left_beside_the_debt(
         payments_on, payer, accounts):
     """The refund reads 0.5 M of quota for 2.5 M to take back; a code's credit of 1 M lands before its
