@@ -139,7 +139,7 @@ export function Users({ reload }) {
               <tr key={user.id}>
                 <td>{user.id}</td><td class="name">{user.username}</td><td>{roleName(user.role)}</td>
                 <td>{user.status === 1 ? "enabled" : "disabled"}</td>
-                <td>{usd(user.quota)}</td><td>{usd(user.used_quota)}</td><td>{user.request_count}</td>
+                <td>{usd(user.quota)}{user.owed_quota > 0 && <span class="owed">{` (owes ${usd(user.owed_quota)})`}</span>}</td><td>{usd(user.used_quota)}</td><td>{user.request_count}</td>
                 <td><div class="actions">
                   <AddQuota user={user} onDone={refresh} />
                   <SetLimits user={user} onDone={refresh} />

@@ -53,6 +53,8 @@ export function Dashboard({ me }) {
       <Notice />
       <dl class="cards">
         <div><dt>Balance</dt><dd>{usd(me.quota)}</dd><dd class="units">{me.quota.toLocaleString("en-US")} units</dd></div>
+        {me.owed_quota > 0 && <div class="owed"><dt>Owed</dt><dd>{usd(me.owed_quota)}</dd>
+          <dd class="units">a refund took back what was spent: repaid from your next top-up; no requests until then</dd></div>}
         <div><dt>Used</dt><dd>{usd(me.used_quota)}</dd></div>
         <div><dt>Requests</dt><dd>{(me.request_count || 0).toLocaleString("en-US")}</dd></div>
         <div><dt>Budget</dt><dd>{me.budget_usd ? `$${me.budget_usd}` : "none"}</dd>

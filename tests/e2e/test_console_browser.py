@@ -236,8 +236,19 @@ def test_errors_appear_next_to_their_field_and_sign_out_ends_the_session(site, c
     assert models.get_attribute("aria-invalid") == "true"
     assert models.get_attribute("aria-describedby") == error.get_attribute("id")
 
+    # Signing out (POST /api/user/logout) ends the session itself: a reload, another tab and the
+    # cookie kept aside all meet the sign-in form or a 401.
+    other_tab = page.context.new_page()
+    other_tab.goto(f"{site.url}/console/")
+    other_tab.get_by_role("button", name="Sign out").wait_for()
     page.get_by_role("button", name="Sign out").click()
     page.get_by_role("button", name="Sign in").wait_for()
+    page.reload()
+    page.get_by_role("form", name="Sign in").wait_for()
+    other_tab.reload()
+    other_tab.get_by_role("form", name="Sign in").wait_for()
+    assert other_tab.get_by_role("button", name="Sign out").count() == 0
+    other_tab.close()
     answer = httpx.get(f"{site.url}/api/user/self", headers={
         "Cookie": f"gateway_session={cookie['value']}", "X-Api-User": str(site.ann_id)})
     assert answer.status_code == 401

@@ -174,6 +174,8 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     # Then 5 USD by card: Stripe Checkout's page (the local simulator), its Pay button, and back.
     pay.get_by_label("Amount (USD of quota)").fill("5")
     pay.get_by_role("button", name="Pay by card").click()
+    page.get_by_role("button", name="Pay $5.00").wait_for()
+    checkout = page.url.split("?")[0]  # Stripe's page: <simulator>/pay/<session id>
     page.get_by_role("button", name="Pay $5.00").click()
     page.wait_for_url(re.compile(r"/console/\?topup=success&order=ord_"))
     returned = page.get_by_role("region", name="Your payment").get_by_role("status")
@@ -225,6 +227,44 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     assert len(password) >= 12
     sign_in(page, site.url, "nia", password)
     assert fits(page, PHONE)
+
+    # nia spends most of the balance (the operator prices m-small's answer at 1 USD a token, 6 tokens
+    # at most), then the card payment is refunded: what was spent of it is owed, shown in dollars on
+    # her Dashboard and beside her balance on the operator's Users page.
+    def model_price(value: dict) -> None:
+        answer = httpx.put(f"{site.url}/api/option/", headers=OPERATOR, timeout=30,
+                           json={"key": "ModelPrice", "value": json.dumps(value)})
+        assert answer.json()["success"], answer.text
+
+    def nia_now() -> dict:
+        users = httpx.get(f"{site.url}/api/admin/users", headers=OPERATOR, timeout=30).json()["data"]["items"]
+        return next(u for u in users if u["username"] == "nia")
+
+    model_price({"m-small": {"input_per_million": "0", "output_per_million": "1000000"}})
+    with openai.OpenAI(api_key=key, base_url=f"{site.url}/v1", max_retries=0, timeout=60) as sdk:
+        for _ in range(4):  # each holds at most 3 USD: until less than the 5 USD to refund is left
+            if nia_now()["quota"] < 4 * UNITS_PER_USD:
+                break
+            sdk.chat.completions.create(model="m-small", max_tokens=3,
+                                        messages=[{"role": "user", "content": "Tell me a long story about a boat."}])
+    model_price({})
+    stripe_base, session_id = checkout.rsplit("/pay/", 1)
+    stripe_key = {"Authorization": "Bearer sk_test_local"}
+    intent = httpx.get(f"{stripe_base}/v1/checkout/sessions/{session_id}", headers=stripe_key,
+                       timeout=30).json()["payment_intent"]
+    refunded = httpx.post(f"{stripe_base}/v1/refunds", data={"payment_intent": intent}, headers=stripe_key, timeout=60)
+    assert refunded.status_code == 200, refunded.text
+    nia = nia_now()
+    assert nia["owed_quota"] > 0, nia  # (her balance still shows what the open quota lease holds)
+    owed = f"${nia['owed_quota'] / UNITS_PER_USD:,.2f}"
+    page.reload()
+    wait_for_card(page, "Owed", owed)
+    owed_card = page.get_by_role("term").filter(has_text=re.compile("^Owed$")).locator("xpath=..")
+    assert "repaid from your next top-up" in owed_card.inner_text()
+    assert fits(page, PHONE)
+    go_to(operator, "Users")
+    row = operator.get_by_role("table", name="Users").get_by_role("row").filter(has_text="nia")
+    row.filter(has_text=f"owes {owed}").wait_for()
     context.close()
 
 

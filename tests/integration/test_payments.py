@@ -556,6 +556,47 @@ def test_a_refund_of_what_was_spent_is_owed_and_holds_the_account_at_zero_until_
     assert owed(accounts, payer) == 0 and quota(accounts, payer) == 2_500_000 - 1_500_000 + 10
 
 
+def test_what_is_owed_is_shown_to_the_user_and_the_operator(payments_on, payer, accounts, account_fn,
+                                                            lambda_context):
+    def read(path, token, user_id):
+        answer = account_fn.lambda_handler(api_event("GET", path, headers={
+            "Authorization": token, "X-Api-User": str(user_id)}), lambda_context)
+        return json.loads(answer["body"])["data"]
+
+    me = read("/api/user/self", "ann-access-token", payer)
+    assert me["owed_quota"] == 0 and list(me).index("owed_quota") == list(me).index("quota") + 1
+    _, intent = paid_order(payments_on, payer, accounts, amount=2)
+    spend(accounts, payer, 600_000)
+    stripe_post(payments_on, "/v1/refunds", payment_intent=intent)  # 1 M taken back, 0.4 M held: 0.6 M owed
+    me = read("/api/user/self", "ann-access-token", payer)
+    assert (me["quota"], me["owed_quota"]) == (0, 600_000)
+    users = read("/api/admin/users", "Bearer demo-access-token", 1)["items"]
+    assert [(u["quota"], u["owed_quota"]) for u in users if u["id"] == payer] == [(0, 600_000)]
+    assert {u["owed_quota"] for u in users if u["id"] != payer} == {0}
+
+
+def test_a_credit_landing_while_a_refund_takes_more_than_the_quota_is_never_left_beside_the_debt(
+        payments_on, payer, accounts):
+    """The refund reads 0.5 M of quota for 2.5 M to take back; a code's credit of 1 M lands before its
+    write: the refund reads again and takes all 1.5 M, owing 1 M, not 0.5 M beside a debt of 2 M."""
+    order, _ = paid_order(payments_on, payer, accounts, amount=5)
+    spend(accounts, payer, 2_000_000)
+
+    class CreditLands:
+        landed = False
+
+        def raw_user(self, user_id, consistent=False):
+            profile = accounts.users.raw_user(user_id, consistent=consistent)
+            if not self.landed:
+                self.landed = True
+                credits.apply(credits.Credit(credit_id="code-between", user_id=user_id, units=1_000_000,
+                                             route="redemption"), [])
+            return profile
+
+    assert reversals.apply(order["trade_no"], refunded_cents=500, accounts=CreditLands()) == 2_500_000
+    assert (quota(accounts, payer), owed(accounts, payer)) == (0, 1_000_000)
+
+
 def test_a_dispute_freezes_the_credit_until_it_closes(payments_on, payer, accounts, commerce_fn):
     _, won = paid_order(payments_on, payer, accounts, amount=2)
     _, lost = paid_order(payments_on, payer, accounts, amount=3)
@@ -607,50 +648,92 @@ def test_a_reversal_before_its_payment_is_credited_is_refused_until_it_is(paymen
     assert quota(accounts, payer) == 0
 
 
-@pytest.mark.parametrize("seed", [5, 17])
-def test_randomized_credits_refunds_and_disputes_leave_each_orders_net_credit_exact(
-        payments_on, payer, accounts, commerce_fn, seed, monkeypatch):
-    """Orders paid, partly or wholly refunded (several refunds each), disputed (won or lost); every
-    event delivered one to four times, shuffled over four threads, a credit in five applied then
-    crashed, a reversal refused until its payment is credited and delivered again later, as Stripe
-    does: each order ends with exactly its net credit, and the account with their sum."""
-    rng = random.Random(seed)
-    orders = [start(payer, accounts, amount=rng.randint(1, 9)) for _ in range(10)]
-    deliveries, expected = [], 0
-    for o in orders:
-        intent = f"pi_{o['trade_no']}"
-        session = dict(stripe_sim.SESSIONS[o["session_id"]], status="complete", payment_status="paid",
-                       payment_intent=intent)
-        deliveries += [("checkout.session.completed", session)] * rng.randint(1, 3)
-        cents = int(o["money"] * 100)
-        refunded = 0
-        for _ in range(rng.choice([0, 0, 1, 2, 3])):
-            refunded = rng.randint(refunded, cents)
-            charge = {"id": f"ch_{o['trade_no']}", "object": "charge", "payment_intent": intent, "amount": cents,
-                      "amount_refunded": refunded}
-            deliveries += [("charge.refunded", charge)] * rng.randint(1, 3)
-        dispute = ""
-        if rng.random() < 0.4:
-            dispute = rng.choice(["open", "won", "lost"])
-            opened = {"id": f"dp_{o['trade_no']}", "object": "dispute", "payment_intent": intent, "amount": cents,
-                      "status": "needs_response"}
-            deliveries += [("charge.dispute.created", opened)] * rng.randint(1, 2)
-            if dispute != "open":
-                deliveries += [("charge.dispute.closed", dict(opened, status=dispute))] * rng.randint(1, 2)
-        net = o["quota"] - reversals.units_taken({"units": o["quota"], "money_cents": cents}, refunded, dispute)
-        o["net"] = net
-        expected += net
-    rng.shuffle(deliveries)
-    real, lock = credits.apply, threading.Lock()
+def ledger_entries(user_id: int, credit_id: str) -> list[int]:
+    """The units of each log entry stored under one credit's id (a credit or a reversal)."""
+    from gateway.store.table import AccountsTable
+    from gateway.store.usage import ledger_pk
 
-    def sometimes_crash(credit, claims, now=None):
-        real(credit, claims, now)
+    table = AccountsTable()
+    items = table._query_all({"TableName": table.table, "KeyConditionExpression": "pk = :pk",
+                              "ExpressionAttributeValues": {":pk": {"S": ledger_pk(user_id, credit_id)}},
+                              "ConsistentRead": True})
+    return [int(item["credited_units"]) for item in items if item.get("request_id") == credit_id]
+
+
+def order_events(rng, o, takes_back):
+    """One paid order's Stripe events, each repeated as Stripe may deliver it: its credit, then its
+    refunds (cumulative) and dispute; and its net credit. `takes_back`: it refunds something."""
+    intent = f"pi_{o['trade_no']}"
+    session = dict(stripe_sim.SESSIONS[o["session_id"]], status="complete", payment_status="paid",
+                   payment_intent=intent)
+    credit = [("checkout.session.completed", session)] * rng.randint(1, 3)
+    reversing = []
+    cents = int(o["money"] * 100)
+    refunded = 0
+    for _ in range(rng.choice([1, 2, 3] if takes_back else [0, 0, 1, 2, 3])):
+        refunded = rng.randint(max(refunded, 1 if takes_back else 0), cents)
+        charge = {"id": f"ch_{o['trade_no']}", "object": "charge", "payment_intent": intent, "amount": cents,
+                  "amount_refunded": refunded}
+        reversing += [("charge.refunded", charge)] * rng.randint(1, 3)
+    dispute = ""
+    if rng.random() < 0.4:
+        dispute = rng.choice(["open", "won", "lost"])
+        opened = {"id": f"dp_{o['trade_no']}", "object": "dispute", "payment_intent": intent, "amount": cents,
+                  "status": "needs_response"}
+        reversing += [("charge.dispute.created", opened)] * rng.randint(1, 2)
+        if dispute != "open":
+            reversing += [("charge.dispute.closed", dict(opened, status=dispute))] * rng.randint(1, 2)
+    net = o["quota"] - reversals.units_taken({"units": o["quota"], "money_cents": cents}, refunded, dispute)
+    return credit, reversing, net
+
+
+def crashing(real, rng, lock):
+    """`real`, applied then crashed one time in five (the answer lost: Stripe delivers it again)."""
+    def sometimes_crash(*args, **kwargs):
+        answer = real(*args, **kwargs)
         with lock:
             crash = rng.random() < 0.2
         if crash:
             raise RuntimeError("died after the transaction")
+        return answer
+    return sometimes_crash
 
-    monkeypatch.setattr(credits, "apply", sometimes_crash)
+
+@pytest.mark.parametrize("seed", [5, 17])
+def test_randomized_credits_refunds_disputes_and_spending_leave_each_orders_net_credit_exact(
+        payments_on, payer, accounts, commerce_fn, seed, monkeypatch):
+    """Orders paid, partly or wholly refunded (several refunds each), disputed (won, lost or still
+    open); every event delivered one to three times, shuffled over four threads (instances), a credit
+    and a reversal in five applied then crashed (the answer lost: Stripe delivers it again), a
+    reversal refused until its payment is credited and delivered again later, as Stripe does, while
+    a fifth thread spends the quota as requests' holds do. Then the account is spent to zero and the
+    held-back reversals of three orders arrive the same way: what they take was spent, so it is owed.
+    Each order ends with exactly its net credit and one log entry per effect; the quota is never seen
+    negative nor beside a debt; the account holds the net credits less what was spent, as quota
+    when that is positive and as owed quota when it is not."""
+    from gateway.settings import get_settings
+    from gateway.store.aws import transact
+    from gateway.store.holds import quota_debit
+
+    rng = random.Random(seed)
+    orders = [start(payer, accounts, amount=rng.randint(1, 9)) for _ in range(10)]
+    early, late = [], []  # late: the reversals of the first three orders, after the account is spent
+    for n, o in enumerate(orders):
+        credit, reversing, o["net"] = order_events(rng, o, takes_back=n < 3)
+        early += credit
+        (late if n < 3 else early).extend(reversing)
+    rng.shuffle(early)
+    rng.shuffle(late)
+    lock = threading.Lock()
+
+    monkeypatch.setattr(credits, "apply", crashing(credits.apply, rng, lock))
+    monkeypatch.setattr(reversals, "apply", crashing(reversals.apply, rng, lock))
+    seen = []  # (quota, owed) after every step of every thread
+
+    def look():
+        profile = accounts.users.raw_user(payer, consistent=True)
+        with lock:
+            seen.append((int(profile["quota"]), int(profile.get("owed_quota") or 0)))
 
     def deliver(batch):
         pending = list(batch)
@@ -660,21 +743,58 @@ def test_randomized_credits_refunds_and_disputes_leave_each_orders_net_credit_ex
             if post_webhook(commerce_fn, payload, signature)[0] != 200:
                 pending.append((kind, thing))  # Stripe delivers it again later
                 time.sleep(0.01)
+            look()
 
-    threads = [threading.Thread(target=deliver, args=(deliveries[n::4],)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    spent = [0]
+    table = get_settings().accounts_table
+
+    def spend_units(units):
+        try:
+            transact(client("dynamodb"), [quota_debit(table, payer, units)])
+        except Exception as exc:
+            assert "ConditionalCheckFailed" in str(exc), exc  # not enough, or owed: refused
+        else:
+            spent[0] += units
+        look()
+
+    def spender(amounts):
+        for units in amounts:
+            spend_units(units)
+            time.sleep(0.005)  # between requests: the deliveries go on meanwhile
+
+    def run(batch, amounts=()):
+        threads = [threading.Thread(target=deliver, args=(batch[n::4],)) for n in range(4)]
+        threads += [threading.Thread(target=spender, args=(amounts,))] if amounts else []
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    run(early, [rng.randint(50_000, 2_000_000) for _ in range(20)])
+    left = quota(accounts, payer)
+    if left:
+        spend_units(left)  # every unit spent before the late reversals arrive
+    assert quota(accounts, payer) == 0
+    run(late)
+
+    assert [s for s in seen if s[0] < 0 or (s[1] and s[0])] == []  # never negative, never quota beside a debt
     for o in orders:
         saved = CommerceRepository().order(o["trade_no"])
         assert saved["status"] == "success"
         assert o["quota"] - int(saved.get("taken_units") or 0) == o["net"], (o, saved)
-    assert quota(accounts, payer) == expected and owed(accounts, payer) == 0
+        # Each effect once: one entry for the credit, at most one per reversal, summing to the net.
+        assert ledger_entries(payer, f"order-{o['trade_no']}") == [o["quota"]]
+        reversed_ = [ledger_entries(payer, f"order-{o['trade_no']}-reversal-{v}")
+                     for v in range(1, int(saved.get("reversal_version") or 0) + 1)]
+        assert all(len(entries) <= 1 for entries in reversed_), reversed_
+        assert o["quota"] + sum(sum(entries) for entries in reversed_) == o["net"]
+    balance = sum(o["net"] for o in orders) - spent[0]
+    assert balance < 0  # the late reversals took back what was spent
+    assert (quota(accounts, payer), owed(accounts, payer)) == (max(balance, 0), max(-balance, 0))
     from gateway.api import requestlog
 
     log = requestlog.account_log(payer, {"type": "1", "page_size": "100"})["data"]["items"]
-    assert sum(e["quota"] for e in log) == expected
+    assert sum(e["quota"] for e in log) == sum(o["net"] for o in orders)
 
 
 def cancel_route(commerce_fn, user_id, trade_no):

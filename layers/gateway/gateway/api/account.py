@@ -20,14 +20,17 @@ from gateway.store.users import UsersRepository
 UNLIMITED_USD = 100_000_000
 _UNITS_PER_CENT = UNITS_PER_USD // 100
 
-# The account record of GET /api/user/self, in the spec's order, with its fixed values.
+# The account record of GET /api/user/self, in the spec's order, with its fixed values; beside
+# `quota`, `owed_quota` (not new-api's): what a refund or a dispute took back that was already
+# spent, repaid from the next credit (commerce.reversals).
 _ACCOUNT_FIELDS = (
     "id", "username", "password", "display_name", "role", "status", "email", "github_id", "wechat_id",
-    "oidc_id", "google_id", "verification_code", "access_token", "quota", "used_quota", "request_count",
+    "oidc_id", "google_id", "verification_code", "access_token", "quota", "owed_quota", "used_quota", "request_count",
     "group", "can_use_self_group", "aff_code", "inviter_id", "aff_count", "aff_quota", "aff_history_quota",
     "created_at", "last_login_at", "last_login_ip", "deleted_at", "group_ratio", "topup_ratio",
 )
 _FIXED = {"password": "", "verification_code": "", "access_token": None, "deleted_at": None}
+_ZERO_UNLESS_SET = ("owed_quota",)
 
 
 def parse_date(name: str, value: str | None, *, end: bool = False) -> datetime | None:
@@ -121,6 +124,7 @@ def user_self(authorization: str | None, api_user: str | None) -> dict[str, Any]
 def account_record(user: dict[str, Any]) -> dict[str, Any]:
     """The account envelope of GET /api/user/self for a user profile (no secret, no hash)."""
     record = {name: _FIXED[name] if name in _FIXED else user.get(name) for name in _ACCOUNT_FIELDS}
+    record.update({name: int(user.get(name) or 0) for name in _ZERO_UNLESS_SET})
     # Beyond new-api's record: the user's own limits (rpm, tpm, max_parallel, budget_usd, budget_period)
     # and, under a budget, what is left of it and when it resets.
     shown = limits.shown(user, limits.limit_scope(user_id=int(user["id"])), datetime.now(UTC))

@@ -28,12 +28,13 @@ from gateway.validation import parse_body
 PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX = 20, 100
 #: Spend across users reads each user's day totals: at most this many users per answer.
 SPEND_USERS_MAX = 1000
-_USER_FIELDS = ("id", "username", "display_name", "email", "role", "status", "quota", "used_quota",
+_USER_FIELDS = ("id", "username", "display_name", "email", "role", "status", "quota", "owed_quota", "used_quota",
                 "request_count", "group", "can_use_self_group", "created_at")
 
 
 def _user_view(user: dict[str, Any]) -> dict[str, Any]:
-    return {**{name: user.get(name) for name in _USER_FIELDS}, **Limits.of(user).view()}
+    return {**{name: user.get(name) for name in _USER_FIELDS}, "owed_quota": int(user.get("owed_quota") or 0),
+            **Limits.of(user).view()}
 
 
 def _ok(data: Any) -> dict[str, Any]:

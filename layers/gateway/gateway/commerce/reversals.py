@@ -71,10 +71,13 @@ def profile_move(user_id: int, profile: Mapping[str, Any], delta: int) -> dict[s
         quota_add, owed_add = -delta - paid, -paid
     values = {":q": quota_add, ":o": owed_add, ":need": -quota_add if quota_add < 0 else 0, ":owed": owed}
     owed_now = "owed_quota = :owed" if owed else "(attribute_not_exists(owed_quota) OR owed_quota = :owed)"
+    # Owing means the quota went to zero: then it must still be all that was read (a credit landing
+    # between the read and this write would otherwise stay beside the new debt).
+    enough = "quota = :need" if owed_add > 0 else "quota >= :need"
     return {"Update": {
         "TableName": get_settings().accounts_table, "Key": to_item({"pk": user_pk(user_id), "sk": PROFILE}),
         "UpdateExpression": "ADD quota :q, owed_quota :o",
-        "ConditionExpression": f"attribute_exists(pk) AND quota >= :need AND {owed_now}",
+        "ConditionExpression": f"attribute_exists(pk) AND {enough} AND {owed_now}",
         "ExpressionAttributeValues": to_values(values)}}
 
 
