@@ -52,6 +52,10 @@ def test_a_credit_of_nothing_is_logged_and_one_that_would_take_units_is_refused_
     # A credit of 0 units (say, a promotion's reward that came to nothing) is still a credit: logged once
     credits.apply(credits.Credit(credit_id="nothing", user_id=ann, units=0, route="redemption"), [])
     assert [int(e["credited_units"]) for e in top_ups(ann, "nothing")] == [0] and quota(ann) == 0
+    # and shown in the request log as a top-up of 0, spending nothing
+    from gateway.api import requestlog
+
+    assert [(e["type"], e["quota"]) for e in requestlog.account_log(ann, {"type": "1"})["data"]["items"]] == [(1, 0)]
     # One of -1 unit would take from the account: refused before anything is written
     with pytest.raises(ValueError, match="never takes"):
         credits.apply(credits.Credit(credit_id="taking", user_id=ann, units=-1, route="redemption"), [])
