@@ -137,6 +137,12 @@ def test_an_operator_makes_codes_in_bulk_and_lists_them_newest_first(commerce_fn
     status, refused = call(commerce_fn, lambda_context, "GET", "/api/redemption", headers=OPERATOR,
                            query={"p": "11", "page_size": "100"})
     assert status == 400 and refused["message"].startswith("p:")
+    # A page of nothing, before the first or past the largest is a 400 naming its parameter.
+    for query, param in (({"page_size": "0"}, "page_size"), ({"page_size": "101"}, "page_size"),
+                         ({"p": "0"}, "p")):
+        status, refused = call(commerce_fn, lambda_context, "GET", "/api/redemption", headers=OPERATOR,
+                               query=query)
+        assert status == 400 and refused["message"].startswith(f"{param}:"), (query, refused)
 
 
 @pytest.mark.parametrize(("body", "param"), [

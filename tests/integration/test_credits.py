@@ -52,6 +52,10 @@ def test_a_credit_of_nothing_is_logged_and_one_that_would_take_units_is_refused_
     # A credit of 0 units (say, a promotion's reward that came to nothing) is still a credit: logged once
     credits.apply(credits.Credit(credit_id="nothing", user_id=ann, units=0, route="redemption"), [])
     assert [int(e["credited_units"]) for e in top_ups(ann, "nothing")] == [0] and quota(ann) == 0
+    # and shown in the request log as a top-up of 0, spending nothing
+    from gateway.api import requestlog
+
+    assert [(e["type"], e["quota"]) for e in requestlog.account_log(ann, {"type": "1"})["data"]["items"]] == [(1, 0)]
     # One of -1 unit would take from the account: refused before anything is written
     with pytest.raises(ValueError, match="never takes"):
         credits.apply(credits.Credit(credit_id="taking", user_id=ann, units=-1, route="redemption"), [])
@@ -114,3 +118,75 @@ def test_the_log_entry_of_a_credit_is_dated_at_the_credit(ann):
     credits.apply(credits.Credit(credit_id="dated", user_id=ann, units=9, route="stripe"), [], now=at)
     (entry,) = top_ups(ann, "dated")
     assert int(entry["at"]) == int(at.timestamp() * 1000)
+
+
+def _owe(user_id: int, units: int) -> None:
+    """What a refund or a dispute does to an account that had spent the units it takes back."""
+    from gateway.settings import get_settings
+    from gateway.store.aws import client
+    from gateway.store.table import PROFILE, user_pk
+
+    client("dynamodb").update_item(
+        TableName=get_settings().accounts_table, Key={"pk": {"S": user_pk(user_id)}, "sk": {"S": PROFILE}},
+        UpdateExpression="ADD owed_quota :u", ExpressionAttributeValues={":u": {"N": str(units)}})
+
+
+def _owed(user_id: int) -> int:
+    from gateway.store.users import UsersRepository
+
+    return int((UsersRepository().raw_user(user_id, consistent=True) or {}).get("owed_quota") or 0)
+
+
+def _reversal_before_each_transaction(monkeypatch, user_id: int, times: int) -> list[int]:
+    """A reversal moving the account's debt after the credit read it and before its transaction, the
+    first `times` transactions; the list counts the transactions asked."""
+    from gateway.admission import transactions
+
+    asked: list[int] = []
+    real = transactions.transact
+
+    def racing(writes, **kwargs):
+        asked.append(1)
+        if len(asked) <= times:
+            _owe(user_id, 10)
+        return real(writes, **kwargs)
+
+    monkeypatch.setattr(transactions, "transact", racing)
+    return asked
+
+
+def test_a_credit_whose_debt_a_reversal_moved_meanwhile_repays_the_debt_as_it_then_is(ann, monkeypatch):
+    # Given ann owes 100 units (a refund took back what she had spent)
+    _owe(ann, 100)
+    # When a dispute adds 10 more to her debt between the credit's read of it and its transaction
+    asked = _reversal_before_each_transaction(monkeypatch, ann, times=1)
+    credits.apply(credits.Credit(credit_id="raced", user_id=ann, units=300, route="redemption"), [])
+    # Then the credit is asked again and repays the 110 she then owes, the rest to her quota, once
+    assert len(asked) == 2
+    assert _owed(ann) == 0 and quota(ann) == 190
+    assert [int(e["credited_units"]) for e in top_ups(ann, "raced")] == [300]
+
+
+def test_a_credit_whose_debt_keeps_moving_is_asked_five_times_then_refused_writing_nothing(ann, monkeypatch):
+    _owe(ann, 100)
+    # A debt moved before every transaction: five tries, then ProfileRefused with nothing credited
+    asked = _reversal_before_each_transaction(monkeypatch, ann, times=99)
+    with pytest.raises(credits.ProfileRefused):
+        credits.apply(credits.Credit(credit_id="starved", user_id=ann, units=300, route="redemption"), [])
+    assert len(asked) == 5
+    assert _owed(ann) == 150 and quota(ann) == 0 and top_ups(ann, "starved") == []
+
+
+def test_a_second_credit_under_a_logged_credits_id_is_refused_as_a_duplicate_not_as_a_refused_profile(ann):
+    from botocore.exceptions import ClientError
+
+    at = datetime(2026, 11, 29, 4, 40, tzinfo=UTC)
+    credits.apply(credits.Credit(credit_id="once", user_id=ann, units=40, route="redemption"), [], at)
+    # Another credit under the same id and moment (no claim to stop it; the very same transaction again
+    # would be DynamoDB's idempotent retry): its log entry's condition refuses it. That is not `ProfileRefused`
+    # (which callers answer as a missing or refused account): DynamoDB's own refusal
+    with pytest.raises(ClientError) as refused:
+        credits.apply(credits.Credit(credit_id="once", user_id=ann, units=41, route="redemption"), [], at)
+    assert not isinstance(refused.value, credits.ProfileRefused)
+    assert credits.cancellation_reasons(refused.value) == ["None", "ConditionalCheckFailed"]  # profile, log
+    assert quota(ann) == 40 and [int(e["credited_units"]) for e in top_ups(ann, "once")] == [40]

@@ -22,7 +22,6 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.auth import Principal
@@ -39,12 +38,6 @@ MAX_KEY_LENGTH = 255
 MAX_KEPT_BYTES = 350_000
 # A first run that never recorded its answer (its function was killed) frees its key after this.
 _PENDING_SECONDS = 900
-
-
-@dataclass(frozen=True)
-class Replay:
-    status: int
-    body: Any
 
 
 def key_from(headers: dict[str, str] | None) -> str | None:
