@@ -3,7 +3,8 @@
 A batch is a task (its id `batch_...` is its reservation's): submit holds the whole input file
 at the batch price (`prices.batch_price`) and hands the lines to the channel's upstream batch
 API (a `chat` channel's OpenAI Batch API, `openai.py`; a `messages` channel's Message Batches,
-`anthropic.py`; a `content` channel's Gemini batch mode, `gemini.py`; see `APIS`); the poller
+`anthropic.py`; a `content` channel's Gemini batch mode, `gemini.py`; a `bedrock` channel's
+batch inference jobs, `bedrock.py`; see `APIS`); the poller
 asks the upstream until it ends, then collects its results into the gateway's own output and
 error files (`store/files`, ids of the gateway's own, OpenAI's `{id, custom_id, response:
 {status_code, request_id, body}, error}` lines) and records the terminal batch with each
@@ -30,7 +31,7 @@ from gateway.store.files import FilesStore, StoredFile
 from gateway.store.tasks import Task
 from gateway.tasks.adapter import Accepted, Sender, TaskAdapter, TaskSnapshot
 from gateway.tasks.families.base import TaskFamily
-from gateway.tasks.families.batch import anthropic, gemini, openai
+from gateway.tasks.families.batch import anthropic, bedrock, gemini, openai
 from gateway.tasks.families.batch.lines import FileSummary, read_lines
 from gateway.upstreams.errors import UpstreamError
 
@@ -122,16 +123,29 @@ class BatchFamily(TaskFamily):
     def submit_upstream(self, http: Sender, channel: Channel, upstream_model: str, request: NewTask) -> Accepted:
         stored = _input_file(request.upstream_request)
         batch_id, file_id = _api(channel).submit(http, channel, upstream_model, FilesStore().read(stored),
-                                                 request.upstream_request["endpoint"])
+                                                 request.upstream_request["endpoint"], str(request.task_id))
         return Accepted(upstream_task_id=batch_id, details={"batch_status": "validating",
                                                             "upstream_input_file_id": file_id})
 
     def usable_channels(self, channels: list[Channel], request: NewTask) -> list[Channel]:
-        """A `chat` channel first, then `messages`, then `content` (each in the catalog's order): a
-        line then runs on the dialect it was written in wherever a channel allows; embeddings only
+        """A `chat` channel first, then `messages`, `content`, `bedrock` (each in the catalog's order):
+        a line then runs on the dialect it was written in wherever a channel allows; embeddings only
         on `chat`."""
         # Vertex AI's batch prediction reads Cloud Storage or BigQuery, never inline requests.
         channels = [channel for channel in channels if not (channel.protocol == "content" and channel.vertex)]
+        # A bedrock channel with its S3 location, role and keys, for a batch of at least its minimum
+        # number of records (Bedrock refuses a smaller job: the account's quota, `BedrockBatch`).
+        lines = int(request.quantities.get("lines") or 0)
+        minimums = sorted(channel.bedrock_batch.min_records for channel in channels
+                          if channel.protocol == "bedrock" and channel.bedrock_batch and bedrock.runs_batches(channel))
+        channels = [channel for channel in channels if channel.protocol != "bedrock" or (
+            bedrock.runs_batches(channel) and channel.bedrock_batch is not None
+            and lines >= channel.bedrock_batch.min_records)]
+        if not channels:
+            smallest = f": its bedrock channels run batches of at least {minimums[0]} requests (this file has " \
+                f"{lines})" if minimums else ""
+            raise InvalidRequest(f"no channel that runs batches serves '{request.model}'{smallest}",
+                                 param="input_file_id", code="model_not_batchable")
         if request.upstream_request.get("endpoint") == "/v1/embeddings":
             channels = [channel for channel in channels if channel.protocol == "chat"]
             if not channels:
@@ -284,8 +298,9 @@ class BatchFamily(TaskFamily):
 
 
 #: Each protocol's upstream batch API, in the order a batch prefers its channels: a module with
-#: `ADAPTER`, `submit`, `retrieve`, `cancel`, `progress` and `collect` (see `openai.py`).
-APIS: Mapping[str, Any] = {"chat": openai, "messages": anthropic, "content": gemini}
+#: `ADAPTER`, `submit`, `retrieve`, `cancel`, `progress` and `collect` (see `openai.py`); `submit`
+#: is handed the gateway's batch id too (Bedrock's job takes it as its idempotency token).
+APIS: Mapping[str, Any] = {"chat": openai, "messages": anthropic, "content": gemini, "bedrock": bedrock}
 
 
 def _api(channel: Channel) -> Any:
