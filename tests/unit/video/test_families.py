@@ -20,7 +20,7 @@ def test_every_registered_family_loads_under_its_own_name_with_complete_status_t
         family = family_of(name)
         # a family's channels speak its own protocol; a batch runs on a text channel's batch API
         assert isinstance(family, TaskFamily) and family.name == name
-        assert family.protocols == (("chat", "messages", "content") if name == "batch" else (name,))
+        assert family.protocols == (("chat", "messages", "content", "bedrock") if name == "batch" else (name,))
         assert set(family.statuses.values()) <= set(UNIFIED)
         assert set(family.public_statuses) == set(UNIFIED)
     assert [f.name for f in families()] == list(FAMILIES)
