@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.routing.channel import BedrockBatch, Channel, channel_of, spec_model
+from gateway.routing.channel import BedrockBatch, Channel, ChannelsConfigError, channel_of, spec_model
 from gateway.tasks.engine import NewTask
 from gateway.tasks.families.batch import FAMILY, bedrock
 
@@ -87,3 +87,6 @@ def test_batch_settings_belong_to_a_bedrock_channel():
                                                                               "role_arn": "role"}})
     made = channel_of(spec_model().model_validate({**spec, "protocol": "bedrock"}), KEYS)
     assert made.bedrock_batch == BedrockBatch(s3_uri="s3://b-1/p", role_arn=role)
+    # Its jobs are signed for the key's Region: a channel whose region says otherwise is refused.
+    with pytest.raises(ChannelsConfigError, match="batch: the key's Region"):
+        channel_of(spec_model().model_validate({**spec, "protocol": "bedrock", "region": "us-west-2"}), KEYS)

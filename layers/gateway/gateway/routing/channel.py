@@ -288,6 +288,10 @@ def channel_of(spec: Any, api_key: str, source: str = "channels document") -> Ch
             raise ChannelsConfigError(f"{source}: channel {spec.name}: region: is required (or the key's third "
                                       "part, AK|SK|REGION)")
         base_url = spec.base_url or default_url(region)
+        if spec.batch is not None and key_region(api_key or "") not in (None, region):
+            # A batch job's calls are signed for the key's Region (`tasks/families/batch/bedrock.py`).
+            raise ChannelsConfigError(f"{source}: channel {spec.name}: batch: the key's Region and region "
+                                      f"({region}) differ")
     return Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
                    models=frozenset(spec.models), model_map=dict(spec.model_map),
                    priority=spec.priority, weight=spec.weight, poll_hosts=frozenset(spec.poll_hosts),

@@ -157,7 +157,7 @@ def _object_url(channel: Channel, uri: str) -> str:
     settings = _settings(channel)
     if settings.s3_endpoint:
         return f"{settings.s3_endpoint}/{bucket}/{quote(key, safe='/~')}"
-    return f"https://{bucket}.s3.{channel.region or 'us-east-1'}.amazonaws.com/{quote(key, safe='/~')}"
+    return f"https://{bucket}.s3.{_region(channel.api_key)}.amazonaws.com/{quote(key, safe='/~')}"
 
 
 def _s3(http: Sender, channel: Channel, method: str, uri: str, content: bytes = b"") -> httpx.Response | None:
@@ -173,7 +173,7 @@ def _s3(http: Sender, channel: Channel, method: str, uri: str, content: bytes = 
         return None
     retryable = response.status_code >= 500 or response.status_code in (408, 429)
     raise UpstreamError(response.status_code, f"S3 answered {response.status_code} {found.get('Code', '')}: "
-                        f"{found.get('Message') or response.reason_phrase} ({uri})", retryable=retryable)
+                        f"{found.get('Message') or response.reason_phrase}", retryable=retryable)
 
 
 def record_id(number: int) -> str:
@@ -204,7 +204,7 @@ def submit(http: Sender, channel: Channel, upstream_model: str, data: bytes, end
     where = f"{settings.s3_uri}/{token}"
     input_uri = f"{where}/{INPUT_NAME}"
     _s3(http, channel, "PUT", input_uri, ("\n".join(records) + "\n").encode())
-    model_id = profiled_id(upstream_model, channel.region or "us-east-1", channel.global_profiles)
+    model_id = profiled_id(upstream_model, _region(channel.api_key), channel.global_profiles)
     job_arn = adapter_submit(http, ADAPTER, channel.base_url, channel.api_key, model_id, {
         "jobName": token[:63], "roleArn": settings.role_arn, "clientRequestToken": token, "modelId": model_id,
         "modelInvocationType": "Converse",
