@@ -2,7 +2,8 @@
 
 Routes (botocore's service model of `bedrock-runtime`, 2023-09-30): POST `/model/{modelId}/converse`,
 `/model/{modelId}/converse-stream` and `/model/{modelId}/invoke` (Titan Text Embeddings V2 and
-Cohere Embed bodies), also under `/fault/{fault}/`. Every request is checked as Bedrock checks it
+Cohere Embed bodies), also under `/fault/{fault}/`; batch inference's jobs and their S3 bucket
+(`bedrock_batch`). Every request is checked as Bedrock checks it
 (`rules.bedrock`): the SigV4 signature recomputed by botocore (a wrong secret: 403
 InvalidSignatureException; an unknown key or a missing or stray session token: 403
 UnrecognizedClientException) or a Bedrock API key; the body against the operation's input shape
@@ -42,6 +43,7 @@ from starlette.routing import Route
 
 from gateway.tokens import estimate_tokens, estimate_value_tokens
 
+from . import bedrock_batch
 from ._honour import Tools
 from ._text import Plan, before_answer, fault_of, fault_status, new_id, paced_stream, plan_answer, with_fault_prefix
 from .chat import embedding_vector
@@ -307,4 +309,10 @@ app = Starlette(routes=with_fault_prefix([
     Route("/model/{model:path}/converse", converse, methods=["POST"]),
     Route("/model/{model:path}/converse-stream", converse_stream, methods=["POST"]),
     Route("/model/{model:path}/invoke", invoke, methods=["POST"]),
-]))
+]) + [
+    # Batch inference's control plane and the S3 bucket its jobs use (`bedrock_batch`).
+    Route("/model-invocation-job", bedrock_batch.create, methods=["POST"]),
+    Route("/model-invocation-job/{identifier}", bedrock_batch.job_route, methods=["GET"]),
+    Route("/model-invocation-job/{identifier}/stop", bedrock_batch.job_route, methods=["POST"]),
+    Route("/s3/{bucket}/{key:path}", bedrock_batch.s3_object, methods=["GET", "PUT"]),
+])

@@ -21,7 +21,8 @@ def test_every_registered_family_loads_under_its_own_name_with_complete_status_t
         # a family's channels speak its own protocol; a batch runs on a text channel's batch API
         # first, else on the gateway (a text protocol without one)
         assert isinstance(family, TaskFamily) and family.name == name
-        assert family.protocols == (("chat", "messages", "content", "azure") if name == "batch" else (name,))
+        assert family.protocols == (("chat", "messages", "content", "bedrock", "azure") if name == "batch"
+                                    else (name,))
         assert set(family.statuses.values()) <= set(UNIFIED)
         assert set(family.public_statuses) == set(UNIFIED)
     assert [f.name for f in families()] == list(FAMILIES)

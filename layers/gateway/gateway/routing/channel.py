@@ -28,6 +28,20 @@ RERANK_VARIANTS = ("jina", "voyage", "tei")
 
 
 @dataclass(frozen=True)
+class BedrockBatch:
+    """Where a bedrock channel's batch inference jobs read and write (the operator's bucket, in the
+    channel's account) and the service role Bedrock runs them as (CreateModelInvocationJob's
+    `roleArn`); `min_records`: the account's "Minimum number of records per batch inference job"
+    quota, below which Bedrock refuses a job; `s3_endpoint`: an S3-compatible endpoint in place of
+    the Region's (path-style), for a local stand-in."""
+
+    s3_uri: str
+    role_arn: str
+    min_records: int = 100
+    s3_endpoint: str | None = None
+
+
+@dataclass(frozen=True)
 class Channel:
     name: str
     protocol: str
@@ -52,6 +66,8 @@ class Channel:
     #: inference profile rather than its geography's (`upstreams/bedrock.py`).
     region: str | None = None
     global_profiles: bool = False
+    #: A bedrock channel's batch inference settings (None: it runs no batches).
+    bedrock_batch: BedrockBatch | None = None
 
     def serves(self, model: str) -> bool:
         return model in self.models or ANY_MODEL in self.models
@@ -117,8 +133,8 @@ def _check_api_version(protocol: str, api_version: str | None) -> None:
 
 def _check_site(spec: Any) -> None:
     """Where the channel's upstream is: a base URL, or what a Vertex or bedrock channel builds it from."""
-    if (spec.region or spec.inference_profile) and spec.protocol != "bedrock":
-        raise ValueError("region, inference_profile: only a bedrock channel has them")
+    if (spec.region or spec.inference_profile or spec.batch) and spec.protocol != "bedrock":
+        raise ValueError("region, inference_profile, batch: only a bedrock channel has them")
     if spec.vertex is None and not spec.base_url and spec.protocol != "bedrock":
         raise ValueError("base_url: is required (a Vertex or bedrock channel may leave it out)")
 
@@ -152,6 +168,13 @@ def document_model() -> Any:
                 raise ValueError(f"{value!r}: a Vertex AI location, such as us-central1 or global")
             return value
 
+    class BatchSpec(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        s3_uri: str = Field(pattern=r"^s3://[a-z0-9][-.a-z0-9]{1,61}[a-z0-9](/[-!_*'().a-zA-Z0-9/]*)?$")
+        role_arn: str = Field(pattern=r"^arn:aws(-[^:]+)?:iam::([0-9]{12})?:role/.+$", max_length=2048)
+        min_records: int = Field(100, ge=1)
+        s3_endpoint: str | None = Field(None, pattern=r"^https?://")
+
     class ChannelSpec(BaseModel):
         model_config = ConfigDict(extra="forbid")
         name: str = Field(min_length=1)
@@ -173,6 +196,8 @@ def document_model() -> Any:
         # bedrock: its Region (else the key's third part) and which inference profiles it uses
         region: str | None = Field(None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d+$")
         inference_profile: Literal["geography", "global"] | None = None
+        # bedrock: batch inference (`BedrockBatch`); patterns of botocore's `bedrock` model (S3Uri, RoleArn)
+        batch: BatchSpec | None = None
 
         @field_validator("poll_hosts")
         @classmethod
@@ -263,9 +288,17 @@ def channel_of(spec: Any, api_key: str, source: str = "channels document") -> Ch
             raise ChannelsConfigError(f"{source}: channel {spec.name}: region: is required (or the key's third "
                                       "part, AK|SK|REGION)")
         base_url = spec.base_url or default_url(region)
+        if spec.batch is not None and key_region(api_key or "") not in (None, region):
+            # A batch job's calls are signed for the key's Region (`tasks/families/batch/bedrock.py`).
+            raise ChannelsConfigError(f"{source}: channel {spec.name}: batch: the key's Region and region "
+                                      f"({region}) differ")
     return Channel(name=spec.name, protocol=spec.protocol, base_url=base_url, api_key=api_key,
                    models=frozenset(spec.models), model_map=dict(spec.model_map),
                    priority=spec.priority, weight=spec.weight, poll_hosts=frozenset(spec.poll_hosts),
                    groups=frozenset(spec.groups), variant=spec.variant, vertex=site,
                    api_version=spec.api_version, region=region,
-                   global_profiles=spec.inference_profile == "global")
+                   global_profiles=spec.inference_profile == "global",
+                   bedrock_batch=BedrockBatch(s3_uri=spec.batch.s3_uri.rstrip("/"), role_arn=spec.batch.role_arn,
+                                              min_records=spec.batch.min_records,
+                                              s3_endpoint=(spec.batch.s3_endpoint or "").rstrip("/") or None)
+                   if spec.batch is not None else None)

@@ -74,6 +74,8 @@ class NewTask:
     parent_id: str | None = None  # the caller's task this one acts on
     #: The one channel it may go to (a follow-up acts on an upstream task that lives there).
     channel: str | None = None
+    #: The task's id, set by `submit` before the upstream is asked (an upstream's idempotency token).
+    task_id: str | None = None
 
 
 #: A submit's upstream walk ends within this many seconds of its start (API Gateway's limit is 29 s,
@@ -112,6 +114,7 @@ def submit(principal: Principal, new: NewTask, *, parked: Task | None = None) ->
     # API Gateway answers 504 at 29 s while the function goes on (and bills): a channel is tried
     # only while a whole attempt (connect + read timeout) still ends inside the submit's budget.
     deadline = time.monotonic() + SUBMIT_BUDGET_SECONDS
+    new = dataclasses.replace(new, task_id=task_id)
     try:
         accepted, channel = first_success(
             channels, lambda channel: family.submit_upstream(sync_client, channel, channel.upstream_model(new.model),

@@ -98,12 +98,22 @@ def base_model(model: str) -> str:
     return model
 
 
-def _bare(model: str) -> bool:
-    """A foundation model's own id (not a profile's, not an ARN)."""
-    return not model.startswith("arn:") and base_model(model) == model
+def profiled_id(model: str, region: str, global_profiles: bool) -> str:
+    """A model id as a channel in `region` calls it: a bare id of a profile-only model (`PROFILE_ONLY`)
+    as the inference profile of the Region's geography (`global.` when the channel asks for it)."""
+    if not _bare(model) or not model.startswith(PROFILE_ONLY):
+        return model
+    prefix = "global" if global_profiles else geography(region)
+    return f"{prefix}.{model}" if prefix else model
 
 
-def _code(body: Any, headers: httpx.Headers | None) -> str | None:
+def static_keys(api_key: str) -> tuple[str, str] | None:
+    """(access key, secret) of a channel key that is an IAM user's (`AK|SK|REGION`), else None."""
+    parts = [p.strip() for p in api_key.split("|")] if api_key else []
+    return (parts[0], parts[1]) if len(parts) == 3 else None
+
+
+def error_code(body: Any, headers: httpx.Headers | None) -> str | None:
     """Bedrock's error code: the `x-amzn-ErrorType` header (`Code:http://internal.amazon.com/...`),
     as botocore's rest-json parser reads it, else the body's `code` / `__type`."""
     raw = headers.get("x-amzn-errortype") if headers is not None else None
@@ -112,6 +122,11 @@ def _code(body: Any, headers: httpx.Headers | None) -> str | None:
     if not isinstance(raw, str) or not raw:
         return None
     return raw.split(":", 1)[0].split("#")[-1]
+
+
+def _bare(model: str) -> bool:
+    """A foundation model's own id (not a profile's, not an ARN)."""
+    return not model.startswith("arn:") and base_model(model) == model
 
 
 def _codes(body: Any) -> list[str]:
@@ -205,7 +220,7 @@ class BedrockClient(UpstreamClient):
         self.global_profiles = global_profiles
         self.probe_model = probe_model
         parts = [p.strip() for p in api_key.split("|")] if api_key else []
-        self._static = (parts[0], parts[1]) if len(parts) == 3 else None
+        self._static = static_keys(api_key)
         self._bearer = parts[0] if len(parts) in (1, 2) else None
 
     def redact(self, text: str) -> str:
@@ -252,7 +267,7 @@ class BedrockClient(UpstreamClient):
         except ValueError:
             body = None
         body = body if isinstance(body, dict) else {}
-        code = _code(body, headers)
+        code = error_code(body, headers)
         message = _message(body) or content[:200].decode("utf-8", "replace").strip() or "no detail"
         relayed = self._redact_json({"message": message, **({"__type": code} if code else {})})
         text = self.redact(f"upstream answered {status}{f' {code}' if code else ''}: {message.splitlines()[0]}")
@@ -270,9 +285,7 @@ class BedrockClient(UpstreamClient):
             return model
         if learned := _learned.get((self.base_url, model)):
             return learned
-        if model.startswith(PROFILE_ONLY):
-            return self._profile(model) or model
-        return model
+        return profiled_id(model, self.region, self.global_profiles)
 
     def _profile(self, model: str) -> str | None:
         prefix = "global" if self.global_profiles else geography(self.region)

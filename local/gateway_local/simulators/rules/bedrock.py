@@ -66,9 +66,10 @@ def shape_refusal(operation: str, model_id: str, body: dict[str, Any]) -> str | 
 
 
 def signature_refusal(method: str, url: str, headers: dict[str, str], body: bytes,
-                      now: datetime.datetime) -> tuple[str, str] | None:
-    """(error code, message) of Bedrock's 403 for this request's credentials, None when they are good."""
-    from botocore.auth import SigV4Auth
+                      now: datetime.datetime, service_name: str = "bedrock") -> tuple[str, str] | None:
+    """(error code, message) of Bedrock's 403 for this request's credentials, None when they are good;
+    `service_name` "s3" for the batch bucket's objects (S3's SigV4, botocore's `S3SigV4Auth`)."""
+    from botocore.auth import S3SigV4Auth, SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
 
@@ -81,8 +82,8 @@ def signature_refusal(method: str, url: str, headers: dict[str, str], body: byte
     if not match:
         return "MissingAuthenticationTokenException", "Missing Authentication Token"
     access_key, _, region, service, signed, signature = match.groups()
-    if service != "bedrock":  # the signing name in botocore's service model
-        return "InvalidSignatureException", "Credential should be scoped to correct service: 'bedrock'."
+    if service != service_name:  # the signing name in botocore's service model
+        return "InvalidSignatureException", f"Credential should be scoped to correct service: '{service_name}'."
     secret = SECRETS.get(access_key)
     token = headers.get("x-amz-security-token")
     # A role's keys need their session token; an IAM user's keys with some token are refused too.
@@ -102,7 +103,7 @@ def signature_refusal(method: str, url: str, headers: dict[str, str], body: byte
         return "InvalidSignatureException", INVALID_SIGNATURE
     request = AWSRequest(method=method, url=url, data=body, headers={n: headers[n] for n in names})
     request.context["timestamp"] = stamp
-    signer = SigV4Auth(Credentials(access_key, secret, token), service, region)
+    signer = (S3SigV4Auth if service == "s3" else SigV4Auth)(Credentials(access_key, secret, token), service, region)
     expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
     return None if hmac.compare_digest(expected, signature) else ("InvalidSignatureException", INVALID_SIGNATURE)
 

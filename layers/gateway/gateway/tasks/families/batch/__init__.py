@@ -3,9 +3,10 @@
 A batch is a task (its id `batch_...` is its reservation's): submit holds the whole input file
 at the batch price (`prices.batch_price`) and hands the lines to the channel's upstream batch
 API (a `chat` channel's OpenAI Batch API, `openai.py`; a `messages` channel's Message Batches,
-`anthropic.py`; a `content` channel's Gemini batch mode, `gemini.py`; see `APIS`), or, on a
-protocol without one, to the gateway itself (`local.py`: the poller runs the lines, paced, at
-the full price unless the operator sets a batch price); the poller
+`anthropic.py`; a `content` channel's Gemini batch mode, `gemini.py`; a `bedrock` channel's
+batch inference jobs, `bedrock.py`; see `APIS`), or, on a protocol without one, to the gateway
+itself (`local.py`: the poller runs the lines, paced, at the full price unless the operator sets
+a batch price); the poller
 asks the upstream until it ends, then collects its results into the gateway's own output and
 error files (`store/files`, ids of the gateway's own, OpenAI's `{id, custom_id, response:
 {status_code, request_id, body}, error}` lines) and records the terminal batch with each
@@ -34,7 +35,7 @@ from gateway.store.files import FilesStore, StoredFile
 from gateway.store.tasks import Task
 from gateway.tasks.adapter import TERMINAL, Accepted, Sender, TaskAdapter, TaskSnapshot
 from gateway.tasks.families.base import TaskFamily
-from gateway.tasks.families.batch import anthropic, gemini, local, openai
+from gateway.tasks.families.batch import anthropic, bedrock, gemini, local, openai
 from gateway.tasks.families.batch.lines import FileSummary, read_lines
 from gateway.upstreams.errors import UpstreamError
 
@@ -149,15 +150,28 @@ class BatchFamily(TaskFamily):
             return Accepted(upstream_task_id=local.UPSTREAM_TASK_ID, details=local.started())
         stored = _input_file(request.upstream_request)
         batch_id, file_id = _api(channel).submit(http, channel, upstream_model, FilesStore().read(stored),
-                                                 request.upstream_request["endpoint"])
+                                                 request.upstream_request["endpoint"], str(request.task_id))
         return Accepted(upstream_task_id=batch_id, details={"batch_status": "validating",
                                                             "upstream_input_file_id": file_id})
 
     def usable_channels(self, channels: list[Channel], request: NewTask) -> list[Channel]:
-        """A `chat` channel first, then `messages`, then `content` (each in the catalog's order): a
-        line then runs on the dialect it was written in wherever a channel allows; embeddings only
+        """A `chat` channel first, then `messages`, `content`, `bedrock` (each in the catalog's order):
+        a line then runs on the dialect it was written in wherever a channel allows; embeddings only
         on `chat`, or on an `azure` channel the gateway runs them on. The channels the gateway runs
         a batch on itself (`local`) only when no channel of the model has a batch API."""
+        # A bedrock channel with its S3 location, role and keys, for a batch of at least its minimum
+        # number of records (Bedrock refuses a smaller job: the account's quota, `BedrockBatch`).
+        lines = int(request.quantities.get("lines") or 0)
+        minimums = sorted(channel.bedrock_batch.min_records for channel in channels
+                          if channel.protocol == "bedrock" and channel.bedrock_batch and bedrock.runs_batches(channel))
+        channels = [channel for channel in channels if channel.protocol != "bedrock" or (
+            bedrock.runs_batches(channel) and channel.bedrock_batch is not None
+            and lines >= channel.bedrock_batch.min_records)]
+        if not channels:
+            smallest = f": its bedrock channels run batches of at least {minimums[0]} requests (this file has " \
+                f"{lines})" if minimums else ""
+            raise InvalidRequest(f"no channel that runs batches serves '{request.model}'{smallest}",
+                                 param="input_file_id", code="model_not_batchable")
         if request.upstream_request.get("endpoint") == "/v1/embeddings":
             channels = [channel for channel in channels if channel.protocol == "chat" or (
                 _api(channel) is local and channel.protocol in local.EMBEDDING_PROTOCOLS)]
@@ -334,8 +348,9 @@ class BatchFamily(TaskFamily):
 
 
 #: Each protocol's upstream batch API, in the order a batch prefers its channels: a module with
-#: `ADAPTER`, `submit`, `retrieve`, `cancel`, `progress` and `collect` (see `openai.py`).
-APIS: Mapping[str, Any] = {"chat": openai, "messages": anthropic, "content": gemini}
+#: `ADAPTER`, `submit`, `retrieve`, `cancel`, `progress` and `collect` (see `openai.py`); `submit`
+#: is handed the gateway's batch id too (Bedrock's job takes it as its idempotency token).
+APIS: Mapping[str, Any] = {"chat": openai, "messages": anthropic, "content": gemini, "bedrock": bedrock}
 
 
 def _api(channel: Channel) -> Any:

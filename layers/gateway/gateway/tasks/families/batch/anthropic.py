@@ -78,7 +78,8 @@ class MessageBatchesAdapter:
 ADAPTER = MessageBatchesAdapter()
 
 
-def submit(http: Sender, channel: Channel, upstream_model: str, data: bytes, endpoint: str) -> tuple[str, str]:
+def submit(http: Sender, channel: Channel, upstream_model: str, data: bytes, endpoint: str,
+           batch_id: str) -> tuple[str, str]:
     """Converts and sends the lines; (the upstream's batch id, "" as no file is uploaded)."""
     dialect = DIALECTS.get(endpoint)
     if dialect is None:

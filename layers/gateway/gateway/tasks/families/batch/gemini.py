@@ -104,7 +104,8 @@ def _state(batch: dict[str, Any]) -> str:
     return str(metadata.get("state") or "") if isinstance(metadata, dict) else ""
 
 
-def submit(http: Sender, channel: Channel, upstream_model: str, data: bytes, endpoint: str) -> tuple[str, str]:
+def submit(http: Sender, channel: Channel, upstream_model: str, data: bytes, endpoint: str,
+           batch_id: str) -> tuple[str, str]:
     """Converts and sends the lines inline; (the batch's name, "" as no file is uploaded)."""
     dialect = DIALECTS.get(endpoint)
     if dialect is None:

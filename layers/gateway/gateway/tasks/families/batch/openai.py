@@ -76,7 +76,8 @@ class OpenAIBatchAdapter:
 ADAPTER = OpenAIBatchAdapter()
 
 
-def submit(http: Sender, channel: Channel, upstream_model: str, data: bytes, endpoint: str) -> tuple[str, str]:
+def submit(http: Sender, channel: Channel, upstream_model: str, data: bytes, endpoint: str,
+           batch_id: str) -> tuple[str, str]:
     """Uploads the lines and creates the batch; (the upstream's batch id, its input file id)."""
     lines = []
     for raw in data.split(b"\n"):
