@@ -54,7 +54,8 @@ export function Dashboard({ me }) {
       <dl class="cards">
         <div><dt>Balance</dt><dd>{usd(me.quota)}</dd><dd class="units">{me.quota.toLocaleString("en-US")} units</dd></div>
         <div><dt>Used</dt><dd>{usd(me.used_quota)}</dd></div>
-        <div><dt>Requests</dt><dd>{(me.request_count || 0).toLocaleString("en-US")}</dd></div>
+        <div><dt>Requests served</dt><dd>{(me.request_count || 0).toLocaleString("en-US")}</dd>
+          <dd class="units">all time; failed ones are not counted</dd></div>
         <div><dt>Budget</dt><dd>{me.budget_usd ? `$${me.budget_usd}` : "none"}</dd>
           {me.budget_usd ? <dd class="units">{me.budget_period}</dd> : null}</div>
         <div><dt>Limits</dt><dd class="small">{limitsText(me)}</dd></div>
@@ -63,6 +64,9 @@ export function Dashboard({ me }) {
     </>
   );
 }
+
+// A top-up's amount as what it did to the balance: "+$3.00", or "-$2.00" for one taken back.
+const signed = (units) => (units < 0 ? `-${usd(-units)}` : `+${usd(units)}`);
 
 const TYPES = { 1: "top-up", 2: "consume", 3: "manage", 4: "system", 5: "error", 6: "refund" };
 
@@ -102,7 +106,7 @@ export function Log() {
             {items.map((item) => (
               <tr key={item.id}>
                 <td>{when(item.created_at)}</td><td>{TYPES[item.type] || item.type}</td><td>{item.token_name}</td>
-                <td>{item.model_name}</td><td>{usd(item.quota)}</td>
+                <td>{item.model_name}</td><td>{item.type === 1 ? signed(item.quota) : usd(item.quota)}</td>
                 <td>{item.prompt_tokens}/{item.completion_tokens}</td><td class="what">{item.content}</td>
               </tr>
             ))}

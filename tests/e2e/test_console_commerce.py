@@ -184,7 +184,8 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     transfer.get_by_label("Amount (USD)").fill("1")  # nothing left: the API's refusal, beside the field
     transfer.get_by_role("button", name="Transfer").click()
     refused = transfer.get_by_role("alert")
-    assert refused.inner_text() == "More than the invitation reward you have"  # in words beside the field
+    # in words beside the field
+    assert refused.inner_text() == "More than the invitation reward you have not yet transferred"
     assert transfer.get_by_label("Amount (USD)").get_attribute("aria-invalid") == "true"
 
     # Forgot password: the emailed link opens the reset page, which shows a new password once.
