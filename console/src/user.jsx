@@ -47,7 +47,10 @@ function Notice() {
   return <section class="notice" aria-label="Notice">{data.notice}</section>;
 }
 
-export function Dashboard({ me }) {
+export function Dashboard({ me, reload }) {
+  // The cards read the account afresh, as the chart does: the one loaded at sign-in is stale
+  // after a call (the Requests card said 3 where the chart, read later, said 4).
+  useEffect(() => { reload(); }, []);
   return (
     <>
       <Notice />
