@@ -16,10 +16,12 @@ export const API_BASE = new URL("v1", base).href;
 export const DOCS_URL = new URL("docs", base).href;
 
 export class ApiError extends Error {
-  constructor(message, status, param) {
+  // `problems`: every field's problem ({param, message}) when the API lists them (a form's 400).
+  constructor(message, status, param, problems = []) {
     super(message);
     this.status = status;
     this.param = param;
+    this.problems = problems;
   }
 }
 
@@ -75,15 +77,16 @@ export async function call(method, path, { body, query, user } = {}) {
   }
   if (!answer.ok || data.success === false) {
     const message = data.message || (data.error && data.error.message) || `HTTP ${answer.status}`;
-    const param = (data.error && data.error.param) || paramOf(message);
-    throw new ApiError(message, answer.status, param);
+    const problems = Array.isArray(data.errors) ? data.errors : [];
+    const param = (problems[0] && problems[0].param) || (data.error && data.error.param) || paramOf(message);
+    throw new ApiError(message, answer.status, param, problems);
   }
   return data;
 }
 
 // The account envelope has no param field: its message starts with the field it names.
 function paramOf(message) {
-  const found = /^([a-z_]+)(\.[a-z_0-9]+)*: /.exec(message || "");
+  const found = /^([a-z_][a-z_0-9]*)([.[][^:]*)?: /.exec(message || "");
   return found ? found[1] : null;
 }
 

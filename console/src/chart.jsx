@@ -50,7 +50,7 @@ export function SpendChart({ spend, label }) {
         ...models.map((m, i) => ({ label: m, scale: "usd", fill: COLORS[i % COLORS.length],
           stroke: COLORS[i % COLORS.length], paths: bars, points: { show: false },
           value: (u, v, si, idx) => (idx == null ? "-" : usd(units[i][idx])) })).reverse(),
-        { label: "requests", scale: "req", stroke: "#111827", width: 2, value: (u, v) => (v == null ? "-" : v) }],
+        { label: "requests served", scale: "req", stroke: "#111827", width: 2, value: (u, v) => (v == null ? "-" : v) }],
     };
     const data = [x, ...stacked.slice().reverse(), requests];
     const plot = new uPlot(opts, data, box.current);
@@ -67,7 +67,7 @@ export function SpendChart({ spend, label }) {
     <figure class="chart" role="img" aria-label={`${label}: ${usd(total)} over ${span.length} days`}>
       <div ref={box} />
       <figcaption>
-        {label}: {usd(total)} and {requests.reduce((a, b) => a + b, 0)} requests
+        {label}: {usd(total)} and {requests.reduce((a, b) => a + b, 0)} requests served
         {models.length ? ` (${models.join(", ")})` : " (nothing spent yet)"}
       </figcaption>
     </figure>

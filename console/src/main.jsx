@@ -12,7 +12,7 @@ import { AllOrders, Codes, Settings } from "./commerce.jsx";
 import { Pricing, PublicPricing } from "./pricing.jsx";
 import { Usage } from "./usage.jsx";
 import { Playground } from "./playground.jsx";
-import { Field, FormError } from "./ui.jsx";
+import { Field, FormError, labelCells } from "./ui.jsx";
 import "./style.css";
 
 const USER_PAGES = [["dashboard", "Dashboard", Dashboard], ["keys", "Keys", Keys], ["log", "Request log", Log],
@@ -165,4 +165,6 @@ function App() {
   );
 }
 
-render(<App />, document.getElementById("app"));
+const app = document.getElementById("app");
+labelCells(app);
+render(<App />, app);

@@ -130,8 +130,9 @@ function PriceEditor({ model, row, onDone }) {
       onDone(message);
     } catch (err) {
       // "value: ModelPrice <model>.<field>: ..." names the field: shown beside it.
-      const field = COLUMNS.map(([name]) => name).find((name) => err.message.includes(`ModelPrice ${model}.${name}:`));
-      setError(field ? new ApiError(err.message, err.status, field) : err);
+      const field = COLUMNS.map(([name]) => name).find((name) => err.message.includes(`ModelPrice ${model}.${name}: `));
+      const rule = field && err.message.split(`ModelPrice ${model}.${field}: `)[1];
+      setError(field ? new ApiError(rule, err.status, field) : err);
     }
   }
   function save(event) {

@@ -47,7 +47,10 @@ function Notice() {
   return <section class="notice" aria-label="Notice">{data.notice}</section>;
 }
 
-export function Dashboard({ me }) {
+export function Dashboard({ me, reload }) {
+  // The cards read the account afresh, as the chart does: the one loaded at sign-in is stale
+  // after a call (the Requests card said 3 where the chart, read later, said 4).
+  useEffect(() => { reload(); }, []);
   return (
     <>
       <Notice />
@@ -56,7 +59,8 @@ export function Dashboard({ me }) {
         {me.owed_quota > 0 && <div class="owed"><dt>Owed</dt><dd>{usd(me.owed_quota)}</dd>
           <dd class="units">a refund took back what was spent: repaid from your next top-up; no requests until then</dd></div>}
         <div><dt>Used</dt><dd>{usd(me.used_quota)}</dd></div>
-        <div><dt>Requests</dt><dd>{(me.request_count || 0).toLocaleString("en-US")}</dd></div>
+        <div><dt>Requests served</dt><dd>{(me.request_count || 0).toLocaleString("en-US")}</dd>
+          <dd class="units">all time; failed ones are not counted</dd></div>
         <div><dt>Budget</dt><dd>{me.budget_usd ? `$${me.budget_usd}` : "none"}</dd>
           {me.budget_usd ? <dd class="units">{me.budget_period}</dd> : null}</div>
         <div><dt>Limits</dt><dd class="small">{limitsText(me)}</dd></div>
@@ -65,6 +69,9 @@ export function Dashboard({ me }) {
     </>
   );
 }
+
+// A top-up's amount as what it did to the balance: "+$3.00", or "-$2.00" for one taken back.
+const signed = (units) => (units < 0 ? `-${usd(-units)}` : `+${usd(units)}`);
 
 const TYPES = { 1: "top-up", 2: "consume", 3: "manage", 4: "system", 5: "error", 6: "refund" };
 
@@ -115,7 +122,7 @@ export function Log() {
             {items.map((item) => (
               <tr key={item.id}>
                 <td>{when(item.created_at)}</td><td>{TYPES[item.type] || item.type}</td><td>{item.token_name}</td>
-                <td>{item.model_name}</td><td>{usd(item.quota)}</td>
+                <td>{item.model_name}</td><td>{item.type === 1 ? signed(item.quota) : usd(item.quota)}</td>
                 <td>{item.prompt_tokens}/{item.completion_tokens}</td>
                 <td>{item.type === 1 ? "" : `${item.use_time} s`}</td><td class="what">{item.content}</td>
               </tr>

@@ -52,6 +52,39 @@ def chat(site, key: str) -> str:
     return answer.choices[0].message.content or ""
 
 
+# The words of an element broken across two lines mid-word (a URL or a key may break; a word may not).
+BROKEN_WORDS = """(root) => {
+  const broken = [];
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    for (const found of node.textContent.matchAll(/[A-Za-z]{3,}/g)) {
+      const range = document.createRange();
+      range.setStart(node, found.index);
+      range.setEnd(node, found.index + found[0].length);
+      if (new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size > 1) broken.push(found[0]);
+    }
+  }
+  return broken;
+}"""
+
+# How tall, in CSS pixels, the chart's tallest bar is drawn (rows of its canvas in a model's colour).
+BAR_HEIGHT = """(figure) => {
+  const canvas = figure.querySelector("canvas");
+  const { data, width, height } = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
+  const colours = ["#2563eb", "#16a34a", "#d97706", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626"]
+    .map((hex) => [1, 3, 5].map((at) => parseInt(hex.slice(at, at + 2), 16)));
+  let rows = 0;
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      const i = (y * width + x) * 4;
+      if (colours.some(([r, g, b]) => data[i] === r && data[i + 1] === g && data[i + 2] === b)) { rows++; break; }
+    }
+  }
+  return rows / devicePixelRatio;
+}"""
+
+
 def balance_units(page) -> int:
     """The dashboard's balance, in quota units (the card's second line: "5,000,000 units")."""
     card = page.get_by_role("term").filter(has_text="Balance").locator("xpath=..")
@@ -142,7 +175,15 @@ def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_
     chart = page.get_by_role("img", name=re.compile(r"^Your spend per day, last 7 days"))
     chart.wait_for()
     assert "$0.00 over" not in chart.get_attribute("aria-label")
-    assert "m-small" in page.locator("figure figcaption").inner_text()
+    caption = page.locator("figure figcaption").inner_text()
+    assert "m-small" in caption
+    # The Requests card and the chart count the same requests (all made this week), and say so
+    served = page.get_by_role("term").filter(has_text="Requests served").locator("xpath=..")
+    count = served.get_by_role("definition").first.inner_text()
+    assert f" and {count} requests served" in caption, (count, caption)
+    # A spend of a fraction of a cent is a bar to see: the axis follows the data
+    chart.locator("canvas").first.wait_for()
+    assert chart.evaluate(BAR_HEIGHT) > 60
     page.get_by_role("button", name="30 days").click()
     page.get_by_role("img", name=re.compile(r"^Your spend per day, last 30 days")).wait_for()
 
@@ -165,6 +206,17 @@ def test_a_user_signs_in_sees_its_spend_makes_a_key_uses_it_finds_it_in_the_log_
     assert keys.get_by_role("row").filter(has_text=re.compile(rf"{old_name}\s")).count() == 0
     assert fits(page, viewport)
     assert chat(site, key)  # the same key, now for every model
+    # The key's actions are on screen inside the table's box; a wider table's box says it scrolls
+    # sideways, and at 375 px each key is a card with nothing to scroll
+    box = keys.locator("xpath=..")
+    assert right_edge(page.get_by_role("button", name=f"Delete key {name}")) <= min(right_edge(box), viewport["width"])
+    scrolls = not box.evaluate("b => b.scrollWidth <= b.clientWidth")
+    assert not scrolls or box.get_attribute("aria-label") == "Keys, scrolls sideways"
+    if viewport is PHONE:
+        assert not scrolls
+        status = keys.get_by_role("row").filter(has_text=name).locator("td").nth(2)
+        assert status.get_attribute("data-label") == "Status" and status.inner_text() == "enabled"
+        assert keys.locator("thead").evaluate("h => h.getBoundingClientRect().width") <= 1  # labels, not a header
     page.get_by_role("button", name=f"Delete key {name}").click()  # one click asks first
     page.get_by_role("button", name=f"Keep key {name}").click()
     page.get_by_role("button", name=f"Delete key {name}").click()
@@ -219,7 +271,7 @@ def test_errors_appear_next_to_their_field_and_sign_out_ends_the_session(site, c
     page.get_by_role("button", name="Sign in").click()
     alert = page.get_by_role("form", name="Sign in").get_by_role("alert")
     alert.wait_for()
-    assert alert.inner_text() == "wrong username or password"
+    assert alert.inner_text() == "Wrong username or password"
 
     sign_in(page, site.url, "ann", ANN_PASSWORD)
     cookie = next(c for c in page.context.cookies() if c["name"] == "gateway_session")
@@ -403,7 +455,8 @@ def test_an_operator_prices_a_model_in_the_console_and_a_users_next_request_pays
     editor.get_by_role("button", name="Save prices").click()
     beside = editor.get_by_role("alert")
     beside.wait_for()
-    assert "m-small.input_per_million: must be at least 0" in beside.inner_text()
+    # the rule in words beside its field, the option's JSON not echoed back
+    assert beside.inner_text() == "Must be at least 0 and at most 1000000 USD (got -1)"
     assert editor.get_by_label("Input / 1M tokens (USD)").get_attribute("aria-invalid") == "true"
     option = httpx.get(f"{site.url}/api/option", headers=bob_api)
     assert option.status_code == 403  # and bob may not even read the options
@@ -520,15 +573,35 @@ def test_long_names_and_wide_tables_fit_and_their_actions_are_reachable(site, ch
     assert right_edge(row.get_by_role("button", name="Add quota")) <= DESKTOP["width"]
     assert right_edge(row.get_by_role("button", name=f"Disable {long_name}")) <= DESKTOP["width"]
     go_to(operator, "Channels")
-    channel = operator.get_by_role("table", name="Channels").get_by_role("row").filter(has_text="simulator-chat")
+    channels = operator.get_by_role("table", name="Channels")
+    channel = channels.get_by_role("row").filter(has_text="simulator-chat")
     channel.wait_for()
-    assert right_edge(channel.get_by_role("button", name="Disable simulator-chat")) <= DESKTOP["width"]
+    # Its actions are in view inside its box, which says it scrolls sideways for the other columns;
+    # no word is broken mid-word
+    box = operator.get_by_role("region", name="Channels, scrolls sideways")
+    disable = channel.get_by_role("button", name="Disable simulator-chat")
+    assert right_edge(disable) <= right_edge(box) <= DESKTOP["width"]
+    assert channels.evaluate(BROKEN_WORDS) == []
     assert fits(operator, DESKTOP)
     # The protocols are named by the vendors whose API they speak
     operator.get_by_text("New channel", exact=True).click()
     protocol = operator.get_by_role("form", name="Add channel").get_by_label("Protocol")
     assert {"OpenAI-compatible (chat completions)", "Anthropic (messages)", "Kling (video and images)"} <= set(
         protocol.locator("option").all_inner_texts())
+    # Every field's problem at once, each at its field, in words
+    form = operator.get_by_role("form", name="Add channel")
+    form.get_by_label("Name").fill("has space")
+    form.get_by_label("Base URL").fill("ftp://upstream.example")
+    form.get_by_label("Upstream key").fill("sk with space")
+    form.get_by_label("Models (comma separated; * for any)").fill("m-small")
+    form.get_by_role("button", name="Add channel").click()
+    form.get_by_role("alert").first.wait_for()
+    for label in ("Name", "Base URL", "Upstream key"):
+        field = form.get_by_label(label, exact=True)
+        assert field.get_attribute("aria-invalid") == "true", label
+        said = operator.locator(f"#{field.get_attribute('aria-describedby')}").inner_text()
+        assert said and not said.startswith(("name", "base_url", "key")), said
+    assert form.get_by_role("alert").count() == 3 and "more problem" not in form.inner_text()
     operator.context.close()
     # At 375 px, the long name wraps in the header, the prices are cards with their labels,
     # and the export's date boxes are whole
@@ -541,6 +614,11 @@ def test_long_names_and_wide_tables_fit_and_their_actions_are_reachable(site, ch
     small.wait_for()
     input_price = small.get_by_role("cell").filter(has_text="$").first
     assert input_price.is_visible() and right_edge(input_price) <= PHONE["width"]
+    # A zeta (Seedance) video model is video, priced by its output (video) tokens: no $0 input
+    zeta = page.get_by_role("table", name="Prices").get_by_role("row").filter(
+        has=page.get_by_role("cell", name="zeta-video-1-0-pro-250528", exact=True))
+    prices = zeta.locator("td").all_inner_texts()
+    assert "video" in prices and "$0" not in prices, prices
     assert fits(page, PHONE)
     go_to(page, "Usage")
     export = page.get_by_role("form", name="Export the request log as CSV")

@@ -116,8 +116,12 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     email = "nia+gw@example.com"  # a "+" in the address survives the reset link below
     form.get_by_label("Username").fill("nia")
     form.get_by_label("Password", exact=True).fill("nia's long password")
-    form.get_by_label("Repeat password").fill("nia's long password")
+    form.get_by_label("Repeat password").fill("nia's other password")
     form.get_by_label("Email").fill(email)
+    form.get_by_role("button", name="Sign up").click()  # the rule in words, at the field it is about
+    form.get_by_role("alert").filter(has_text="Must be the same as the password").wait_for()
+    assert form.get_by_label("Repeat password").get_attribute("aria-invalid") == "true"
+    form.get_by_label("Repeat password").fill("nia's long password")
     form.get_by_role("button", name="Sign up").click()  # no code yet: the API says so beside the field
     form.get_by_role("alert").filter(has_text="Wrong or expired").wait_for()  # in words, at its field
     assert form.get_by_label("Verification code").get_attribute("aria-invalid") == "true"
@@ -147,6 +151,12 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     redeem.get_by_role("button", name="Redeem").click()
     redeem.get_by_role("status").filter(has_text="Added $3.00").wait_for()
     wait_for_card(page, "Balance", "$3.00")
+    redeem.get_by_label("Redemption code").fill(code)  # again: when, and how much, in words and dollars
+    redeem.get_by_role("button", name="Redeem").click()
+    again = redeem.get_by_role("alert")
+    again.wait_for()
+    assert re.fullmatch(r"You redeemed this code already \(on \d{4}-\d\d-\d\d \d\d:\d\d UTC\); "
+                        r"its \$3\.00 \(1,500,000 units\) were added then", again.inner_text()), again.inner_text()
     inviter.reload()
     wait_for_card(inviter, "Invited", "1")
     assert card(inviter, "Reward to transfer") == "$0.00"
@@ -197,6 +207,23 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
         answer = sdk.chat.completions.create(model="m-small", messages=[{"role": "user", "content": "hello"}])
     assert answer.choices[0].message.content
 
+    # The request log names the top-ups and says their amounts in dollars; its filter has them
+    go_to(page, "Request log")
+    filters = page.get_by_role("form", name="Filter the log")
+    filters.get_by_label("Type").select_option(label="top-up")
+    filters.get_by_role("button", name="Apply filters").click()
+    log = page.get_by_role("table", name="Requests")
+    log.get_by_role("row").filter(has_text="stripe").wait_for()
+    rows = [row.locator("td").all_inner_texts() for row in log.locator("tbody tr").all()]
+    assert sorted(r[4] for r in rows) == ["+$3.00", "+$5.00"] and {r[1] for r in rows} == {"top-up"}, rows
+    assert "redemption 'welcome': $3.00 (1,500,000 units) added" in [r[6] for r in rows], rows
+    assert fits(page, PHONE)
+    # The Dashboard's Requests card counts what its chart counts: the one call
+    go_to(page, "Dashboard")
+    page.get_by_role("img", name=re.compile(r"^Your spend per day")).wait_for()
+    assert card(page, "Requests served") == "1"
+    assert " and 1 requests served" in page.locator("figure figcaption").inner_text()
+
     # The first payment paid the inviter's reward, once; ivy moves it into the balance.
     inviter.reload()
     wait_for_card(inviter, "Reward to transfer", "$2.00")
@@ -210,7 +237,8 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     transfer.get_by_label("Amount (USD)").fill("1")  # nothing left: the API's refusal, beside the field
     transfer.get_by_role("button", name="Transfer").click()
     refused = transfer.get_by_role("alert")
-    assert refused.inner_text() == "More than the invitation reward you have"  # in words beside the field
+    # in words beside the field
+    assert refused.inner_text() == "More than the invitation reward you have not yet transferred"
     assert transfer.get_by_label("Amount (USD)").get_attribute("aria-invalid") == "true"
 
     # Forgot password: the emailed link opens the reset page, which shows a new password once.

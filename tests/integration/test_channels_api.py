@@ -7,6 +7,7 @@ and m-new: m-new is served only by what an operator adds."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -207,6 +208,19 @@ def test_a_bad_channel_is_a_400_naming_the_field_and_changes_nothing(upstream, a
     _, listed = api(account_fn, lambda_context, "GET", "/api/channel/")
     assert [r["name"] for r in listed["data"]["items"]] == ["main"]
     assert boto3.client("secretsmanager").list_secrets()["SecretList"] == []
+
+
+def test_a_channel_with_several_bad_fields_is_one_400_listing_every_fields_problem(upstream, account_fn,
+                                                                                   lambda_context):
+    # The console's Add channel shows each at its field at once (issue 45, 6); the message and its
+    # first problem are the same, for a script that reads only the message.
+    body = new_channel(upstream, name="has space", base_url="ftp://upstream.example", models=[], weight=-1)
+    status, refused = api(account_fn, lambda_context, "POST", "/api/channel/", body)
+    assert status == 400 and refused["success"] is False
+    assert [p["param"] for p in refused["errors"]] == ["name", "base_url", "models", "weight"]
+    assert all(p["message"].startswith(f"{p['param']}: ") for p in refused["errors"])
+    assert refused["message"] == refused["errors"][0]["message"] + " (and 3 more problems)"
+    assert KEY not in json.dumps(refused)
 
 
 def test_an_edit_keeps_the_key_unless_given_and_a_new_key_is_used_at_once(upstream, account_fn, lambda_context,

@@ -114,7 +114,7 @@ def test_a_card_top_up_delivered_five_times_credits_once(payments_on, payer, acc
     from gateway.api import requestlog
 
     log = requestlog.account_log(payer, {"type": "1"})["data"]["items"]
-    assert [(e["quota"], e["content"]) for e in log] == [(2_500_000, "stripe: 2500000 units added")]
+    assert [(e["quota"], e["content"]) for e in log] == [(2_500_000, "stripe: $5.00 (2,500,000 units) added")]
 
 
 def test_the_amount_credited_is_the_orders_never_the_events(payments_on, payer, accounts, commerce_fn):
@@ -246,7 +246,7 @@ def test_the_smallest_transfer_is_one_usd_exactly_and_the_invitation_code_is_ans
                                    Key=to_item({"pk": "USER#41", "sk": "PROFILE"}),
                                    UpdateExpression="SET aff_quota = :q",
                                    ExpressionAttributeValues=to_values({":q": 10**6}))
-    with pytest.raises(GatewayError, match="smallest transfer is 500000 units"):
+    with pytest.raises(GatewayError, match=r"smallest transfer is \$1.00 \(500,000 units\)"):
         invitations.transfer(41, 499_999)
     # new-api's TransferAffQuotaToQuota: at least one USD of quota
     assert invitations.transfer(41, 500_000) == {"success": True, "message": "", "data": 500_000}
@@ -531,8 +531,9 @@ def test_a_refund_takes_back_what_it_refunds_once(payments_on, payer, accounts, 
 
     log = requestlog.account_log(payer, {"type": "1"})["data"]["items"]
     assert sorted((e["quota"], e["content"]) for e in log) == [
-        (-1_500_000, "stripe refund: 1500000 units taken back"),
-        (-1_000_000, "stripe refund: 1000000 units taken back"), (2_500_000, "stripe: 2500000 units added")]
+        (-1_500_000, "stripe refund: $3.00 (1,500,000 units) taken back"),
+        (-1_000_000, "stripe refund: $2.00 (1,000,000 units) taken back"),
+        (2_500_000, "stripe: $5.00 (2,500,000 units) added")]
     assert CommerceRepository().order(order["trade_no"])["taken_units"] == 2_500_000
 
 
@@ -616,9 +617,9 @@ def test_a_dispute_freezes_the_credit_until_it_closes(payments_on, payer, accoun
 
     log = requestlog.account_log(payer, {"type": "1"})["data"]["items"]
     assert sorted(e["content"] for e in log if e["quota"] < 0) == [
-        "stripe dispute: 1000000 units taken back", "stripe dispute: 1500000 units taken back"]
+        "stripe dispute: $2.00 (1,000,000 units) taken back", "stripe dispute: $3.00 (1,500,000 units) taken back"]
     assert sorted(e["content"] for e in log if e["quota"] > 0 and "dispute" in e["content"]) == [
-        "stripe dispute: 1000000 units added"]
+        "stripe dispute: $2.00 (1,000,000 units) added"]
 
 
 def test_a_dispute_won_while_the_account_owes_repays_the_debt_first(payments_on, payer, accounts, commerce_fn):

@@ -12,7 +12,9 @@ import time
 import pytest
 
 from gateway import options
+from gateway.admission import billing
 from gateway.api import pricing
+from gateway.auth import authenticate
 from gateway.prices import SHIPPED
 from tests.conftest import api_event
 from tests.integration.money_support import put_in_group
@@ -139,7 +141,11 @@ def test_tokens_per_day_and_model_for_the_user_and_for_the_operator(account_fn, 
     catalog([channel("chat")])
     for key in (ann["key"], ann["key"], demo["key"]):
         assert run("chat", inbound("chat", key, "count my tokens"))[0] == 200
-    entries = accounts.usage.ledger(ann["id"])
+    # and one request of ann's that failed (its hold refunded): not served, so not counted
+    failed = billing.reserve(authenticate({"x-api-key": ann["key"]}), 1000, model="m-small", route="chat",
+                             reservation_id="failed-1")
+    billing.refund(failed, reason="the upstream failed")
+    entries = [e for e in accounts.usage.ledger(ann["id"]) if e.get("detail", {}).get("input_tokens")]
     prompt = sum(int(e["detail"]["input_tokens"]) for e in entries)
     completion = sum(int(e["detail"]["output_tokens"]) for e in entries)
     status, mine = call_json(account_fn, lambda_context, "/api/data/self", headers=ann["headers"])
@@ -148,6 +154,9 @@ def test_tokens_per_day_and_model_for_the_user_and_for_the_operator(account_fn, 
     assert (row["model_name"], row["count"], row["prompt_tokens"], row["completion_tokens"]) == \
         ("m-small", 2, prompt, completion) and row["token_used"] == prompt + completion and prompt > 0
     assert row["quota"] == sum(int(e["units"]) for e in entries)
+    # The Dashboard's Requests card and its chart count the same requests (issue 45, 8)
+    _, me = call_json(account_fn, lambda_context, "/api/user/self", headers=ann["headers"])
+    assert me["data"]["request_count"] == row["count"] == 2
     # The operator's view adds everyone up; a user may not read it
     status, everyone = call_json(account_fn, lambda_context, "/api/data", headers=OPERATOR, query={"days": "7"})
     assert status == 200 and everyone["data"]["rows"][0]["count"] == 3

@@ -78,6 +78,7 @@ def test_a_bad_sign_up_is_a_400_naming_the_field_and_makes_nothing(commerce_fn, 
                                                                    body, param):
     status, answer, _ = call(commerce_fn, lambda_context, "POST", "/api/user/register", body=body)
     assert status == 400 and param in answer["message"]
+    assert answer["errors"][0]["param"] == param  # where the form shows it (a model's own rule too)
     assert accounts.sign_in.user_id_for_username(body["username"]) is None
 
 

@@ -15,6 +15,7 @@ from gateway.prices import (
     token_cost,
     unit_cost,
     units_to_whole_usd,
+    usd_text,
     usd_to_units,
 )
 
@@ -199,3 +200,11 @@ def test_a_long_bad_model_name_is_quoted_cut_at_40_characters():
     with pytest.raises(ValueError) as refused:
         parse_option(json.dumps({name: {"per_call": 1}}))
     assert str(refused.value).startswith(f"model '{name[:40]}... ({len(name)} characters)': a model name has")
+
+
+@pytest.mark.parametrize(("units", "said"), [
+    (2_500_000, "$5.00 (2,500,000 units)"), (500_000, "$1.00 (500,000 units)"), (250, "$0.0005 (250 units)"),
+    (1, "$0.000002 (1 unit)"), (5_000, "$0.01 (5,000 units)"), (-1_500_000, "-$3.00 (-1,500,000 units)"),
+])
+def test_quota_is_said_in_dollars_with_its_units_beside(units, said):
+    assert usd_text(units) == said

@@ -62,6 +62,9 @@ class GatewayError(Exception):
     code: str | None = None
     #: The upstream's own error object, when the error relays its verdict (a dialect may show it).
     upstream: dict[str, Any] | None = None
+    #: Every field's problem when a body broke several rules at once ({"param", "message"} each,
+    #: the first the message's own): the account envelope lists them, so a form shows them all.
+    problems: tuple[dict[str, str | None], ...] = ()
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None,
                  status: int | None = None, headers: dict[str, str] | None = None):
@@ -201,6 +204,10 @@ def render(error: GatewayError, dialect: Dialect, request_id: str = "") -> Rende
         body = {"error": status, "message": message}
     elif dialect is Dialect.ACCOUNT:
         body = {"data": None, "message": message, "success": False}
+        if error.problems:  # new-api's envelope, plus each field's problem for a form
+            body["errors"] = [dict(problem) for problem in error.problems]
+        elif error.param:
+            body["errors"] = [{"param": error.param, "message": message}]
     elif dialect is Dialect.IMGTASK:
         # The upstream's own submit code (24 banned prompt, with its bannedWord) when it relays one.
         relayed = error.upstream or {}

@@ -177,7 +177,9 @@ def parse_value(key: str, value: Any) -> tuple[str, Any]:
     try:
         return text, option.parse(text)
     except ValueError as exc:
-        raise InvalidRequest(f"value: {key} {exc} (got '{shown(text, 40)}')", param="value") from None
+        # A JSON option's rule names the entry that broke it: its whole text is not echoed back.
+        got = "" if key in ("GroupRatio", "ModelPrice") else f" (got '{shown(text, 40)}')"
+        raise InvalidRequest(f"value: {key} {exc}{got}", param="value") from None
 
 
 class _Cache:

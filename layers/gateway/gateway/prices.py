@@ -294,6 +294,18 @@ def _amount(model: str, name: str, value: Any) -> Decimal:
     return amount
 
 
+def usd_text(units: int) -> str:
+    """Quota as a person reads it: "$5.00 (2,500,000 units)" (cents, or up to 6 places below $1;
+    the units beside, for the scripts and the operator's tools that count them)."""
+    usd = Decimal(int(units)) / UNITS_PER_USD
+    places = 2 if abs(usd) >= 1 or usd == usd.quantize(Decimal("0.01")) else 6
+    amount = f"{abs(usd):,.{places}f}"
+    if places == 6:
+        amount = amount.rstrip("0")
+        amount += "0" * max(0, 2 - len(amount.split(".")[1]))
+    return f"{'-' if usd < 0 else ''}${amount} ({int(units):,} unit{'' if abs(int(units)) == 1 else 's'})"
+
+
 def usd_to_units(usd: Decimal) -> int:
     """Whole quota units for an amount in USD, rounded up (a fraction of a unit is a unit)."""
     return int((usd * UNITS_PER_USD).to_integral_value(rounding=ROUND_CEILING))

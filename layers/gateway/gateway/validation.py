@@ -19,7 +19,7 @@ from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, shown
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -37,26 +37,43 @@ def field_path(loc: tuple[Any, ...]) -> str:
     return out
 
 
+def _problem(error: Any) -> tuple[str, str | None]:
+    """One pydantic error as ("<field>: <rule>", field). A model's own rule that names its field
+    ("password2: must ...", pydantic giving it no place) is that field's."""
+    param = field_path(tuple(error.get("loc", ()))) or None
+    rule = error.get("msg", "is invalid")
+    if error.get("type") == "missing":
+        rule = "is required"
+    elif error.get("type") == "extra_forbidden":
+        rule = "is not a known field"
+    rule = rule.removeprefix("Value error, ")
+    if param is None:
+        named = re.match(r"([A-Za-z_][A-Za-z0-9_]*): ", rule)
+        return rule, named.group(1) if named else None
+    return f"{param}: {rule}", param
+
+
 def describe(exc: ValidationError) -> tuple[str, str | None]:
     """The first problem, as ("<field>: <rule>", field), with a count of any others."""
     errors = exc.errors(include_url=False)
-    first = errors[0]
-    param = field_path(tuple(first.get("loc", ()))) or None
-    rule = first.get("msg", "is invalid")
-    if first.get("type") == "missing":
-        rule = "is required"
-    elif first.get("type") == "extra_forbidden":
-        rule = "is not a known field"
-    rule = rule.removeprefix("Value error, ")
-    message = f"{param}: {rule}" if param else rule
+    message, param = _problem(errors[0])
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return message, param
 
 
+# A form has fewer fields; a long list's every item broken is said by the first ones.
+MAX_PROBLEMS = 20
+
+
 def invalid(exc: ValidationError) -> InvalidRequest:
+    """The 400 of a body that broke its model: the first problem in the message (with a count of
+    the others, for a script that reads only that), every problem in `problems`."""
     message, param = describe(exc)
-    return InvalidRequest(message, param=param)
+    error = InvalidRequest(message, param=param)
+    error.problems = tuple({"param": p, "message": shown(m, 300)} for m, p in
+                           (_problem(e) for e in exc.errors(include_url=False)[:MAX_PROBLEMS]))
+    return error
 
 
 # Deeper than any real request (a JSON schema in a tool or response format included), and far

@@ -308,7 +308,7 @@ def _close(reservation: Reservation, units: int, detail: dict[str, Any] | None, 
     ]
     writes += day_total_updates(_table(), user_id=reservation.user_id, key_id=reservation.key_id,
                                 model=reservation.model, units=units, at=now,
-                                detail=detail)  # the usage reads' day totals
+                                detail=detail, failed=not settled)  # the usage reads' day totals
     try:
         transact(writes)
     except Exception as exc:

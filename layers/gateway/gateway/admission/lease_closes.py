@@ -89,10 +89,11 @@ class Close:
     error: BaseException | None = None
 
 
-def _counters(reservation: Reservation, units: int, day: date, detail: dict[str, Any] | None = None) -> dict[str, int]:
+def _counters(reservation: Reservation, units: int, day: date, detail: dict[str, Any] | None = None,
+              failed: bool = False) -> dict[str, int]:
     return {f"{LEASE_COUNTER_PREFIX}{day.isoformat()}|{name}": amount for name, amount in
             closed_request_counters(key_id=reservation.key_id, model=reservation.model, units=units,
-                                    detail=detail).items()}
+                                    detail=detail, failed=failed).items()}
 
 
 def commit(lease: Lease, close: Close) -> None:
@@ -137,7 +138,8 @@ def _write_batch(lease: Lease, batch: list[Close]) -> None:
     counters: dict[str, int] = {}
     for close in batch:
         at = datetime.fromtimestamp(int(close.item["at"]) / 1000, UTC)
-        for name, amount in _counters(close.reservation, close.charge, at.date(), close.item.get("detail")).items():
+        for name, amount in _counters(close.reservation, close.charge, at.date(), close.item.get("detail"),
+                                      failed=close.outcome != SETTLED).items():
             counters[name] = counters.get(name, 0) + amount
     charge = sum(close.charge for close in batch)
     batch_id = batch[0].reservation.reservation_id

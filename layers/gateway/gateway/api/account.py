@@ -144,11 +144,12 @@ def spend_days(query: dict[str, str] | None) -> int:
 
 
 #: The counters of a spend row, in order (`spend_rows`): a model's day counters by their suffix.
-SPEND_COUNTERS = ("units", "requests", "input_tokens", "output_tokens")
+SPEND_COUNTERS = ("units", "requests", "input_tokens", "output_tokens", "failed")
 
 
 def spend_rows(days: list[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
-    """(day, model) -> [units, requests, input tokens, output tokens] from day items' per-model counters."""
+    """(day, model) -> [units, requests, input tokens, output tokens, failed requests] from day items'
+    per-model counters."""
     rows: dict[tuple[str, str], list[int]] = {}
     for day in days:
         for name, value in day.items():
@@ -163,12 +164,14 @@ def spend_rows(days: list[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
 
 
 def spend_answer(rows: dict[tuple[str, str], list[int]], first: date, last: date) -> dict[str, Any]:
-    """The spend chart's rows; `token_used` is new-api's name for a row's tokens (input + output)."""
+    """The spend chart's rows; `token_used` is new-api's name for a row's tokens (input + output);
+    `count` the requests served (settled), as the user's `request_count` counts them."""
     return {"success": True, "message": "", "data": {
         "start_day": first.isoformat(), "end_day": last.isoformat(),
         "rows": [{"day": day, "model_name": model, "quota": units, "count": count, "prompt_tokens": prompt,
                   "completion_tokens": completion, "token_used": prompt + completion}
-                 for (day, model), (units, count, prompt, completion) in sorted(rows.items())]}}
+                 for (day, model), (units, requests, prompt, completion, failed) in sorted(rows.items())
+                 for count in [requests - failed]]}}
 
 
 def spend_span(query: dict[str, str] | None, today: date | None = None) -> tuple[date, date]:

@@ -32,6 +32,7 @@ from gateway.admission.billing import LOG_CONSUME, LOG_ERROR, LOG_REFUND, REFUND
 from gateway.admission.ledger import LOG_TOPUP
 from gateway.auth import Principal
 from gateway.errors import InvalidRequest
+from gateway.prices import usd_text
 from gateway.store.table import user_pk
 from gateway.store.usage import LOG_BY_KEY, LOG_BY_MODEL, LOG_BY_USER, UsageRepository, usage_sk
 from gateway.validation import integer_param
@@ -309,13 +310,13 @@ def content_of(entry: Mapping[str, Any]) -> str:
         name = f" '{detail['name']}'" if detail.get("name") else ""
         credited = int(entry.get('credited_units') or 0)
         if credited < 0:  # a refund or a dispute took a credit back (`commerce.reversals`)
-            return f"{route}{name}: {-credited} units taken back"[:300]
-        return f"{route}{name}: {credited} units added"[:300]
+            return f"{route}{name}: {usd_text(-credited)} taken back"[:300]
+        return f"{route}{name}: {usd_text(credited)} added"[:300]
     if kind != LOG_CONSUME:
         reason = str(detail.get("reason") or "no reason recorded")
         held = int(entry.get("reserved_units") or 0)
         what = "failed" if kind == LOG_ERROR else "refunded"
-        return f"{route} {what}, {held} units held and returned: {reason}"[:300]
+        return f"{route} {what}, {usd_text(held)} held and returned: {reason}"[:300]
     parts = [route]
     if "images" in detail:
         parts.append(f"{detail['images']} image(s)")

@@ -20,7 +20,7 @@ from gateway import groups
 from gateway.admission import balances
 from gateway.errors import Conflict, InvalidRequest, NotFound
 from gateway.limit_values import OPERATOR_LIMITS, Limits
-from gateway.prices import usd_to_units
+from gateway.prices import usd_text, usd_to_units
 from gateway.schemas.tokens import LimitFields, NewToken, TokenFields, TokenStatus, TokenUpdate
 from gateway.store.keys import KeysRepository
 from gateway.store.table import KeyNotFound
@@ -208,7 +208,7 @@ def _quota(units: int, user: dict[str, Any]) -> int:
     """A key's share of the user's quota: never more than the user has left."""
     left = int(user.get("quota") or 0)
     if units > left:
-        raise InvalidRequest(f"remain_quota: must not exceed the user's own remaining quota of {left} units",
+        raise InvalidRequest(f"remain_quota: must not exceed your account's remaining quota, {usd_text(left)}",
                              param="remain_quota")
     return units
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from gateway.commerce import credits
 from gateway.errors import InvalidRequest
-from gateway.prices import UNITS_PER_USD
+from gateway.prices import UNITS_PER_USD, usd_text
 
 #: new-api's smallest transfer (model/user.go, TransferAffQuotaToQuota): one USD of quota.
 MIN_TRANSFER_UNITS = UNITS_PER_USD
@@ -30,12 +30,13 @@ def aff(user: Mapping[str, Any]) -> dict[str, Any]:
 def transfer(user_id: int, units: int) -> dict[str, Any]:
     """POST /api/user/aff_transfer {quota}: reward units moved into quota, never below zero."""
     if units < MIN_TRANSFER_UNITS:
-        raise InvalidRequest(f"quota: the smallest transfer is {MIN_TRANSFER_UNITS} units (1 USD)", param="quota")
+        raise InvalidRequest(f"quota: the smallest transfer is {usd_text(MIN_TRANSFER_UNITS)}", param="quota")
     credit = credits.Credit(credit_id=f"aff-{uuid.uuid4().hex}", user_id=user_id, units=units,
                             route="aff_transfer", detail={"from": "aff_quota"}, profile_adds={"aff_quota": -units},
                             profile_condition="aff_quota >= :want", profile_values={":want": units})
     try:
         credits.apply(credit, [])
     except credits.ProfileRefused:
-        raise InvalidRequest("quota: more than the invitation reward you have (aff_quota)", param="quota") from None
+        raise InvalidRequest("quota: more than the invitation reward you have not yet transferred",
+                             param="quota") from None
     return {"success": True, "message": "", "data": units}

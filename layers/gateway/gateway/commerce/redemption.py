@@ -13,11 +13,13 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway.commerce import credits
 from gateway.commerce.store import CommerceRepository, code_key
 from gateway.errors import Conflict, InvalidRequest, NotFound
+from gateway.prices import usd_text
 from gateway.schemas.commerce import (
     CODE_DISABLED,
     CODE_ENABLED,
@@ -154,8 +156,9 @@ def redeem(user_id: int, request: Redeem, repo: CommerceRepository | None = None
                     and int(code.get("used_user_id") or 0) == user_id:
                 # This user's own earlier redemption (say, a retry after a lost answer): said so,
                 # never credited again.
-                refusal = (f"key: you redeemed this code already (at {int(code.get('redeemed_time') or 0)}); "
-                           f"its {int(code['quota'])} units were added then")
+                at = datetime.fromtimestamp(int(code.get("redeemed_time") or 0), UTC).strftime("%Y-%m-%d %H:%M UTC")
+                refusal = (f"key: you redeemed this code already (on {at}); "
+                           f"its {usd_text(int(code['quota']))} were added then")
             raise InvalidRequest(refusal, param="key", code="redemption_refused")
         assert code is not None
         units = int(code["quota"])

@@ -96,7 +96,7 @@ class Register(_Strict):
     @model_validator(mode="after")
     def _same_twice(self) -> Register:
         if self.password2 and self.password2 != self.password:
-            raise ValueError("password2: must repeat password")
+            raise ValueError("password2: must be the same as the password")
         return self
 
 

@@ -69,7 +69,8 @@ def day_counters(*, key_id: str | None = None, model: str | None = None) -> tupl
 
 
 def day_total_updates(table: str, *, user_id: int, key_id: str, model: str, units: int,
-                      at: datetime, detail: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                      at: datetime, detail: dict[str, Any] | None = None,
+                      failed: bool = False) -> list[dict[str, Any]]:
     """The transaction item that adds one closed request to its UTC day's totals: one item per
     user and day, counting units and requests for the user, per key and per model.
 
@@ -78,20 +79,25 @@ def day_total_updates(table: str, *, user_id: int, key_id: str, model: str, unit
     """
     return [day_total_additions(table, user_id=user_id, day=at.astimezone(UTC).date(),
                                 counters=closed_request_counters(key_id=key_id, model=model, units=units,
-                                                                 detail=detail))]
+                                                                 detail=detail, failed=failed))]
 
 
 def closed_request_counters(*, key_id: str, model: str, units: int,
-                            detail: dict[str, Any] | None = None) -> dict[str, int]:
+                            detail: dict[str, Any] | None = None, failed: bool = False) -> dict[str, int]:
     """What one closed request adds to its day's counters: units and one request, for the user,
     its key and its model; and the model's input and output tokens its ledger detail counts
-    (`model:<name>:input_tokens`, `...:output_tokens`, only when there are some)."""
+    (`model:<name>:input_tokens`, `...:output_tokens`, only when there are some). A request
+    refunded, not settled (`failed`), is also counted as the model's `failed`: the spend rows
+    count the requests served, as the user's `request_count` does (`requests` stays one per
+    ledger entry, which the usage reads add up)."""
     counters = {counter: int(units) if counter.endswith("units") else 1
                 for counter in (*day_counters(), *day_counters(key_id=key_id), *day_counters(model=model))}
     for name in TOKEN_COUNTERS:
         tokens = int((detail or {}).get(name) or 0)
         if tokens > 0:
             counters[f"model:{model}:{name}"] = tokens
+    if failed:
+        counters[f"model:{model}:failed"] = 1
     return counters
 
 
