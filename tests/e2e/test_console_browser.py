@@ -95,11 +95,26 @@ def test_the_docs_page_lists_every_operation_and_tries_chat_completions_with_a_p
     document = httpx.get(f"{site.url}/openapi.json").json()
     page = chromium.new_page(viewport=DESKTOP)
     page.goto(f"{site.url}/docs")  # redirected to /docs/, whose assets are relative
+    # Every tag listed, collapsed; each opened in turn shows all of its operations
+    tags = list(dict.fromkeys(operation["tags"][0] for methods in document["paths"].values()
+                              for operation in methods.values()))
+    page.locator(".opblock-tag").first.wait_for()
+    assert page.locator(".opblock-tag").evaluate_all("hs => hs.map(h => h.dataset.tag)") == tags
+    shown = 0
+    for tag in tags:
+        header = page.locator(f".opblock-tag[data-tag='{tag}']")
+        header.click()
+        section = page.locator(".opblock-tag-section").filter(has=header)
+        section.locator(".opblock").first.wait_for()
+        shown += section.locator(".opblock").count()
+        header.click()
+        section.locator(".opblock").first.wait_for(state="detached")
+    assert shown == sum(len(methods) for methods in document["paths"].values())
+    assert page.get_by_text("Unable to render this definition").count() == 0
+
+    page.locator(".opblock-tag[data-tag='text']").click()
     operation = page.get_by_role("button", name=re.compile(r"^POST\W*v1\W*chat\W*completions$"))
     operation.wait_for()
-    assert page.get_by_text("Unable to render this definition").count() == 0
-    shown = page.locator(".opblock").count()
-    assert shown == sum(len(methods) for methods in document["paths"].values())
 
     page.get_by_role("button", name="Authorize").first.click()
     page.get_by_label("auth-bearer-value").fill(DEMO_KEY)
