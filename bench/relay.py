@@ -51,7 +51,8 @@ def free_port() -> int:
 
 
 def serve_in_memory(port: int, sim_port: int) -> None:
-    """The child process: simulators on `sim_port`, the text app on `port`, auth and billing in memory."""
+    """The child process: simulators on `sim_port`, the text app on `port`, auth and billing in
+    memory, the rest of the store in an in-process emulator."""
     sys.path[:0] = [str(ROOT / "layers" / "gateway"), str(ROOT / "local")]
     os.environ["GATEWAY_SIMULATOR_URL"] = f"http://127.0.0.1:{sim_port}"
     import importlib.util
@@ -60,7 +61,13 @@ def serve_in_memory(port: int, sim_port: int) -> None:
 
     from gateway import auth
     from gateway.admission import billing
+    from gateway_local.emulator import isolate_aws_environment, start_emulator
     from gateway_local.server import _ThreadedServer, simulators_app
+
+    # The store the relay still reads (the catalog's health snapshot, options): the in-process
+    # emulator, empty; the key and the bill stay in memory below.
+    isolate_aws_environment()
+    start_emulator(ROOT / "template.yaml")
 
     principal = auth.Principal(user_id=1, key_hash="bench", key_id="bench", key_name="bench", unlimited=True,
                                allowed_models=None, expires_at=0)
