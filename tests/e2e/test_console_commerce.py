@@ -216,7 +216,7 @@ def test_a_newcomer_signs_up_from_an_invitation_with_an_emailed_code_pays_redeem
     log.get_by_role("row").filter(has_text="stripe").wait_for()
     rows = [row.locator("td").all_inner_texts() for row in log.locator("tbody tr").all()]
     assert sorted(r[4] for r in rows) == ["+$3.00", "+$5.00"] and {r[1] for r in rows} == {"top-up"}, rows
-    assert "redemption 'welcome': $3.00 (1,500,000 units) added" in [r[6] for r in rows], rows
+    assert "redemption 'welcome': $3.00 (1,500,000 units) added" in [r[-1] for r in rows], rows
     assert fits(page, PHONE)
     # The Dashboard's Requests card counts what its chart counts: the one call
     go_to(page, "Dashboard")
