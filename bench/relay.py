@@ -5,7 +5,8 @@ requests straight to a simulator and through the local gateway (`python -m gatew
     make bench        (or: .venv/bin/python bench/relay.py [REQUESTS] [--emulator] [--only=speech,rerank])
 
 By default the gateway is the text function's ASGI app under uvicorn in a child process, with
-the key lookup and the bill kept in memory: the figures are what the relay itself adds (HTTP hop,
+the bill kept in memory and the rest of the store (the key, the catalog's health, the options) in
+an in-process emulator, nearly empty: the figures are what the relay itself adds (HTTP hop,
 validation, conversion, SSE). `--emulator` goes through `python -m gateway_local` instead, with
 auth and billing in the moto emulator, whose transactions slow down as its table grows (tens of
 ms after a few hundred requests), so those figures say more about moto than about the gateway.
@@ -51,15 +52,14 @@ def free_port() -> int:
 
 
 def serve_in_memory(port: int, sim_port: int) -> None:
-    """The child process: simulators on `sim_port`, the text app on `port`, auth and billing in
-    memory, the rest of the store in an in-process emulator."""
+    """The child process: simulators on `sim_port`, the text app on `port`, the bill in memory,
+    the rest of the store (the bench's key included) in an in-process emulator."""
     sys.path[:0] = [str(ROOT / "layers" / "gateway"), str(ROOT / "local")]
     os.environ["GATEWAY_SIMULATOR_URL"] = f"http://127.0.0.1:{sim_port}"
     import importlib.util
 
     import uvicorn
 
-    from gateway import auth
     from gateway.admission import billing
     from gateway_local.emulator import isolate_aws_environment, start_emulator
     from gateway_local.server import _ThreadedServer, simulators_app
@@ -69,9 +69,9 @@ def serve_in_memory(port: int, sim_port: int) -> None:
     isolate_aws_environment()
     start_emulator(ROOT / "template.yaml")
 
-    principal = auth.Principal(user_id=1, key_hash="bench", key_id="bench", key_name="bench", unlimited=True,
-                               allowed_models=None, expires_at=0)
-    auth.authenticate = lambda headers, query=None: principal
+    from gateway.admin import ensure_demo_account
+
+    ensure_demo_account(user_id=1, key=KEY, quota=10**15, access_token="bench-access-token", set_quota=True)
     # In memory: the same calls as billing's, whatever options they carry (hold deadlines, log types).
     billing.reserve = lambda principal, units, *, model, route, reservation_id, **_: billing.Reservation(
         reservation_id=reservation_id, user_id=1, key_hash="bench", key_id="bench", limited_key=False, units=units,
