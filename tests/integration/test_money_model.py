@@ -319,7 +319,7 @@ def test_a_limited_key_short_of_the_hold_is_refused_naming_the_keys_own_remainin
     with pytest.raises(InsufficientQuota) as refused:
         billing.reserve_request(principal, 900, model="m-small", route="test", request_id="big", pool=pool)
     # Then the refusal names the key's own remaining quota, and nothing moved
-    assert "this key's remaining quota is 500 units" in refused.value.message
+    assert "this key's remaining quota is $0.001 (500 units)" in refused.value.message
     assert balances.get_key(principal.key_hash)["remain_quota"] == 500
     assert balances.get_user(USER)["quota"] == 100_000
     assert holds.open_leases(USER) == []

@@ -54,7 +54,7 @@ from gateway.auth import USER_DISABLED, Principal, key_refusal
 from gateway.aws_failures import cancellation_reasons
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
-from gateway.prices import with_ratio
+from gateway.prices import usd_text, with_ratio
 from gateway.settings import get_settings
 from gateway.store.aws import (
     client,
@@ -159,15 +159,15 @@ def _reserve(principal: Principal, units: int, *, model: str, route: str, reserv
             if not key or key.get("status") != "active":
                 raise AuthenticationFailed(key_refusal(key)) from None
             raise InsufficientQuota(
-                f"this key's remaining quota is {key.get('remain_quota', 0)} units; "
-                f"the request needs up to {units}") from None
+                f"this key's remaining quota is {usd_text(int(key.get('remain_quota', 0)))}; "
+                f"the request needs up to {usd_text(units)}") from None
         if 1 in refused:
             user = from_item(_db().get_item(TableName=table, Key=to_item(
                 {"pk": user_pk(principal.user_id), "sk": PROFILE}), ConsistentRead=True).get("Item"))
             if not user or int(user.get("status", 1)) != 1:
                 raise AuthenticationFailed(USER_DISABLED) from None
-        raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to {units} "
-                                "units") from None
+        raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to "
+                                f"{usd_text(units)}") from None
     return Reservation.from_record(record)
 
 

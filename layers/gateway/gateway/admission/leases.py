@@ -50,6 +50,7 @@ from gateway.auth import USER_DISABLED, Principal, key_refusal
 from gateway.aws_failures import cancellation_reasons
 from gateway.errors import AuthenticationFailed, Conflict, InsufficientQuota
 from gateway.observability import logger
+from gateway.prices import usd_text
 from gateway.settings import get_settings
 from gateway.store.aws import (
     client,
@@ -231,13 +232,13 @@ class LeasePool:
                     if short.refusal:
                         raise AuthenticationFailed(short.refusal) from None
                     if short.key_left is not None and short.key_left < units:
-                        raise InsufficientQuota(f"this key's remaining quota is {short.key_left} units; "
-                                                f"the request needs up to {units}") from None
+                        raise InsufficientQuota(f"this key's remaining quota is {usd_text(short.key_left)}; "
+                                                f"the request needs up to {usd_text(units)}") from None
                     raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to "
-                                            f"{units} units") from None
+                                            f"{usd_text(units)}") from None
                 # Take half of what is left (other instances may need some), at least this hold.
                 want = max(units, min(want, short.left // 2))
-        raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to {units} units")
+        raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to {usd_text(units)}")
 
     def _grant_once(self, principal: Principal, units: int) -> Lease:
         lease_id = uuid.uuid4().hex
