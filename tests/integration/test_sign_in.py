@@ -123,7 +123,9 @@ def test_a_wrong_password_or_an_unknown_name_is_one_401_naming_neither(account_f
     for username, password in (("ann", "wrong password"), ("nobody", PASSWORD)):
         status, body, headers = call(account_fn, lambda_context, "POST", "/api/user/login",
                                      body={"username": username, "password": password})
-        assert status == 401 and body == {"data": None, "message": "wrong username or password", "success": False}
+        # the same words and the same field (the form's password, whichever was wrong) for both
+        assert status == 401 and body == {"data": None, "message": "wrong username or password", "success": False,
+                                          "errors": [{"param": "password", "message": "wrong username or password"}]}
         assert "Set-Cookie" not in headers
 
 
