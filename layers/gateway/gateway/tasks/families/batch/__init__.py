@@ -162,14 +162,13 @@ class BatchFamily(TaskFamily):
         # A bedrock channel with its S3 location, role and keys, for a batch of at least its minimum
         # number of records (Bedrock refuses a smaller job: the account's quota, `BedrockBatch`).
         lines = int(request.quantities.get("lines") or 0)
-        minimums = sorted(channel.bedrock_batch.min_records for channel in channels
-                          if channel.protocol == "bedrock" and channel.bedrock_batch and bedrock.runs_batches(channel))
+        fewest = {id(channel): bedrock.min_records(channel) for channel in channels if channel.protocol == "bedrock"}
         channels = [channel for channel in channels if channel.protocol != "bedrock" or (
-            bedrock.runs_batches(channel) and channel.bedrock_batch is not None
-            and lines >= channel.bedrock_batch.min_records)]
+            (least := fewest[id(channel)]) is not None and lines >= least)]
         if not channels:
-            smallest = f": its bedrock channels run batches of at least {minimums[0]} requests (this file has " \
-                f"{lines})" if minimums else ""
+            floor = min((least for least in fewest.values() if least is not None), default=None)
+            smallest = f": its bedrock channels run batches of at least {floor} requests (this file has " \
+                f"{lines})" if floor is not None else ""
             raise InvalidRequest(f"no channel that runs batches serves '{request.model}'{smallest}",
                                  param="input_file_id", code="model_not_batchable")
         if request.upstream_request.get("endpoint") == "/v1/embeddings":

@@ -57,10 +57,13 @@ INPUT_NAME = "input.jsonl"
 _XML_FIELD = re.compile(r"<(Code|Message)>([^<]*)</\1>")
 
 
-def runs_batches(channel: Channel) -> bool:
-    """Whether the channel can run Bedrock batch inference: it names its S3 location and role
-    (`BedrockBatch`) and holds an IAM user's keys to sign with."""
-    return channel.bedrock_batch is not None and static_keys(channel.api_key) is not None
+def min_records(channel: Channel) -> int | None:
+    """The fewest lines a batch on the channel may have, or None when it runs no Bedrock batch
+    inference: it must name its S3 location and role (`BedrockBatch`) and hold an IAM user's keys
+    to sign with."""
+    if channel.bedrock_batch is None or static_keys(channel.api_key) is None:
+        return None
+    return channel.bedrock_batch.min_records
 
 
 def _settings(channel: Channel) -> BedrockBatch:
