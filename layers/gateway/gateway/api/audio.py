@@ -195,13 +195,7 @@ class SpeechAnswer(Answer):
         units = capped(units, self.reservation)
         detail = {"channel": self.channel.name, "outcome": outcome, "stream_format": self.metered.request.stream_format,
                   "bytes": self.relayed, **detail}
-        try:
-            billing.settle(self.reservation, units, detail=detail)
-        except Exception:
-            logger.exception("settlement failed", extra={"reservation_id": self.reservation.reservation_id,
-                                                         "units": units})
-            return
-        logger.info("speech served", extra={"model": self.call.model, "units": units, **detail})
+        self._write_bill(units, detail, "speech served")
 
 
 async def _speech_attempt(metered: Metered, channel: Channel, http: httpx.AsyncClient) -> SpeechAnswer:
@@ -418,13 +412,7 @@ class TranscriptAnswer(Answer):
         units = capped(units, self.reservation)
         detail = {"channel": self.channel.name, "outcome": outcome, "stream": True, "format": upload.audio.format,
                   **detail}
-        try:
-            billing.settle(self.reservation, units, detail=detail)
-        except Exception:
-            logger.exception("settlement failed", extra={"reservation_id": self.reservation.reservation_id,
-                                                         "units": units})
-            return
-        logger.info("request served", extra={"model": self.call.model, "units": units, **detail})
+        self._write_bill(units, detail, "request served")
 
 
 async def _streamed_attempt(metered: Metered, channel: Channel, http: httpx.AsyncClient) -> Answer:

@@ -22,7 +22,6 @@ from gateway.admission import billing
 from gateway.api.answers import Inbound, patiently
 from gateway.api.text import Answer, BufferedAnswer, Served, TextCall, _limit_headers
 from gateway.formats.usage import Usage
-from gateway.observability import logger
 from gateway.prices import Price
 from gateway.routing.channel import Channel
 from gateway.routing.failover import first_success_async
@@ -56,13 +55,7 @@ class MeteredAnswer(BufferedAnswer):
 
     def _settle(self, usage: Usage, outcome: str) -> None:
         detail = {"channel": self.channel.name, "outcome": outcome, **self.detail}
-        try:
-            billing.settle(self.reservation, self.units, detail=detail)
-        except Exception:
-            logger.exception("settlement failed", extra={"reservation_id": self.reservation.reservation_id,
-                                                         "units": self.units})
-            return
-        logger.info("request served", extra={"model": self.call.model, "units": self.units, **detail})
+        self._write_bill(self.units, detail, "request served")
 
 
 def capped(units: int, reservation: billing.Reservation) -> int:

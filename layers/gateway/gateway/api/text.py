@@ -232,15 +232,19 @@ class Answer:
                   **({"cache_write_tokens": usage.cache_creation_input_tokens,
                       "cache_write_1h_tokens": usage.cache_creation_1h_input_tokens}
                      if usage.cache_creation_input_tokens else {})}
+        self._write_bill(units, detail, "text served")
+
+    def _write_bill(self, units: int, detail: dict, served: str) -> None:
+        """Settles the hold at `units` and logs `served`; a failed settlement is logged, not raised:
+        the answer has gone out and the hold covers its estimate, so the reservation stays open
+        for an operator rather than the request failing after the fact."""
         try:
             billing.settle(self.reservation, units, detail=detail)
         except Exception:
-            # The answer has gone out and the hold covers its estimate: the reservation stays open
-            # for an operator rather than the request failing after the fact.
             logger.exception("settlement failed", extra={"reservation_id": self.reservation.reservation_id,
                                                          "units": units})
             return
-        logger.info("text served", extra={"model": self.call.model, "units": units, **detail})
+        logger.info(served, extra={"model": self.call.model, "units": units, **detail})
 
 
 def _limit_headers(call: TextCall, reservation: billing.Reservation) -> dict[str, str]:
