@@ -11,10 +11,12 @@ line for the whole run (the last, for scripts):
     mutation: killed=<n> survived=<n> timeout=<n>
 
 A survivor is printed with its diff: kill it with a test, or list it in docs/DEVELOPING.md
-("Mutation testing") with why it is equivalent. Settings (environment): MUTATE_SEED (default 25),
-MUTATE_SAMPLE (mutants per module, default 24; MUTATE_SAMPLE_SLOW, default 20, for those whose
-tests start the AWS emulator), MUTATE_JOBS (modules run side by side, default 2), MUTATE_MODULES
-(comma-separated names below, to run some only).
+("Mutation testing") with why it is equivalent. Settings (environment): MUTATE_SEED (default 25;
+several, comma-separated, run each module once per seed, each in its own copy of the tree, the
+lines then named `mutation[<module>@<seed>]`), MUTATE_SAMPLE (mutants per module, default 24;
+MUTATE_SAMPLE_SLOW, default 20, for those whose tests start the AWS emulator), MUTATE_JOBS
+(modules run side by side, default 2), MUTATE_MODULES (comma-separated names below, to run some
+only).
 """
 
 from __future__ import annotations
@@ -188,7 +190,7 @@ def _run_module(name: str, path: str, tests: list[str], sample: int, seed: int) 
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
 
-    tree = WORK / name
+    tree = WORK / f"{name}-{seed}"
     _copy_tree(tree)
     command = _pytest(tests)
     # The baseline: the covering tests pass on the unmutated copy, and how long they take.
@@ -240,18 +242,18 @@ def _run_module(name: str, path: str, tests: list[str], sample: int, seed: int) 
             elif result.test_outcome == TestOutcome.SURVIVED:
                 counts["survived"] += 1
                 mutation = item.mutations[0]
-                print(f"SURVIVED {name} {mutation.module_path}:{mutation.start_pos[0]} {mutation.operator_name} "
+                print(f"SURVIVED {name}@{seed} {mutation.module_path}:{mutation.start_pos[0]} {mutation.operator_name} "
                       f"#{mutation.occurrence}\n{result.diff}", flush=True)
             elif result.test_outcome == TestOutcome.KILLED:
                 counts["killed"] += 1
             else:  # the mutant could not even be tested (it broke the import): as good as killed
                 counts["incompetent"] += 1
-    print(f"{name}: {counts}", flush=True)
+    print(f"{name}@{seed}: {counts}", flush=True)
     return counts
 
 
 def main() -> None:
-    seed = int(os.environ.get("MUTATE_SEED", "25"))
+    seeds = [int(s) for s in os.environ.get("MUTATE_SEED", "25").split(",") if s.strip()]
     sample = int(os.environ.get("MUTATE_SAMPLE", "24"))
     names = [n.strip() for n in os.environ.get("MUTATE_MODULES", ",".join(MODULES)).split(",") if n.strip()]
     unknown = [n for n in names if n not in MODULES]
@@ -261,8 +263,9 @@ def main() -> None:
     totals = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0}
     # Modules side by side, one per core: each session mutates its own copy of the tree.
     with ThreadPoolExecutor(max_workers=int(os.environ.get("MUTATE_JOBS", "2"))) as pool:
-        runs = {name: pool.submit(_run_module, name, *MODULES[name], SAMPLES.get(name, sample), seed)
-                for name in names}
+        runs = {(f"{name}@{seed}" if len(seeds) > 1 else name):
+                pool.submit(_run_module, name, *MODULES[name], SAMPLES.get(name, sample), seed)
+                for name in names for seed in seeds}
         counts = {name: run.result() for name, run in runs.items()}
     for result in counts.values():
         for key, value in result.items():
