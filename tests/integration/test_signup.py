@@ -233,6 +233,35 @@ def test_a_code_is_kept_until_it_expires_then_left_to_the_ttl(outbox, store):
         assert item["expires_at"]["N"] == item["expires_ttl"]["N"] == str(now + 600)  # 10 minutes
 
 
+def test_a_code_is_drawn_from_all_six_digits(outbox, store, monkeypatch):
+    """A code is one of the million from 000000 to 999999: with the draw at its highest, the
+    mail says 999999 (a smaller range would make it guessable in fewer than five tries a code)."""
+    draws: list[int] = []
+
+    def highest(bound: int) -> int:
+        draws.append(bound)
+        return bound - 1
+
+    monkeypatch.setattr(signup.secrets, "randbelow", highest)
+    signup.send_code("six@example.com", "192.0.2.1")
+    assert draws == [10**6] and code_in(mails(outbox)[-1]) == "999999"
+
+
+@pytest.mark.parametrize(("length", "status"), [(254, 200), (255, 400)])
+def test_an_address_is_at_most_254_characters(commerce_fn, lambda_context, outbox, length, status):
+    """RFC 5321's limit on a path (256 octets with its angle brackets): the longest address that
+    can be mailed to is 254 characters, and one longer is a 400 naming `email`."""
+    local = "a" * 64  # RFC 5321's limit on the local part
+    domain = ".".join(["b" * 62] * 4)
+    domain = domain[:length - len(local) - 1 - len(".com")] + ".com"
+    address = f"{local}@{domain}"
+    assert len(address) == length
+    answer, body, _ = call(commerce_fn, lambda_context, "GET", "/api/verification", query={"email": address})
+    assert answer == status, body
+    if status == 400:
+        assert body["errors"][0]["param"] == "email" and not mails(outbox)
+
+
 def test_a_code_or_reset_request_says_and_does_the_same_for_a_taken_address(commerce_fn, lambda_context, outbox,
                                                                             accounts):
     """No enumeration: one code stored and one message sent either way, the same answer; only the
@@ -325,6 +354,7 @@ def test_a_password_reset_by_email_gives_a_new_password_that_signs_in(commerce_f
     status, _, _ = call(commerce_fn, lambda_context, "GET", "/api/reset_password", query={"email": "R@example.com"})
     assert status == 200
     link = mails(outbox)[-1]["text"]
+    assert "within 10 minutes." in link  # the reset link lasts as long as a code
     token = re.search(r"token=([0-9a-f]{32})", link).group(1)
     status, body, _ = call(commerce_fn, lambda_context, "POST", "/api/user/reset",
                            body={"email": "r@example.com", "token": "0" * 32})

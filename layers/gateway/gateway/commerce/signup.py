@@ -84,7 +84,7 @@ def limit(*subjects: str, now: float | None = None, most: int | None = None, win
         except Exception as exc:
             if not is_condition_failure(exc):
                 raise
-            retry = max(start + window - int(now), 1)
+            retry = start + window - int(now)  # 1 to `window` seconds: `start` is at most now
             kind = subject.split(":", 1)[0].replace("addr", "address")
             raise RateLimited(f"too many {what} from this {kind}; try again in {retry} s",
                               headers={"Retry-After": str(retry)}, code="critical_rate_limited") from None
