@@ -106,7 +106,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
     # The accounts table's rooms: users' and keys' quota (credits by an operator, key limits), the
     # keys of every item the money modules write (holds), the usage reads' day totals, sign-in.
     "table_store": (f"{LAYER}/store/table.py", ACCOUNTS_TESTS),
-    "users_store": (f"{LAYER}/store/users.py", ACCOUNTS_TESTS),
+    # the users' room: each refusal of a new user told apart, codes, credits, disabling (its own file first)
+    "users_store": (f"{LAYER}/store/users.py", ["tests/integration/test_users_store.py", *ACCOUNTS_TESTS]),
     "keys_store": (f"{LAYER}/store/keys.py", ACCOUNTS_TESTS),
     "signin_store": (f"{LAYER}/store/signin.py", ACCOUNTS_TESTS),
     "usage_store": (f"{LAYER}/store/usage.py", ACCOUNTS_TESTS),
