@@ -108,7 +108,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
     "table_store": (f"{LAYER}/store/table.py", ACCOUNTS_TESTS),
     # the users' room: each refusal of a new user told apart, codes, credits, disabling (its own file first)
     "users_store": (f"{LAYER}/store/users.py", ["tests/integration/test_users_store.py", *ACCOUNTS_TESTS]),
-    "keys_store": (f"{LAYER}/store/keys.py", ACCOUNTS_TESTS),
+    # the keys' room: issued once (a lost answer its own success), a new key's record, remains, reads
+    "keys_store": (f"{LAYER}/store/keys.py", ["tests/integration/test_keys_store.py", *ACCOUNTS_TESTS]),
     "signin_store": (f"{LAYER}/store/signin.py", ACCOUNTS_TESTS),
     "usage_store": (f"{LAYER}/store/usage.py", ACCOUNTS_TESTS),
     "holds_store": (f"{LAYER}/store/holds.py", LEASES_TESTS + ACCOUNTS_TESTS),
