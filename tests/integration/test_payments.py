@@ -862,3 +862,56 @@ def test_a_cancel_racing_the_payment_either_cancels_or_credits_once_never_both(
         assert quota(accounts, payer) == expected
     credited = [e for e in stripe_sim.DELIVERED if e["type"] == "checkout.session.completed"]
     assert quota(accounts, payer) == 2_500_000 * len(credited)
+
+
+def test_a_top_up_answers_its_price_to_the_cent(payments_on, payer, accounts):
+    """`money` is what Stripe charges, in dollars and cents (a unit price of 7.33 USD: 7.33)."""
+    OptionsRepository().put_option("StripeUnitPrice", "7.33", by=1, at=0)
+    options.forget()
+    order = start(payer, accounts, amount=1)
+    assert (order["money"], order["quota"]) == (7.33, 500_000)
+    assert stripe_sim.SESSIONS[order["session_id"]]["amount_total"] == 733
+
+
+@pytest.mark.parametrize(("status", "payment_status", "answer", "ended"), [
+    # Stripe expired the session (its 24 hours) and its event has not arrived yet: the cancel goes on
+    ("expired", "unpaid", 200, "cancelled"),
+    # paid by a delayed method (a bank debit): complete, not yet paid (docs.stripe.com/payments/checkout/
+    # how-checkout-works: `checkout.session.async_payment_succeeded` follows): it cannot be cancelled now
+    ("complete", "unpaid", 409, "pending"),
+])
+def test_a_cancel_stripe_cannot_expire_asks_stripe_what_became_of_the_session(
+        payments_on, payer, accounts, commerce_fn, status, payment_status, answer, ended):
+    order = start(payer, accounts)
+    stripe_sim.SESSIONS[order["session_id"]].update(status=status, payment_status=payment_status)
+    code, body = cancel_route(commerce_fn, payer, order["trade_no"])
+    assert code == answer, body
+    if answer == 409:
+        assert "being processed" in body["message"], body
+    assert CommerceRepository().order(order["trade_no"])["status"] == ended and quota(accounts, payer) == 0
+
+
+def test_stripe_answering_500_is_asked_three_times_then_the_order_ends_unpaid(payments_on, payer, accounts):
+    """The stripe library's retries (`max_network_retries=2`: docs.stripe.com/error-low-level#idempotency,
+    a 500 is retried under the same idempotency key), then a 502 naming the provider; the order ends
+    expired, shown with no expiry and no link, and nothing is credited."""
+    asked: list[str] = []
+
+    async def down(scope, receive, send):
+        while (await receive()).get("more_body"):
+            pass
+        asked.append(dict(scope["headers"]).get(b"idempotency-key", b"").decode())
+        await send({"type": "http.response.start", "status": 500, "headers": [
+            (b"content-type", b"application/json"), (b"stripe-should-retry", b"true")]})
+        await send({"type": "http.response.body", "body": json.dumps(
+            {"error": {"type": "api_error", "message": "An unknown error occurred"}}).encode()})
+
+    with serve_asgi(down) as url:
+        use_environment(GATEWAY_STRIPE_API_BASE=url)
+        with pytest.raises(GatewayError, match="could not start the payment") as refused:
+            start(payer, accounts)
+    assert refused.value.status == 502 and refused.value.code == "payment_unavailable"
+    assert len(asked) == 3 and len(set(asked)) == 1  # one order, one idempotency key, asked three times
+    (order,) = payments.own_orders(payer, None)["data"]["items"]
+    assert (order["status"], order["expires_at"], order["pay_link"]) == ("expired", 0, "")
+    assert quota(accounts, payer) == 0

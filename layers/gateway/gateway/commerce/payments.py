@@ -274,7 +274,8 @@ def _reversal(kind: str, thing: Mapping[str, Any], repo: CommerceRepository) -> 
 
 def _reverse(kind: str, thing: Mapping[str, Any], trade_no: str, repo: CommerceRepository) -> int:
     if kind == "charge.refunded":
-        return reversals.apply(trade_no, refunded_cents=int(thing.get("amount_refunded") or 0), repo=repo)
+        # a Charge always carries what was refunded of it so far (docs.stripe.com/api/charges/object)
+        return reversals.apply(trade_no, refunded_cents=int(thing["amount_refunded"]), repo=repo)
     else:
         status = str(thing.get("status") or "")
         state = reversals.OPEN if kind == "charge.dispute.created" else (
