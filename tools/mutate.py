@@ -110,7 +110,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
     "users_store": (f"{LAYER}/store/users.py", ["tests/integration/test_users_store.py", *ACCOUNTS_TESTS]),
     # the keys' room: issued once (a lost answer its own success), a new key's record, remains, reads
     "keys_store": (f"{LAYER}/store/keys.py", ["tests/integration/test_keys_store.py", *ACCOUNTS_TESTS]),
-    "signin_store": (f"{LAYER}/store/signin.py", ACCOUNTS_TESTS),
+    # the sign-in room: session generations, the decoy, counters refused together (its own file first)
+    "signin_store": (f"{LAYER}/store/signin.py", ["tests/integration/test_signin_store.py", *ACCOUNTS_TESTS]),
     "usage_store": (f"{LAYER}/store/usage.py", ACCOUNTS_TESTS),
     "holds_store": (f"{LAYER}/store/holds.py", LEASES_TESTS + ACCOUNTS_TESTS),
     "prices": (f"{LAYER}/prices.py", ["tests/unit/test_prices.py", "tests/unit/test_groups.py",  # with_ratio
