@@ -91,3 +91,12 @@ def test_counters_are_raised_together_or_not_at_all_naming_the_first_that_refuse
     fresh = [SignInCounter(f"other{i}", window=100, limit=3, expires=10_000) for i in range(3)]
     assert accounts.sign_in.admit_sign_in(fresh, now=1_000) is None
     assert [accounts.sign_in.sign_in_counter(f"other{i}", 100)["attempts"] for i in range(3)] == [1, 1, 1]
+
+
+def test_the_decoy_is_shaped_like_the_profile_just_written_never_a_replicas_view(accounts, stale_replica):
+    uid = int(accounts.users.create_user(username="shaped", display_name="Shaped One")["id"])
+    stale_replica(PROFILE)  # a replica that has not caught up: the decoy's read of the profile is consistent
+    accounts.sign_in.set_password(uid, "a" * 64)
+    decoy = client("dynamodb").get_item(TableName=accounts.sign_in.table, ConsistentRead=True,
+                                        Key=to_item(signin_store.SIGN_IN_DECOY_KEY))["Item"]
+    assert decoy["display_name"] == {"S": "x" * len("Shaped One")} and decoy["password_hash"] == {"S": "x" * 64}
