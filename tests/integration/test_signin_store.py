@@ -100,3 +100,14 @@ def test_the_decoy_is_shaped_like_the_profile_just_written_never_a_replicas_view
     decoy = client("dynamodb").get_item(TableName=accounts.sign_in.table, ConsistentRead=True,
                                         Key=to_item(signin_store.SIGN_IN_DECOY_KEY))["Item"]
     assert decoy["display_name"] == {"S": "x" * len("Shaped One")} and decoy["password_hash"] == {"S": "x" * 64}
+
+
+def test_a_successful_sign_in_gives_its_own_attempt_back_down_to_zero_and_never_below(accounts):
+    counter = SignInCounter("pair:ann/192.0.2.1", window=100, limit=3, expires=10_000)
+    assert accounts.sign_in.admit_sign_in([counter], now=1_000) is None
+    accounts.sign_in.forget_sign_in_attempt(counter.subject, 100, reset=False)
+    assert accounts.sign_in.sign_in_counter(counter.subject, 100)["attempts"] == 0
+    accounts.sign_in.forget_sign_in_attempt(counter.subject, 100, reset=False)  # nothing left to give back
+    assert accounts.sign_in.sign_in_counter(counter.subject, 100)["attempts"] == 0
+    accounts.sign_in.forget_sign_in_attempt("pair:ann/192.0.2.1", 200, reset=False)  # the window turned
+    assert accounts.sign_in.sign_in_counter(counter.subject, 200) == {}
