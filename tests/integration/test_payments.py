@@ -520,8 +520,10 @@ def test_a_refund_takes_back_what_it_refunds_once(payments_on, payer, accounts, 
     assert quota(accounts, payer) == 1_500_000
     refunded = dict(stripe_sim.CHARGES[intent])
     payload, signature = signed({"id": "evt_r", "type": "charge.refunded", "data": {"object": refunded}})
-    for _ in range(3):  # Stripe delivers it again: nothing more
+    recorded = CommerceRepository().order(order["trade_no"])
+    for _ in range(3):  # Stripe delivers it again: nothing more, not even a write of the order
         assert post_webhook(commerce_fn, payload, signature)[0] == 200
+    assert CommerceRepository().order(order["trade_no"]) == recorded
     stripe_post(payments_on, "/v1/refunds", payment_intent=intent)  # the rest
     assert quota(accounts, payer) == 0 and owed(accounts, payer) == 0
     # The earlier, smaller refund delivered late changes nothing.

@@ -121,7 +121,7 @@ def apply(trade_no: str, *, refunded_cents: int = 0, dispute: str = "", repo: An
         if delta:
             user_id = int(order["user_id"])
             profile = accounts.raw_user(user_id, consistent=True) or {}
-            why = "dispute" if new_dispute != seen_dispute else "refund"
+            why = "dispute" if dispute else "refund"  # what this delivery said (one or the other)
             writes += [profile_move(user_id, profile, delta), _log(order, next_version, delta, why,
                                                                    datetime.fromtimestamp(time.time(), UTC))]
         try:
