@@ -98,6 +98,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {  # the slowest first: two run side
             "test_a_dispute_freezes_the_credit_until_it_closes",
             "test_a_dispute_won_while_the_account_owes_repays_the_debt_first",
             "test_a_reversal_before_its_payment_is_credited_is_refused_until_it_is",
+            "test_a_refund_meeting_another_between_its_read_and_its_write_reads_again_and_takes_back_once",
             "test_randomized_credits_refunds_disputes_and_spending_leave_each_orders_net_credit_exact")]),
     "signup": (f"{LAYER}/commerce/signup.py", ["tests/integration/test_signup.py"]),
     # The invitation reward moved into quota (aff_transfer): one conditional credit.

@@ -917,3 +917,27 @@ def test_stripe_answering_500_is_asked_three_times_then_the_order_ends_unpaid(pa
     (order,) = payments.own_orders(payer, None)["data"]["items"]
     assert (order["status"], order["expires_at"], order["pay_link"]) == ("expired", 0, "")
     assert quota(accounts, payer) == 0
+
+
+def test_a_refund_meeting_another_between_its_read_and_its_write_reads_again_and_takes_back_once(
+        payments_on, payer, accounts, monkeypatch):
+    """Another delivery (an earlier, smaller refund) lands after this one read the order: the
+    transaction is refused on the order's version, and this refund reads again and takes back
+    what is left to take, in the same delivery (a 200 to Stripe, not a failure to deliver again)."""
+    from gateway.admission import transactions
+
+    order, _ = paid_order(payments_on, payer, accounts, amount=5)
+    real = transactions.transact
+    asked: list[int] = []
+
+    def another_meanwhile(writes, *args, **kwargs):
+        asked.append(len(writes))
+        if len(asked) == 1:
+            assert reversals.apply(order["trade_no"], refunded_cents=100) == 500_000
+        return real(writes, *args, **kwargs)
+
+    monkeypatch.setattr(transactions, "transact", another_meanwhile)
+    assert reversals.apply(order["trade_no"], refunded_cents=200) == 500_000
+    assert asked == [3, 3, 3]  # this one refused, the other written, this one again
+    assert quota(accounts, payer) == 2_500_000 - 1_000_000 and owed(accounts, payer) == 0
+    assert CommerceRepository().order(order["trade_no"])["taken_units"] == 1_000_000
