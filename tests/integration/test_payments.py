@@ -941,3 +941,41 @@ def test_a_refund_meeting_another_between_its_read_and_its_write_reads_again_and
     assert asked == [3, 3, 3]  # this one refused, the other written, this one again
     assert quota(accounts, payer) == 2_500_000 - 1_000_000 and owed(accounts, payer) == 0
     assert CommerceRepository().order(order["trade_no"])["taken_units"] == 1_000_000
+
+
+def test_the_smallest_reward_one_unit_is_paid_at_a_first_payment_read_past_a_stale_replica(
+        payments_on, payer, accounts, stale_replica):
+    """The payer's inviter is read from the profile as written (never a replica that has not caught
+    up with the sign-up), and a reward of 1 unit is a reward."""
+    OptionsRepository().put_option("QuotaForInviter", "1", by=1, at=0)
+    options.forget()
+    set_inviter(payer, 1)
+    before = accounts.users.raw_user(1, consistent=True)
+    stale_replica("PROFILE")
+    order = start(payer, accounts)
+    pay(payments_on, order["session_id"])
+    inviter = accounts.users.raw_user(1, consistent=True)
+    assert (inviter["aff_quota"] - before["aff_quota"], inviter["aff_history_quota"] - before["aff_history_quota"]) \
+        == (1, 1)
+    assert quota(accounts, payer) == 2_500_000
+
+
+def test_a_paid_event_for_an_order_that_ended_unpaid_credits_nothing_and_warns_the_operator(
+        payments_on, payer, accounts, commerce_fn, monkeypatch):
+    warned: list[tuple[str, dict]] = []
+    monkeypatch.setattr(payments.logger, "warning", lambda message, extra=None: warned.append((message, extra)))
+    order = start(payer, accounts)
+    answer = httpx.post(f"{payments_on}/v1/checkout/sessions/{order['session_id']}/expire",
+                        headers={"Authorization": "Bearer sk_test_gateway"})
+    assert answer.status_code == 200
+    paid = dict(stripe_sim.SESSIONS[order["session_id"]], status="complete", payment_status="paid",
+                payment_intent="pi_after_expiry")
+    payload, signature = signed({"id": "evt_ended", "type": "checkout.session.completed", "data": {"object": paid}})
+    assert post_webhook(commerce_fn, payload, signature) == (200, {"received": True, "handled": True})
+    assert quota(accounts, payer) == 0
+    assert warned == [("stripe paid event for an ended order", {"trade_no": order["trade_no"], "status": "expired"})]
+    # a redelivery of a credited order's event is no warning: it was credited before
+    warned.clear()
+    credited = start(payer, accounts)
+    pay(payments_on, credited["session_id"], deliveries=2)
+    assert warned == [] and quota(accounts, payer) == 2_500_000

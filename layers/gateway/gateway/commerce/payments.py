@@ -12,8 +12,8 @@ Stripe's signed webhook, and the invitation reward of a first payment.
 2. `webhook` (`POST /api/stripe/webhook`): the event is trusted once its `Stripe-Signature`
    verifies (Stripe's scheme, by `stripe.WebhookSignature.verify_header`, five minutes' tolerance); a
    forged, stale or unsigned event is a 400 and changes nothing. `checkout.session.completed` (paid)
-   or `checkout.session.async_payment_succeeded` finds the order by the session id (else by the
-   signed `client_reference_id`, should the id's pointer be missing) and credits it through
+   or `checkout.session.async_payment_succeeded` finds the order its signed `client_reference_id`
+   names (if the order's session is this one, or not written yet) and credits it through
    `credits.apply`: the order marked `success` while `pending`, the quota, the log entry, in one
    transaction. The units are the order's, never an amount the event names. Stripe retries and
    may deliver an event several times and out of order: a second delivery meets the order's
@@ -284,12 +284,11 @@ def _reverse(kind: str, thing: Mapping[str, Any], trade_no: str, repo: CommerceR
 
 
 def _order_of(session: Mapping[str, Any], repo: CommerceRepository) -> dict[str, Any] | None:
-    order = repo.order_by_session(str(session.get("id") or ""))
-    if order is None and session.get("client_reference_id"):
-        candidate = repo.order(str(session["client_reference_id"]))
-        if candidate is not None and candidate.get("session_id") in ("", session.get("id")):
-            order = candidate
-    return order
+    """The order `start` named in the session's `client_reference_id`, if that order's session is
+    this one (or not written yet: the event may arrive before `start` records the session)."""
+    trade_no = str(session.get("client_reference_id") or "")
+    order = repo.order(trade_no) if trade_no else None
+    return order if order is not None and order.get("session_id") in ("", session.get("id")) else None
 
 
 def credit_order(order: Mapping[str, Any], accounts: UsersRepository, now: int | None = None,

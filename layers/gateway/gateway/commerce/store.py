@@ -7,7 +7,6 @@ site options' item is `store.options`).
 | a redemption code (`redemption`) | `REDEEM#<code>` | `REDEEM` (gsi1: `REDEMPTIONS` / `<id, 12 digits>`) |
 | a code's id pointer | `REDEMPTIONID#<id>` | `REDEMPTIONID` (`key`: the code) |
 | a top-up order (`payments`) | `ORDER#<trade no>` | `ORDER` (gsi1 `ORDERS#<user>`, gsi2 `ORDERS`: `<created>#<no>`) |
-| a Checkout Session's order | `CHECKOUT#<session id>` | `CHECKOUT` (`trade_no`) |
 | a credited payment's order | `PAYMENT#<payment intent id>` | `PAYMENT` (`trade_no`; written with the credit) |
 
 A code is keyed by itself, so a redemption reads one item and claims it with one conditional
@@ -142,9 +141,8 @@ class CommerceRepository:
                                            ConsistentRead=True).get("Item"))
 
     def set_order_session(self, trade_no: str, session_id: str, pay_link: str = "", expires_at: int = 0) -> None:
-        """The Checkout Session's id, link and expiry on the order, and the pointer that finds the order by it."""
-        self._db.put_item(TableName=self.table, Item=to_item(
-            {"pk": f"CHECKOUT#{session_id}", "sk": "CHECKOUT", "trade_no": trade_no}))
+        """The Checkout Session's id, link and expiry on the order (a session's events find the order by
+        the `client_reference_id` that names it, then check this id)."""
         self._db.update_item(TableName=self.table, Key=to_item(order_key(trade_no)),
                              UpdateExpression="SET session_id = :s, pay_link = :l, expires_at = :e",
                              ExpressionAttributeValues=to_values({":s": session_id, ":l": pay_link,
@@ -162,13 +160,6 @@ class CommerceRepository:
                 return False
             raise
         return True
-
-    def order_by_session(self, session_id: str) -> dict[str, Any] | None:
-        if not session_id:
-            return None
-        pointer = from_item(self._db.get_item(TableName=self.table, Key=to_item(
-            {"pk": f"CHECKOUT#{session_id}", "sk": "CHECKOUT"}), ConsistentRead=True).get("Item"))
-        return self.order(str(pointer["trade_no"])) if pointer else None
 
     def order_for_payment(self, payment_intent: str) -> str | None:
         """The order a credited PaymentIntent paid, None if none (yet)."""
