@@ -287,6 +287,21 @@ def test_a_replayed_request_id_is_claimed_once_then_refused_as_a_duplicate(limit
     assert billing.get_reservation("apigw-1") is None
 
 
+def test_a_request_ids_claim_whose_answer_dynamodb_lost_is_its_own_and_holds_once(limited, accounts, faults):
+    # Given DynamoDB applies the claim's put and loses its answer (botocore's retry meets the claim)
+    faults.plan("PutItem", "lost_answer")
+    quota = balances.get_user(7)["quota"]
+    # When the request is reserved, Then it is served (its own claim, not a duplicate), held once
+    held = billing.reserve_request(limited, 50, model="m-small", route="test", request_id="apigw-lost",
+                                   claim_id=True)
+    assert faults.counts.lost_answers == 1 and held.units == 50
+    billing.settle(held, 50)
+    assert balances.get_user(7)["quota"] == quota - 50
+    # and the id stays used: a replay of the event is the duplicate
+    with pytest.raises(Conflict):
+        billing.reserve_request(limited, 50, model="m-small", route="test", request_id="apigw-lost", claim_id=True)
+
+
 def test_a_user_disabled_after_its_key_was_read_is_refused_as_disabled_not_as_short_of_quota(limited, accounts):
     # Given a key authenticated while its user was enabled, then the user's profile disabled
     # (`disable-user` writes the profile first, its keys after: a request may come in between)
