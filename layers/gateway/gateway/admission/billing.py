@@ -159,12 +159,12 @@ def _reserve(principal: Principal, units: int, *, model: str, route: str, reserv
             if not key or key.get("status") != "active":
                 raise AuthenticationFailed(key_refusal(key)) from None
             raise InsufficientQuota(
-                f"this key's remaining quota is {usd_text(int(key.get('remain_quota', 0)))}; "
+                f"this key's remaining quota is {usd_text(int(key['remain_quota']))}; "
                 f"the request needs up to {usd_text(units)}") from None
         if 1 in refused:
             user = from_item(_db().get_item(TableName=table, Key=to_item(
                 {"pk": user_pk(principal.user_id), "sk": PROFILE}), ConsistentRead=True).get("Item"))
-            if not user or int(user.get("status", 1)) != 1:
+            if not user or int(user["status"]) != 1:
                 raise AuthenticationFailed(USER_DISABLED) from None
         raise InsufficientQuota(f"the account's remaining quota is too low; the request needs up to "
                                 f"{usd_text(units)}") from None
@@ -249,14 +249,13 @@ def settle(reservation: Reservation, units: int, *, detail: dict[str, Any] | Non
     if reservation.lease_id:
         return (pool or leases.pool()).close(reservation, SETTLED, wanted, detail, wanted=wanted, base_units=base)
     charge = wanted
-    for attempt in range(_SETTLE_ATTEMPTS):
-        if attempt == _SETTLE_ATTEMPTS - 1:
-            charge = min(charge, reservation.units)  # the hold itself is always there to take
+    for _ in range(_SETTLE_ATTEMPTS - 1):
         try:
             return _close(reservation, charge, detail, settled=True, shortfall=wanted - charge, base_units=base)
         except _QuotaShort:
             charge = reservation.units + min(charge - reservation.units, _left(reservation))
-    raise AssertionError("unreachable: the last attempt charges no more than the hold")
+    charge = min(charge, reservation.units)  # the last attempt: the hold itself is always there to take
+    return _close(reservation, charge, detail, settled=True, shortfall=wanted - charge, base_units=base)
 
 
 def refund(reservation: Reservation, *, reason: str = "", error: bool = True,
