@@ -62,7 +62,7 @@ def comparable_body(body: bytes, headers: Mapping[str, Any] | None) -> bytes:
 def _multipart_boundary(headers: Mapping[str, Any] | None) -> str:
     for name, value in (headers or {}).items():
         if name.lower() == "content-type" and "boundary=" in str(value):
-            return str(value).split("boundary=", 1)[1].split(";", 1)[0].strip().strip('"')
+            return str(value).partition("boundary=")[2].partition(";")[0].strip().strip('"')
     return ""
 
 
