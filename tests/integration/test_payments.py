@@ -979,3 +979,20 @@ def test_a_paid_event_for_an_order_that_ended_unpaid_credits_nothing_and_warns_t
     credited = start(payer, accounts)
     pay(payments_on, credited["session_id"], deliveries=2)
     assert warned == [] and quota(accounts, payer) == 2_500_000
+
+
+def test_a_payer_whose_inviter_is_gone_is_credited_without_the_reward(payments_on, payer, accounts):
+    OptionsRepository().put_option("QuotaForInviter", "1000000", by=1, at=0)
+    options.forget()
+    set_inviter(payer, 999)  # an inviter deleted since (no profile)
+    order = start(payer, accounts)
+    pay(payments_on, order["session_id"])
+    assert quota(accounts, payer) == 2_500_000 and CommerceRepository().order(order["trade_no"])["status"] == "success"
+    assert accounts.users.raw_user(999, consistent=True) is None
+
+
+def test_only_a_pending_order_shows_its_payment_link(payments_on, payer, accounts):
+    pending, paid = start(payer, accounts), start(payer, accounts)
+    pay(payments_on, paid["session_id"])
+    links = {o["trade_no"]: (o["status"], o["pay_link"]) for o in payments.own_orders(payer, None)["data"]["items"]}
+    assert links == {pending["trade_no"]: ("pending", pending["pay_link"]), paid["trade_no"]: ("success", "")}
