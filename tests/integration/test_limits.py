@@ -256,6 +256,9 @@ def test_tpm_holds_the_worst_case_then_counts_the_tokens_billed_and_turns_with_t
     second = hold(600)  # the running request counts at its hold: 1200 > 1000
     assert isinstance(second, RateLimited) and "tpm limit of 1000" in second.message
     assert second.headers["Retry-After"] == "55"
+    # OpenAI's headers on the refusal: none of the minute's tokens are left to this request
+    assert (second.headers["x-ratelimit-limit-tokens"], second.headers["x-ratelimit-remaining-tokens"]) == (
+        "1000", "0")
     billing.settle(first, 50, detail={"input_tokens": 100, "output_tokens": 50})  # 150 billed, not 600
     assert isinstance(hold(800), billing.Reservation)  # 150 + 800
     assert isinstance(hold(100), RateLimited)  # 950 + 100
@@ -353,6 +356,20 @@ def test_a_users_limits_are_read_once_per_period_per_instance(user, accounts, fr
     with pytest.raises(RateLimited):
         step.enter(_request(user))
     limits.LimitStep().enter(_request(user))  # admitted: a fresh instance reads 5
+
+
+def test_a_users_limits_read_at_a_moment_are_read_again_exactly_a_period_later(user, accounts, monkeypatch):
+    ticks = {"now": 1_000.0}
+    monkeypatch.setattr(limits.time, "monotonic", lambda: ticks["now"])
+    limit("--user", "7", "--rpm", "1", accounts=accounts)
+    step = limits.LimitStep()
+    step.enter(_request(user))
+    admin.run(["set-limits", "--user", "7", "--rpm", "0"])  # the operator clears the user's rpm
+    ticks["now"] = 1_000.0 + limits.USER_LIMITS_SECONDS - 0.5  # within the period: the 1 read before holds
+    with pytest.raises(RateLimited):
+        step.enter(_request(user))
+    ticks["now"] = 1_000.0 + limits.USER_LIMITS_SECONDS  # exactly a period after the read: read again
+    step.enter(_request(user))
 
 
 def test_the_last_request_of_a_minute_is_admitted_when_less_than_a_slice_is_left(user, accounts, frozen):
