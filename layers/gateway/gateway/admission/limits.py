@@ -32,15 +32,17 @@ def period_bounds(period: str, now: datetime) -> tuple[datetime, datetime]:
     on Monday."""
     now = now.astimezone(UTC)
     day = datetime(now.year, now.month, now.day, tzinfo=UTC)
-    if period == "daily":
-        return day, day + timedelta(days=1)
-    if period == "weekly":
-        start = day - timedelta(days=day.weekday())
-        return start, start + timedelta(days=7)
-    if period == "monthly":
-        start = day.replace(day=1)
-        end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-        return start, end
+    match period:
+        case "daily":
+            return day, day + timedelta(days=1)
+        case "weekly":
+            start = day - timedelta(days=day.weekday())
+            return start, start + timedelta(days=7)
+        case "monthly":
+            start = day.replace(day=1)
+            end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(
+                month=start.month + 1)
+            return start, end
     raise ValueError(f"unknown budget period {period!r}")
 
 
@@ -390,7 +392,7 @@ class LimitStep:
         mine = self._slices.get((scope, minute))
         if mine is None:
             return None
-        if mine.left > 0:
+        if mine.left:  # never below 0: it grows by a grant less the request it admits, and drops one at a time
             mine.left -= 1
             mine.used_at = time.monotonic()
             return max(rpm - mine.seen, 0) + mine.left
