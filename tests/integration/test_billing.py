@@ -443,3 +443,47 @@ def test_a_settlement_above_the_hold_never_takes_a_limited_key_below_zero_when_t
     # Then the key gives what it had (600 in all), never more
     key = balances.list_keys(15)[0]
     assert key["remain_quota"] == 0 and balances.get_user(15)["quota"] == 10**6 - 600
+
+
+@pytest.mark.parametrize("price", [0, -5])
+def test_a_free_price_or_a_negative_one_settles_at_nothing(accounts, price):
+    accounts.users.create_user(username="free", quota=1_000, user_id=21)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(21, name="k")[0]})
+    reservation = billing.reserve(principal, 100, model="m-small", route="test", reservation_id=f"free{price}")
+    assert billing.settle(reservation, price) is True
+    assert balances.get_user(21)["quota"] == 1_000 and balances.get_user(21)["used_quota"] == 0
+    assert closed_as(f"free{price}", billing.SETTLED, 0)
+
+
+def test_a_credit_landing_after_a_settlement_was_refused_charges_the_price_never_more(accounts, monkeypatch):
+    # Given a task held at 100 whose price comes to 150, with 10 units left beside the hold
+    accounts.users.create_user(username="short", quota=110, user_id=22)
+    principal = authenticate({"x-api-key": accounts.keys.create_key(22, name="k")[0]})
+    reservation = billing.reserve(principal, 100, model="m-small", route="test", reservation_id="credited")
+    real_left = billing._left
+
+    def credited_meanwhile(held):
+        balances.add_user_quota(22, 1_000)  # the operator's credit lands after the first refusal
+        return real_left(held)
+
+    monkeypatch.setattr(billing, "_left", credited_meanwhile)
+    # When it settles, Then the second try charges the price, 150, not the hold plus all that is left
+    assert billing.settle(reservation, 150) is True
+    assert balances.get_user(22)["used_quota"] == 150 and balances.get_user(22)["quota"] == 110 + 1_000 - 150
+    assert closed_as("credited", billing.SETTLED, 150)
+
+
+def test_a_request_id_held_by_another_hold_is_a_duplicate_whatever_its_hold_id(limited, accounts, monkeypatch):
+    billing.reserve(limited, 50, model="m-small", route="test", reservation_id="taken")
+    quota = balances.get_user(7)["quota"]
+
+    class Lowest:
+        hex = "0" * 32  # sorts before every other hold's id
+
+        def __str__(self) -> str:  # as botocore writes a ClientRequestToken
+            return "00000000-0000-0000-0000-000000000000"
+
+    monkeypatch.setattr(billing.uuid, "uuid4", lambda: Lowest())
+    with pytest.raises(Conflict) as refused:
+        billing.reserve(limited, 50, model="m-small", route="test", reservation_id="taken")
+    assert refused.value.code == "duplicate_request" and balances.get_user(7)["quota"] == quota
