@@ -555,3 +555,37 @@ def test_a_tpm_hold_names_what_the_minute_has_left_after_every_hold_in_it_and_ex
                    "sk": "TPM#" + limits.window_ids(frozen["now"])["minute"]})
     item = from_item(client("dynamodb").get_item(TableName=limits._table(), Key=key, ConsistentRead=True)["Item"])
     assert item["expires_ttl"] == int(frozen["now"].timestamp()) + 180
+
+
+def test_a_minutes_request_counter_and_a_budgets_counter_expire_after_their_window(user, accounts, frozen):
+    """DynamoDB's TTL deletes an rpm minute's counter 180 s after the request that wrote it, and a
+    budget's 40 days after its period ends (kept for the usage pages meanwhile)."""
+    limit("--key", user["key_id"], "--rpm", "10", "--budget-usd", "1", "--budget-period", "daily",
+          accounts=accounts)
+    from gateway.store.aws import client, from_item, to_item
+
+    assert isinstance(attempt(principal(user), 100), billing.Reservation)
+    scope = limits.limit_scope(key_id=user["key_id"])
+    ids = limits.window_ids(frozen["now"])
+    table = limits._table()
+
+    def ttl(sk: str) -> int:
+        key = to_item({"pk": scope, "sk": sk})
+        return from_item(client("dynamodb").get_item(TableName=table, Key=key, ConsistentRead=True)["Item"])[
+            "expires_ttl"]
+
+    assert ttl("RPM#" + ids["minute"]) == int(frozen["now"].timestamp()) + 180
+    day_end = datetime(2026, 11, 25, tzinfo=UTC)
+    assert ttl("BUDGET#" + ids["daily"]) == int(day_end.timestamp()) + 40 * 86_400
+
+
+def test_a_tasks_budget_is_given_back_by_another_instance_than_the_one_that_held_it(user, accounts, frozen):
+    """The task poller closes a task in another process: the hold's budget windows come from the
+    reservation's record (`durable_request`), not from the instance that admitted it."""
+    limit("--user", "7", "--budget-usd", "1", "--budget-period", "daily", accounts=accounts)
+    task = attempt(principal(user), 400_000, parallel=False)
+    assert isinstance(task, billing.Reservation) and task.limit_budgets
+    limits.step().reset()  # another instance: it never saw the task's admission
+    assert billing.settle(billing.get_reservation(task.reservation_id), 100_000)
+    left = limits.shown(accounts.users.raw_user(7), limits.limit_scope(user_id=7), frozen["now"])["budget_left_usd"]
+    assert left == 0.8
