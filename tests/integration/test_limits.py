@@ -331,6 +331,12 @@ def test_what_is_left_is_never_shown_below_zero_in_either_dialects_headers():
     assert limits.openai_headers(state, now=1_800_000_000)["x-ratelimit-remaining-tokens"] == "0"
 
 
+def test_openai_headers_name_the_reset_in_whole_seconds_from_now_never_below_zero():
+    state = (("requests", 60, 10, 1_800_000_060),)
+    assert limits.openai_headers(state, now=1_800_000_005)["x-ratelimit-reset-requests"] == "55s"
+    assert limits.openai_headers(state, now=1_800_000_061)["x-ratelimit-reset-requests"] == "0s"
+
+
 def _request(user, units: int = 1) -> steps.AdmissionRequest:
     return steps.AdmissionRequest(principal(user), units, "m-small", "test", uuid.uuid4().hex)
 
