@@ -520,3 +520,13 @@ def test_a_submit_tries_an_upstream_only_while_a_whole_attempt_fits_in_its_budge
         # the task runs on, billed): a refusal saying so, and the hold given back
         assert status >= 500 and "no time was left" in json.dumps(answer), (status, answer)
         assert quota(accounts) == before
+
+
+def test_a_failed_tasks_refund_gives_its_error_cut_at_200_characters_and_the_task_is_kept_its_time(
+        tasks_env, functions, demo, accounts, lambda_context):
+    task_id = _submit(functions, lambda_context, demo["key"])
+    engine.record(engine.tasks().get(task_id), _snapshot("failed", error="e" * 300), now=1_800_000_000)
+    (entry,) = ledger_of(accounts, task_id)
+    assert entry["detail"]["reason"] == "e" * 200, entry
+    item = stored(task_id)
+    assert (item["closed_at"], item["expires_ttl"]) == (1_800_000_000, 1_800_000_000 + billing.CLOSED_KEPT_SECONDS)
