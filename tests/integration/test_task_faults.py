@@ -530,3 +530,59 @@ def test_a_failed_tasks_refund_gives_its_error_cut_at_200_characters_and_the_tas
     assert entry["detail"]["reason"] == "e" * 200, entry
     item = stored(task_id)
     assert (item["closed_at"], item["expires_ttl"]) == (1_800_000_000, 1_800_000_000 + billing.CLOSED_KEPT_SECONDS)
+
+
+@pytest.mark.parametrize("answer", ["refused", "short"])
+def test_a_batched_poll_refused_or_answered_short_keeps_every_task_of_the_batch_waiting(
+        tasks_env, functions, demo, accounts, lambda_context, monkeypatch, answer):
+    """One upstream call for a batch (imgtask's list): a retryable refusal, or fewer answers than
+    tasks asked about, reschedules each task of the batch, its money held."""
+    from gateway.tasks.families import family_of
+    from gateway.upstreams.errors import UpstreamError
+
+    family = family_of("zeta")
+    monkeypatch.setattr(type(family), "polls_in_batches", True)
+    task_ids = [_submit(functions, lambda_context, demo["key"], ZETA) for _ in range(3)]
+    real_poll = type(family).poll_upstream
+
+    def poll(self, http, channel, tasks):
+        if answer == "refused":
+            raise UpstreamError(503, "upstream overloaded", retryable=True)
+        return list(real_poll(self, http, channel, tasks))[:-1]  # one task's answer missing
+
+    monkeypatch.setattr(type(family), "poll_upstream", poll)
+    outcomes = engine.poll_many(task_ids)
+    assert outcomes == {task_id: "running" for task_id in task_ids}
+    for task_id in task_ids:
+        assert int(stored(task_id)["polls"]) == 1
+        assert billing.get_reservation(task_id).status == billing.RESERVED
+
+
+def test_one_task_that_cannot_be_read_leaves_the_rest_of_a_poll_going(
+        tasks_env, functions, demo, accounts, lambda_context, monkeypatch):
+    task_ids = [_submit(functions, lambda_context, demo["key"]) for _ in range(2)]
+    repository = engine.tasks()
+    real_get = type(repository).get
+
+    def get(self, task_id, *args, **kwargs):
+        if task_id == task_ids[0]:
+            raise RuntimeError("the item could not be read")
+        return real_get(self, task_id, *args, **kwargs)
+
+    monkeypatch.setattr(type(repository), "get", get)
+    outcomes = engine.poll_many(task_ids)
+    assert isinstance(outcomes[task_ids[0]], RuntimeError) and outcomes[task_ids[1]] == "running"
+
+
+def test_a_family_whose_timeout_rule_raises_leaves_the_ending_to_the_engine(
+        tasks_env, functions, demo, accounts, lambda_context, monkeypatch):
+    from gateway.tasks.families import family_of
+
+    task_id = _submit(functions, lambda_context, demo["key"])
+    family = family_of(engine.tasks().get(task_id).family)
+
+    def broken(self, task):
+        raise RuntimeError("the family's timeout rule failed")
+
+    monkeypatch.setattr(type(family), "timed_out", broken)
+    assert engine._timed_out(engine.tasks().get(task_id)) is None
