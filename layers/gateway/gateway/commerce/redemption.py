@@ -41,7 +41,7 @@ _SHOWN = ("id", "key", "name", "quota", "status", "created_time", "redeemed_time
 
 
 def _shown(code: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: code.get(name, 0 if name != "key" and name != "name" else "") for name in _SHOWN}
+    return {name: code[name] for name in _SHOWN}  # `create` writes every one, and nothing removes one
 
 
 def create(request: NewCodes, operator_id: int, repo: CommerceRepository | None = None,
@@ -132,11 +132,11 @@ def _refusal(code: Mapping[str, Any] | None, now: int) -> str | None:
     """Why this code cannot be redeemed now (None: it can)."""
     if code is None:
         return "key: no such redemption code"
-    if int(code.get("status", 0)) == CODE_USED:
+    if int(code["status"]) == CODE_USED:
         return "key: this redemption code has already been used"
-    if int(code.get("status", 0)) == CODE_DISABLED:
+    if int(code["status"]) == CODE_DISABLED:
         return "key: this redemption code is disabled"
-    expires = int(code.get("expired_time") or 0)
+    expires = int(code["expired_time"])
     if expires and expires <= now:
         return "key: this redemption code has expired"
     return None
@@ -152,11 +152,10 @@ def redeem(user_id: int, request: Redeem, repo: CommerceRepository | None = None
         code = repo.code(request.key)
         refusal = _refusal(code, now)
         if refusal is not None:
-            if code is not None and int(code.get("status", 0)) == CODE_USED \
-                    and int(code.get("used_user_id") or 0) == user_id:
+            if code is not None and int(code["status"]) == CODE_USED and int(code["used_user_id"]) == user_id:
                 # This user's own earlier redemption (say, a retry after a lost answer): said so,
                 # never credited again.
-                at = datetime.fromtimestamp(int(code.get("redeemed_time") or 0), UTC).strftime("%Y-%m-%d %H:%M UTC")
+                at = datetime.fromtimestamp(int(code["redeemed_time"]), UTC).strftime("%Y-%m-%d %H:%M UTC")
                 refusal = (f"key: you redeemed this code already (on {at}); "
                            f"its {usd_text(int(code['quota']))} were added then")
             raise InvalidRequest(refusal, param="key", code="redemption_refused")
@@ -170,7 +169,7 @@ def redeem(user_id: int, request: Redeem, repo: CommerceRepository | None = None
             "ExpressionAttributeValues": to_values({":used": CODE_USED, ":user": user_id, ":now": now,
                                                     ":enabled": CODE_ENABLED, ":q": units, ":never": 0})}}
         credit = credits.Credit(credit_id=f"redeem-{code['id']}", user_id=user_id, units=units, route="redemption",
-                                detail={"code_id": int(code["id"]), "name": str(code.get("name", ""))})
+                                detail={"code_id": int(code["id"]), "name": str(code["name"])})
         try:
             credits.apply(credit, [claim])
         except credits.ClaimFailed:
