@@ -464,28 +464,6 @@ def test_a_poll_at_a_given_time_schedules_the_next_from_that_time(tasks_env, fun
     assert int(stored(task_id)["next_poll_at"]) == int(at + engine.poll_delay(0))
 
 
-def test_a_poll_the_upstream_refuses_for_a_batch_keeps_every_task_waiting(
-        tasks_env, functions, demo, accounts, lambda_context, monkeypatch):
-    from gateway.tasks.families import family_of
-    from gateway.upstreams.errors import UpstreamError
-
-    # Given two running tasks, and an upstream whose poll answers a 503 for the whole call
-    task_ids = [_submit(functions, lambda_context, demo["key"]) for _ in range(2)]
-    family = family_of(engine.tasks().get(task_ids[0]).family)
-
-    def refused(self, http, channel, tasks):
-        raise UpstreamError(503, "upstream overloaded", retryable=True)
-
-    monkeypatch.setattr(type(family), "poll_upstream", refused)
-    # When both are polled in one batch
-    outcomes = engine.poll_many(task_ids)
-    # Then each waits for its next poll, its money still held
-    assert outcomes == {task_id: "running" for task_id in task_ids}
-    for task_id in task_ids:
-        assert int(stored(task_id)["polls"]) == 1
-        assert billing.get_reservation(task_id).status == billing.RESERVED
-
-
 class _SubmitClock:
     """The engine's `time`, whose monotonic clock has moved `late` seconds after the submit's
     budget started (a slow init or store write): the first reading starts the budget."""
