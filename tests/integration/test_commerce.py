@@ -130,6 +130,14 @@ def test_an_operator_makes_codes_in_bulk_and_lists_them_newest_first(commerce_fn
                      query={"p": "2", "page_size": "2"})
     assert [i["key"] for i in second["data"]["items"]] == [keys[0]] and second["data"]["has_more"] is False
     assert second["data"]["total"] == 3
+    # A page of one: the newest, and at least one more counted (three codes in all)
+    _, single = call(commerce_fn, lambda_context, "GET", "/api/redemption", headers=OPERATOR,
+                     query={"p": "1", "page_size": "1"})
+    assert [i["key"] for i in single["data"]["items"]] == [keys[2]] and single["data"]["total"] == 2
+    # and one code by its id, as new-api answers it
+    status, one = call(commerce_fn, lambda_context, "GET", f"/api/redemption/{items[0]['id']}", headers=OPERATOR,
+                       resource="/api/redemption/{id}")
+    assert (status, one["success"], one["data"]["key"]) == (200, True, keys[2])
     # Pages reach back at most 1000 codes (p x page_size), as the request log's do.
     status, _ = call(commerce_fn, lambda_context, "GET", "/api/redemption", headers=OPERATOR,
                      query={"p": "10", "page_size": "100"})
@@ -277,6 +285,8 @@ def test_an_edit_may_not_set_an_expiry_that_is_not_in_the_future(people):
         json.dumps({"id": code_id, "name": "n", "quota": 300, "expired_time": 2_000_000_000}))
     with pytest.raises(Exception, match="expired_time: must be 0"):
         redemption.update(request, repo, now=2_000_000_000)
+    with pytest.raises(Exception, match="expired_time: must be 0"):  # and one already past
+        redemption.update(request, repo, now=2_000_000_001)
     assert repo.code(key)["expired_time"] == 0
 
 
