@@ -20,6 +20,12 @@ def limited(accounts):
     return authenticate({"Authorization": f"Bearer {key}"})
 
 
+def user_with_key(accounts, user_id: int, quota: int, key_quota: int | None = None):
+    """A user of `quota` units and the principal of a key of its (unlimited, or `key_quota`)."""
+    accounts.users.create_user(username=f"user{user_id}", quota=quota, user_id=user_id)
+    return authenticate({"x-api-key": accounts.keys.create_key(user_id, name="k", quota=key_quota)[0]})
+
+
 def test_concurrent_reservations_never_overspend_the_key(limited, accounts):
     # Given a key limited to 600 units, When 20 requests of 50 units reserve at once
     def attempt(i):
@@ -209,8 +215,7 @@ def test_a_request_hold_outlasts_the_longest_request_and_a_task_hold_the_task_ma
 def test_a_settlement_above_the_hold_whose_quota_keeps_shrinking_still_charges_the_hold(accounts, monkeypatch):
     # Given a request that held 300 of 1000 units and came to 5000, and other requests of the
     # same user that take a unit each time this settlement reads what is left (contention)
-    accounts.users.create_user(username="dee", quota=1000, user_id=11)
-    principal = authenticate({"x-api-key": accounts.keys.create_key(11, name="k")[0]})
+    principal = user_with_key(accounts, 11, 1000)
     reservation = billing.reserve(principal, 300, model="m-small", route="test", reservation_id="shrinking")
     real_left = billing._left
 
@@ -366,8 +371,7 @@ def _calls(operation: str) -> list[dict]:
 
 def test_a_task_that_took_the_last_units_of_user_and_key_settles_under_its_hold(accounts):
     # Given a user with 600 units behind a key limited to 600, and a task that held all of them
-    accounts.users.create_user(username="dee", quota=600, user_id=11)
-    principal = authenticate({"x-api-key": accounts.keys.create_key(11, name="k", quota=600)[0]})
+    principal = user_with_key(accounts, 11, 600, key_quota=600)
     reservation = billing.reserve(principal, 600, model="m-small", route="test", reservation_id="all-in")
     # When it settles at 500, under its hold (nothing above the hold is asked of empty quotas)
     assert billing.settle(reservation, 500) is True
@@ -447,8 +451,7 @@ def test_a_settlement_above_the_hold_never_takes_a_limited_key_below_zero_when_t
 
 @pytest.mark.parametrize("price", [0, -5])
 def test_a_free_price_or_a_negative_one_settles_at_nothing(accounts, price):
-    accounts.users.create_user(username="free", quota=1_000, user_id=21)
-    principal = authenticate({"x-api-key": accounts.keys.create_key(21, name="k")[0]})
+    principal = user_with_key(accounts, 21, 1_000)
     reservation = billing.reserve(principal, 100, model="m-small", route="test", reservation_id=f"free{price}")
     assert billing.settle(reservation, price) is True
     assert balances.get_user(21)["quota"] == 1_000 and balances.get_user(21)["used_quota"] == 0
@@ -457,8 +460,7 @@ def test_a_free_price_or_a_negative_one_settles_at_nothing(accounts, price):
 
 def test_a_credit_landing_after_a_settlement_was_refused_charges_the_price_never_more(accounts, monkeypatch):
     # Given a task held at 100 whose price comes to 150, with 10 units left beside the hold
-    accounts.users.create_user(username="short", quota=110, user_id=22)
-    principal = authenticate({"x-api-key": accounts.keys.create_key(22, name="k")[0]})
+    principal = user_with_key(accounts, 22, 110)
     reservation = billing.reserve(principal, 100, model="m-small", route="test", reservation_id="credited")
     real_left = billing._left
 
